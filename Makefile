@@ -1,0 +1,46 @@
+# shardgate — `make run` starts local shards + the proxy; `make test` runs the suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+CONFIG ?= examples/local/cluster.yaml
+
+.PHONY: run test lint bench sysdeps clean
+
+# System packages the project needs: MariaDB server + client (local shards, CLI tests)
+# and the MariaDB client headers (to build mysqlclient). Installed only when missing.
+SYSPKGS_CHECK = \
+	command -v mariadbd >/dev/null 2>&1 || need="$$need mariadb-server"; \
+	command -v mariadb >/dev/null 2>&1 || need="$$need mariadb-client"; \
+	pkg-config --exists libmariadb 2>/dev/null || need="$$need libmariadb-dev pkg-config"
+
+sysdeps:
+	@need=""; $(SYSPKGS_CHECK); \
+	if [ -n "$$need" ]; then \
+	  if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "shardgate needs these Debian packages:$$need (apt-get install$$need)" >&2; exit 1; fi; \
+	  echo "installing:$$need" >&2; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; fi
+
+$(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory sysdeps
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip >/dev/null
+	$(BIN)/pip install -q -e '.[test]'
+	@rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/shardgate up -c $(CONFIG)
+
+test: $(STAMP)
+	$(BIN)/ruff check proxy rewriter vschema tests examples
+	$(BIN)/pytest -q -p no:cacheprovider
+
+bench: $(STAMP)
+	$(BIN)/python -m tests.benchmarks
+
+lint: $(STAMP)
+	$(BIN)/ruff check proxy rewriter vschema tests examples
+
+clean:
+	rm -rf $(VENV) .shardgate

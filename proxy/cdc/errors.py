@@ -1,0 +1,63 @@
+"""Errors a change stream can end with; each names the shard it concerns."""
+
+from __future__ import annotations
+
+
+class CdcError(Exception):
+    """Base class of every change-data-capture failure."""
+
+
+class InvalidPositionError(CdcError):
+    """A start position (VGTID, GTID, timestamp) that cannot be parsed or applied."""
+
+
+class ShardStreamError(CdcError):
+    """A failure of one shard's binlog stream."""
+
+    def __init__(self, keyspace: str, shard: str, message: str) -> None:
+        super().__init__(f"{keyspace}/{shard}: {message}")
+        self.keyspace = keyspace
+        self.shard = shard
+
+
+class PositionPurgedError(ShardStreamError):
+    """The shard no longer holds the binlogs needed to resume from the requested position."""
+
+    def __init__(self, keyspace: str, shard: str, position: str, server_message: str) -> None:
+        super().__init__(
+            keyspace,
+            shard,
+            f"cannot resume from GTID position {position!r}: the shard's binlogs no longer "
+            f"contain it (purged); restart from 'current' or 'beginning' "
+            f"(server said: {server_message})",
+        )
+        self.position = position
+
+
+class PositionUnknownError(ShardStreamError):
+    """The requested position is not in the shard's binlog (e.g. ahead of the shard)."""
+
+    def __init__(self, keyspace: str, shard: str, position: str, server_message: str) -> None:
+        super().__init__(
+            keyspace,
+            shard,
+            f"GTID position {position!r} is not in the shard's binlog "
+            f"(server said: {server_message})",
+        )
+        self.position = position
+
+
+class ShardUnavailableError(ShardStreamError):
+    """The shard could not be reached after the allowed reconnection attempts."""
+
+
+class SkewHoldTimeoutError(CdcError):
+    """A shard was held back for skew longer than the allowed maximum."""
+
+    def __init__(self, keyspace: str, shard: str, held_seconds: float) -> None:
+        super().__init__(
+            f"{keyspace}/{shard}: timed out while waiting for skew to reduce "
+            f"(held {held_seconds:.1f} s)"
+        )
+        self.keyspace = keyspace
+        self.shard = shard

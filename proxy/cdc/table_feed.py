@@ -1,0 +1,69 @@
+"""Row changes of one table across its keyspace's shards — what the messaging manager
+needs to learn at once about message rows written directly on a shard.
+
+Yields ``TableRowChange(shard, op, row, vgtid)``: ``row`` is the after image for inserts
+and updates and the before image for deletes (so the row can be evicted by its key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from proxy.cdc.binlog_reader import ShardEndpointLike
+from proxy.cdc.events import RowOp
+from proxy.cdc.positions import Vgtid
+from proxy.cdc.start_positions import ShardKey
+from proxy.cdc.vstream import VStream
+
+
+@dataclass(frozen=True, slots=True)
+class TableRowChange:
+    shard: str
+    op: RowOp
+    row: dict[str, Any]
+    vgtid: Vgtid
+
+
+class TableChangeFeed:
+    def __init__(
+        self,
+        endpoints: Mapping[ShardKey, ShardEndpointLike],
+        keyspace: str,
+        table: str,
+        start: str | Vgtid = "current",
+    ) -> None:
+        shards = {key: ep for key, ep in endpoints.items() if key[0] == keyspace}
+        self._stream = VStream(shards, [f"{keyspace}.{table}"], start=start)
+
+    @property
+    def vgtid(self) -> Vgtid:
+        return self._stream.vgtid
+
+    async def __aenter__(self) -> TableChangeFeed:
+        await self._stream.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stream.aclose()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def changes(self) -> AsyncIterator[TableRowChange]:
+        async for group in self._stream:
+            vgtid = group.vgtid
+            if vgtid is None:
+                continue
+            for event in group.row_events():
+                for change in event.changes:
+                    row = change.before if event.op is RowOp.DELETE else change.after
+                    assert row is not None
+                    yield TableRowChange(group.shard, event.op, row, vgtid)

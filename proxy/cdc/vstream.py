@@ -1,0 +1,287 @@
+"""VStream: one change stream over many shards, as Vitess's vtgate offers.
+
+::
+
+    async with VStream(endpoints, ["commerce.customer"], start="current") as stream:
+        async for group in stream:          # one shard transaction at a time
+            handle(group.events)
+            save(group.vgtid.to_json())     # resume point: after this group
+
+Each shard has a binlog reader (thread) and a pump task. The pump applies the artificial
+per-shard delay if one was configured (tests use it to make a shard lag), then skew
+alignment, and enqueues whole transactions; the consumer side appends the VGTID, so the
+VGTID carries exactly the shards' positions of what was handed out before it, whatever
+order the pumps ran in. A transaction is never interleaved with another shard's.
+
+Positions advance silently over transactions the table filter drops (carried by the next
+transaction or heartbeat of that shard), so a saved VGTID never re-reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+
+from proxy.cdc.binlog_reader import ShardBinlogReader, ShardEndpointLike
+from proxy.cdc.errors import CdcError
+from proxy.cdc.events import EventGroup, HeartbeatEvent, VgtidEvent
+from proxy.cdc.positions import GtidPosition, Vgtid
+from proxy.cdc.skew import DEFAULT_MAX_HOLD, DEFAULT_MAX_SKEW, SkewAligner
+from proxy.cdc.start_positions import ShardKey, resolve_start
+from proxy.cdc.table_filter import TableFilter
+from proxy.cdc.transaction_assembler import ShardHeartbeat, ShardTransaction
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _PositionAdvance:
+    """A shard moved past filtered-out transactions (learned from a heartbeat)."""
+
+    position: GtidPosition
+
+
+@dataclass(slots=True)
+class _Failure:
+    error: BaseException
+
+
+_QueueItem = tuple[ShardKey, ShardTransaction | _PositionAdvance] | _Failure
+
+
+class VStream:
+    def __init__(
+        self,
+        endpoints: Mapping[ShardKey, ShardEndpointLike],
+        tables: Iterable[str] | None = None,
+        start: str | Vgtid = "current",
+        *,
+        since: float | datetime | None = None,
+        minimize_skew: bool = False,
+        heartbeat_interval: float = 0.0,
+        max_skew: float = DEFAULT_MAX_SKEW,
+        max_skew_hold: float = DEFAULT_MAX_HOLD,
+        shard_delays: Mapping[ShardKey, float] | None = None,
+        shard_heartbeat_period: float = 1.0,
+        queue_size: int = 256,
+    ) -> None:
+        """
+        endpoints: every shard of the cluster, by (keyspace, shard).
+        tables: filter entries (``ks.table``, ``ks.*``, ``table``, ``*``); None = all.
+        start: ``"current"``, ``"beginning"``, a Vgtid or its JSON.
+        since: start at this time instead (epoch seconds or datetime; whole-second
+            granularity, rounding down).
+        minimize_skew: hold shards more than ``max_skew`` s ahead of the slowest.
+        heartbeat_interval: if > 0, yield a HEARTBEAT group after this many idle seconds.
+        shard_delays: artificial lag per shard (testing skew): each item of that shard is
+            released this many seconds after it was read.
+        """
+        self._endpoints = dict(endpoints)
+        self._filter = TableFilter(tables)
+        self._start = start
+        self._since = since
+        self._heartbeat_interval = heartbeat_interval
+        self._shard_delays = dict(shard_delays or {})
+        self._shard_heartbeat_period = shard_heartbeat_period
+        self.aligner: SkewAligner | None = (
+            SkewAligner(max_skew=max_skew, max_hold=max_skew_hold) if minimize_skew else None
+        )
+        self._queue: asyncio.Queue[_QueueItem] = asyncio.Queue(maxsize=queue_size)
+        self._readers: dict[ShardKey, ShardBinlogReader] = {}
+        self._pumps: list[asyncio.Task[None]] = []
+        self._positions: dict[ShardKey, GtidPosition] = {}
+        self._vgtid: Vgtid | None = None
+        self._opened = False
+        self._closed = False
+        self._last_sent = 0.0
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._opened:
+            return
+        if self._closed:
+            raise CdcError("the stream is closed")
+        self._opened = True
+        resolved = await resolve_start(self._endpoints, self._filter, self._start, self._since)
+        self._positions = dict(resolved.positions)
+        self._vgtid = Vgtid.from_positions(self._positions)
+        for key, position in resolved.positions.items():
+            reader = ShardBinlogReader(
+                key[0],
+                key[1],
+                self._endpoints[key],
+                position,
+                self._filter,
+                heartbeat_period=self._shard_heartbeat_period,
+                skip_before_timestamp=resolved.skip_before_timestamp,
+            )
+            self._readers[key] = reader
+        try:
+            for key, reader in self._readers.items():
+                reader.start()
+                self._pumps.append(
+                    asyncio.create_task(self._pump(key, reader), name=f"vstream-pump-{key}")
+                )
+        except BaseException:
+            await self.aclose()
+            raise
+        self._last_sent = time.monotonic()
+        logger.info(
+            "vstream opened",
+            extra={"start_vgtid": self._vgtid.to_json(), "skew": self.aligner is not None},
+        )
+
+    async def aclose(self) -> None:
+        """Stop every pump and reader; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._pumps:
+            task.cancel()
+        for task in self._pumps:
+            try:
+                await task
+            except asyncio.CancelledError:
+                if task.cancelled():
+                    continue
+                raise
+        await asyncio.gather(*(reader.close() for reader in self._readers.values()))
+
+    async def __aenter__(self) -> VStream:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def vgtid(self) -> Vgtid:
+        """The position after the last group handed out (the start before the first)."""
+        if self._vgtid is None:
+            raise CdcError("the stream is not open yet")
+        return self._vgtid
+
+    @property
+    def readers(self) -> Mapping[ShardKey, ShardBinlogReader]:
+        return self._readers
+
+    # -- iteration -----------------------------------------------------------------------
+
+    def __aiter__(self) -> VStream:
+        return self
+
+    async def __anext__(self) -> EventGroup:
+        if not self._opened:
+            await self.open()
+        if self._closed:
+            raise StopAsyncIteration
+        queue = self._queue
+        while True:
+            if queue.empty():
+                item = await self._next_or_heartbeat()
+                if item is None:
+                    return self._heartbeat_group()
+            else:
+                item = queue.get_nowait()
+            if isinstance(item, _Failure):
+                await self.aclose()
+                raise item.error
+            key, payload = item
+            self._positions[key] = payload.position
+            if isinstance(payload, _PositionAdvance):
+                self._vgtid = Vgtid.from_positions(self._positions)
+                continue
+            return self._deliver(key, payload)
+
+    async def _next_or_heartbeat(self) -> _QueueItem | None:
+        if self._heartbeat_interval <= 0:
+            return await self._queue.get()
+        remaining = self._last_sent + self._heartbeat_interval - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            async with asyncio.timeout(remaining):
+                return await self._queue.get()
+        except TimeoutError:
+            return None
+
+    def _heartbeat_group(self) -> EventGroup:
+        now = time.time()
+        self._last_sent = time.monotonic()
+        return EventGroup(
+            keyspace="",
+            shard="",
+            events=[HeartbeatEvent(keyspace="", shard="", timestamp=int(now))],
+            commit_time=now,
+            received_at=now,
+            vgtid=self._vgtid,
+        )
+
+    def _deliver(self, key: ShardKey, txn: ShardTransaction) -> EventGroup:
+        vgtid = Vgtid.from_positions(self._positions)
+        self._vgtid = vgtid
+        events = txn.events
+        events.append(
+            VgtidEvent(keyspace=key[0], shard=key[1], timestamp=txn.timestamp, vgtid=vgtid)
+        )
+        self._last_sent = time.monotonic()
+        return EventGroup(
+            keyspace=key[0],
+            shard=key[1],
+            events=events,
+            commit_time=txn.commit_time,
+            received_at=txn.received_at,
+            vgtid=vgtid,
+            row_count=txn.row_count,
+        )
+
+    # -- per-shard pump ------------------------------------------------------------------
+
+    async def _pump(self, key: ShardKey, reader: ShardBinlogReader) -> None:
+        queue = self._queue
+        aligner = self.aligner
+        delay = self._shard_delays.get(key, 0.0)
+        last_position = reader.start_position
+        try:
+            async for batch in reader.batches():
+                for item in batch:
+                    if delay > 0:
+                        wait = item.received_at + delay - time.time()
+                        if wait > 0:
+                            await asyncio.sleep(wait)
+                    if isinstance(item, ShardHeartbeat):
+                        if aligner is not None:
+                            aligner.update(key, item.received_at)
+                        if item.position != last_position:
+                            last_position = item.position
+                            await queue.put((key, _PositionAdvance(item.position)))
+                        continue
+                    if aligner is not None:
+                        await aligner.wait_for_turn(key, item.commit_time, key)
+                    last_position = item.position
+                    await queue.put((key, item))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # handed to the consumer, who raises it
+            logger.error(
+                "shard stream failed",
+                extra={"keyspace": key[0], "shard": key[1], "error": str(exc)},
+            )
+            await queue.put(_Failure(exc))
+            return
+        # A reader only ends cleanly when closed; if it ends otherwise, say so.
+        if not self._closed:
+            await queue.put(_Failure(CdcError(f"{key[0]}/{key[1]}: binlog stream ended")))

@@ -1,0 +1,184 @@
+"""``shardgate`` command line: ``up`` (local shards + proxy), ``serve`` (proxy over
+shards given by DSN) and ``cdc`` (change events as NDJSON)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("shardgate")
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+async def _run_until_signal(main: Any) -> None:
+    """Run ``main`` (a coroutine) until SIGINT/SIGTERM, then cancel it cleanly."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(main)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        logger.info("shutting down")
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from proxy.config import load_config
+
+    from proxy.errors import ProxyError
+    from proxy.server import check_listen_safety
+
+    overrides: dict[str, Any] = {}
+    if getattr(args, "port", None):
+        overrides["listen_port"] = args.port
+    config = load_config(Path(args.config), **overrides)
+    try:
+        check_listen_safety(config.listen.host, config.users)
+    except ProxyError as e:
+        raise CliError(e.message) from e
+    return config
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from proxy.cluster import LocalCluster
+    from proxy.server import serve_proxy
+
+    config = _load(args)
+
+    async def main() -> None:
+        cluster = LocalCluster(config)
+        await cluster.start()
+        try:
+            logger.info(
+                "cluster ready",
+                extra={"shards": [f"{ks}/{s}@{e.port}" for (ks, s), e in sorted(cluster.endpoints.items())]},
+            )
+            await serve_proxy(config, cluster.endpoints, workers=args.workers)
+        finally:
+            await cluster.stop()
+
+    asyncio.run(_run_until_signal(main()))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from proxy.server import serve_proxy
+
+    config = _load(args)
+    endpoints = {}
+    for name, ks in config.keyspaces.items():
+        for shard, ep in ks.shards.items():
+            if ep is None:
+                print(
+                    f"shardgate serve: shard {name}/{shard} has no dsn; use 'shardgate up' for local shards",
+                    file=sys.stderr,
+                )
+                return 2
+            endpoints[(name, shard)] = ep
+
+    asyncio.run(_run_until_signal(serve_proxy(config, endpoints, workers=args.workers)))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """One proxy process of a multi-worker ``up``/``serve`` (endpoints from the parent)."""
+    from proxy.server import endpoints_from_json, serve_proxy
+
+    config = _load(args)
+    endpoints = endpoints_from_json(os.environ["SHARDGATE_ENDPOINTS"])
+    asyncio.run(_run_until_signal(serve_proxy(config, endpoints)))
+    return 0
+
+
+def cmd_cdc(args: argparse.Namespace) -> int:
+    from proxy.cdc import run_cdc
+
+    config = _load(args)
+    tables = [t for spec in args.tables for t in spec.split(",") if t]
+
+    async def main() -> Any:
+        return await run_cdc(config, tables, args.start, args.format, sys.stdout)
+
+    final = asyncio.run(_run_until_signal(main()))
+    if final is not None:
+        print(f"resume position: {final}", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="shardgate",
+        description="A sharding MySQL-protocol proxy (Vitess-compatible vschema), with messaging and CDC.",
+    )
+    p.add_argument("--log-level", default=os.environ.get("SHARDGATE_LOG_LEVEL", "INFO"))
+    sub = p.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser(
+        "up",
+        help="start one local MariaDB per shard (initialised and loaded on first run) and serve the proxy",
+        description="Start one mariadbd per local shard of the cluster file (data under local.data_dir; "
+        "schema applied on first start), then serve the proxy in the foreground. Ctrl-C/SIGTERM stops both.",
+    )
+    up.add_argument("-c", "--config", required=True, help="cluster YAML (see examples/local/cluster.yaml)")
+    up.add_argument("--port", type=int, help="override listen.port")
+    up.add_argument("--workers", type=int, default=1, help="proxy processes sharing the port (SO_REUSEPORT)")
+    up.set_defaults(func=cmd_up)
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve the proxy over shards given by dsn in the cluster file",
+        description="Serve the proxy only; every shard in the cluster file must map to a dsn "
+        "mysql://user:pw@host:port/db.",
+    )
+    serve.add_argument("-c", "--config", required=True)
+    serve.add_argument("--port", type=int, help="override listen.port")
+    serve.add_argument("--workers", type=int, default=1)
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help=argparse.SUPPRESS)
+    worker.add_argument("-c", "--config", required=True)
+    worker.add_argument("--port", type=int)
+    worker.set_defaults(func=cmd_worker)
+
+    cdc = sub.add_parser(
+        "cdc",
+        help="stream row changes of tables as newline-delimited JSON",
+        description="Write change events to stdout; prints the resume position (VGTID) on exit.",
+    )
+    cdc.add_argument("-c", "--config", required=True)
+    cdc.add_argument("--tables", action="append", required=True, help="keyspace.table[,keyspace.table...]")
+    cdc.add_argument("--from", dest="start", default="current", help="current | beginning | <vgtid json> | since:<ts>")
+    cdc.add_argument("--format", choices=["debezium", "vstream"], default="debezium")
+    cdc.set_defaults(func=cmd_cdc)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.log_level)
+    try:
+        return int(args.func(args))
+    except CliError as e:
+        print(f"shardgate: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,202 @@
+"""LocalCluster: the MariaDB instances behind `shardgate up`, one per local shard."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import signal
+import time
+from pathlib import Path
+from types import TracebackType
+
+from proxy.cluster.binaries import MariaDBBinaries, find_mariadb_binaries
+from proxy.cluster.datadir import ensure_template, provision_data_dir
+from proxy.cluster.errors import ClusterError, PortInUse
+from proxy.cluster.instance import MariaDBInstance, running_pid_from_file
+from proxy.cluster.layout import LocalShardSpec, ShardKey, cluster_endpoints, plan_local_shards
+from proxy.cluster.ports import port_is_free
+from proxy.cluster.schema import apply_schema_once
+from proxy.config import ClusterConfig, ShardEndpoint
+
+logger = logging.getLogger(__name__)
+
+TEMPLATE_DIRNAME = ".template"
+
+
+class LocalCluster:
+    """Starts and stops one `mariadbd` per local shard of a cluster configuration.
+
+    Data directories live under `local.data_dir/<keyspace>/<shard>`; the first start initialises
+    them (from a template made once by `mariadb-install-db`), creates the keyspace database and
+    applies the keyspace's schema. Later starts reuse the data as it was left.
+
+        async with LocalCluster(load_config("cluster.yaml")) as cluster:
+            cluster.endpoint("commerce", "-80")   # ShardEndpoint(host, port, user, ...)
+    """
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        mariadb_search_path: str | None = None,
+        template_dir: Path | None = None,
+    ) -> None:
+        self.config = config
+        self._search_path = mariadb_search_path
+        self._specs: dict[ShardKey, LocalShardSpec] = {s.key: s for s in plan_local_shards(config)}
+        self._endpoints = cluster_endpoints(config)
+        self._template_dir = template_dir or (
+            config.local.data_dir / TEMPLATE_DIRNAME if config.local is not None else None
+        )
+        self._binaries: MariaDBBinaries | None = None
+        self._instances: dict[ShardKey, MariaDBInstance] = {}
+        self.startup_seconds: float | None = None
+
+    # -- topology -------------------------------------------------------------------------------
+
+    @property
+    def endpoints(self) -> dict[ShardKey, ShardEndpoint]:
+        """Every shard of the configuration (local and dsn ones), keyed by (keyspace, shard)."""
+        return dict(self._endpoints)
+
+    def endpoint(self, keyspace: str, shard: str) -> ShardEndpoint:
+        try:
+            return self._endpoints[(keyspace, shard)]
+        except KeyError:
+            raise KeyError(f"no shard {keyspace}/{shard} in {self.config.path}") from None
+
+    @property
+    def local_shards(self) -> list[LocalShardSpec]:
+        """The shards this cluster runs itself, in port order."""
+        return list(self._specs.values())
+
+    def local_shard(self, keyspace: str, shard: str) -> LocalShardSpec:
+        try:
+            return self._specs[(keyspace, shard)]
+        except KeyError:
+            raise KeyError(
+                f"{keyspace}/{shard} is not a local shard of {self.config.path}"
+            ) from None
+
+    def pid(self, keyspace: str, shard: str) -> int | None:
+        """The pid of the shard's mariadbd while it runs."""
+        instance = self._instances.get((keyspace, shard))
+        return instance.pid if instance is not None and instance.running else None
+
+    def is_running(self, keyspace: str, shard: str) -> bool:
+        return self.pid(keyspace, shard) is not None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> LocalCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Initialise what is missing, start every local shard and apply first-run schema."""
+        if not self._specs:
+            return
+        started = time.monotonic()
+        binaries = self._require_binaries()
+        specs = list(self._specs.values())
+        self._check_ports_free(specs)
+        await self._provision(binaries, specs)
+        try:
+            await asyncio.gather(*(self._start_one(spec) for spec in specs))
+            await asyncio.gather(
+                *(
+                    apply_schema_once(spec, self.config.keyspaces[spec.keyspace].schema_path)
+                    for spec in specs
+                )
+            )
+        except BaseException:
+            await self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        logger.info(
+            "local cluster started shards=%d seconds=%.2f data_dir=%s",
+            len(specs),
+            self.startup_seconds,
+            self.config.local.data_dir if self.config.local else None,
+            extra={"shards": len(specs), "seconds": self.startup_seconds},
+        )
+
+    async def stop(self) -> None:
+        """Shut every running shard down cleanly (SIGTERM) and wait for it to exit."""
+        instances = list(self._instances.values())
+        # Signal all first, so an interrupted wait still leaves every shard shutting down.
+        for instance in instances:
+            instance.send_signal(signal.SIGTERM)
+        results = await asyncio.gather(
+            *(instance.stop() for instance in instances), return_exceptions=True
+        )
+        self._instances.clear()
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def stop_shard(self, keyspace: str, shard: str, *, kill: bool = False) -> None:
+        """Stop one shard: a clean shutdown, or with `kill=True` a SIGKILL crash."""
+        self.local_shard(keyspace, shard)
+        instance = self._instances.pop((keyspace, shard), None)
+        if instance is not None:
+            await instance.stop(kill=kill)
+
+    async def start_shard(self, keyspace: str, shard: str) -> None:
+        """Start one (stopped) shard again and wait until it accepts connections."""
+        spec = self.local_shard(keyspace, shard)
+        if self.is_running(keyspace, shard):
+            return
+        self._check_ports_free([spec])
+        await self._start_one(spec)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _require_binaries(self) -> MariaDBBinaries:
+        if self._binaries is None:
+            self._binaries = find_mariadb_binaries(self._search_path)
+        return self._binaries
+
+    def _check_ports_free(self, specs: list[LocalShardSpec]) -> None:
+        for spec in specs:
+            if not port_is_free(spec.port):
+                leftover = running_pid_from_file(spec.pid_file)
+                hint = (
+                    f"mariadbd pid {leftover} of {spec.pid_file} still runs"
+                    if leftover is not None
+                    else f"another cluster running? change local.base_port in {self.config.path}"
+                )
+                raise PortInUse(
+                    f"port {spec.port} for shard {spec.keyspace}/{spec.shard} is already in use "
+                    f"({hint})"
+                )
+
+    async def _provision(self, binaries: MariaDBBinaries, specs: list[LocalShardSpec]) -> None:
+        missing = [spec for spec in specs if not spec.data_dir.exists()]
+        if not missing:
+            return
+        assert self._template_dir is not None
+        await ensure_template(binaries, self._template_dir)
+        for spec in missing:
+            await provision_data_dir(self._template_dir, spec.data_dir)
+
+    async def _start_one(self, spec: LocalShardSpec) -> None:
+        instance = MariaDBInstance(spec, self._require_binaries())
+        self._instances[spec.key] = instance
+        await instance.start()
+
+    def remove_data(self) -> None:
+        """Delete every local shard's data directory (the cluster must be stopped)."""
+        if self._instances:
+            raise ClusterError("stop the cluster before removing its data")
+        for spec in self._specs.values():
+            shutil.rmtree(spec.data_dir, ignore_errors=True)

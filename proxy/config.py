@@ -1,0 +1,454 @@
+"""Cluster configuration: the YAML file that `shardgate up` / `shardgate serve` read.
+
+The names in the file are an interface users script against (see issue 2)::
+
+    listen: {host: 127.0.0.1, port: 15306, tls: {cert: ..., key: ...}}
+    users: [{user: root, password: ""}]
+    local: {data_dir: .shardgate/data, base_port: 17100}
+    routing_rules: {rules: []}
+    keyspaces:
+      commerce:
+        vschema: commerce_vschema.json
+        schema: commerce_schema.sql
+        shards: ["-80", "80-"]           # local shards, or {shard: "mysql://user:pw@host:port/db"}
+
+Every relative path is resolved against the directory of the YAML file, so the same file works
+from any working directory. Errors are raised as :class:`ConfigError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import yaml
+
+DEFAULT_LISTEN_HOST = "127.0.0.1"
+DEFAULT_LISTEN_PORT = 15306
+DEFAULT_MYSQL_PORT = 3306
+
+# Shard names become directory names and appear in `USE ks:shard`; key ranges ("-80", "80-",
+# "40-80"), "0" and "-" are the Vitess conventions, anything else is rejected early.
+_SHARD_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_KEYSPACE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ConfigError(ValueError):
+    """An invalid cluster configuration; the message names the file and the offending field."""
+
+    def __init__(self, path: Path | str, field_name: str, message: str) -> None:
+        self.path = Path(path)
+        self.field = field_name
+        self.reason = message
+        super().__init__(f"{self.path}: {field_name}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class ShardEndpoint:
+    """Where one shard's MySQL/MariaDB server listens and how to log in to it."""
+
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+    database: str
+
+    @property
+    def dsn(self) -> str:
+        """The endpoint as a `mysql://` URL (password omitted)."""
+        return f"mysql://{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    cert: Path
+    key: Path
+
+
+@dataclass(frozen=True, slots=True)
+class ListenConfig:
+    host: str
+    port: int
+    tls: TlsConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UserConfig:
+    user: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalConfig:
+    """Managed MariaDB instances: one per local shard, on `base_port + i`."""
+
+    data_dir: Path
+    base_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyspaceConfig:
+    name: str
+    vschema: dict[str, Any]
+    vschema_path: Path
+    schema_path: Path | None
+    # shard name -> endpoint; None marks a local shard whose endpoint the launcher assigns.
+    shards: dict[str, ShardEndpoint | None]
+
+    @property
+    def sharded(self) -> bool:
+        return bool(self.vschema.get("sharded", False))
+
+    @property
+    def local_shards(self) -> list[str]:
+        return [name for name, endpoint in self.shards.items() if endpoint is None]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    path: Path
+    listen: ListenConfig
+    users: list[UserConfig]
+    local: LocalConfig | None
+    routing_rules: dict[str, Any]
+    keyspaces: dict[str, KeyspaceConfig]
+
+    @property
+    def has_local_shards(self) -> bool:
+        return any(ks.local_shards for ks in self.keyspaces.values())
+
+
+def load_config(
+    path: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    base_port: int | None = None,
+    listen_host: str | None = None,
+    listen_port: int | None = None,
+) -> ClusterConfig:
+    """Read and validate a cluster YAML file.
+
+    The keyword arguments override the file's values (tests use them so they never collide with a
+    running `make run`); a relative `data_dir` override is taken relative to the working directory.
+    """
+    path = Path(path).resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(path, "<file>", f"cannot read: {e.strerror or e}") from e
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(path, "<file>", f"invalid YAML: {e}") from e
+    if raw is None:
+        raw = {}
+    reader = _Reader(path)
+    doc = reader.mapping(raw, "<top level>")
+    reader.no_unknown_keys(
+        doc, "<top level>", {"listen", "users", "local", "routing_rules", "keyspaces"}
+    )
+
+    listen = reader.listen(doc.get("listen"))
+    if listen_host is not None or listen_port is not None:
+        listen = ListenConfig(
+            host=listen_host if listen_host is not None else listen.host,
+            port=reader.port(listen_port, "listen.port")
+            if listen_port is not None
+            else listen.port,
+            tls=listen.tls,
+        )
+    users = reader.users(doc.get("users"))
+    local = reader.local(doc.get("local"))
+    if data_dir is not None or base_port is not None:
+        if local is None and (data_dir is None or base_port is None):
+            raise ConfigError(
+                path, "local", "is missing; overriding data_dir/base_port needs both values"
+            )
+        local = LocalConfig(
+            data_dir=Path(data_dir).resolve() if data_dir is not None else local.data_dir,  # type: ignore[union-attr]
+            base_port=(
+                reader.port(base_port, "local.base_port")
+                if base_port is not None
+                else local.base_port  # type: ignore[union-attr]
+            ),
+        )
+    routing_rules = reader.routing_rules(doc.get("routing_rules"))
+    keyspaces = reader.keyspaces(doc.get("keyspaces"))
+
+    config = ClusterConfig(
+        path=path,
+        listen=listen,
+        users=users,
+        local=local,
+        routing_rules=routing_rules,
+        keyspaces=keyspaces,
+    )
+    if config.has_local_shards and local is None:
+        first = next(ks for ks in keyspaces.values() if ks.local_shards)
+        raise ConfigError(
+            path,
+            "local",
+            f"is required: keyspace {first.name!r} lists local shards "
+            "(give `local: {data_dir, base_port}` or a dsn per shard)",
+        )
+    if local is not None:
+        count = sum(len(ks.local_shards) for ks in keyspaces.values())
+        if local.base_port + count - 1 > 65535:
+            raise ConfigError(
+                path, "local.base_port", f"{local.base_port} + {count} shards exceeds port 65535"
+            )
+    return config
+
+
+def parse_dsn(dsn: str, *, default_database: str) -> ShardEndpoint:
+    """Parse `mysql://user:password@host:port/database` (user and password percent-decoded)."""
+    parts = urlsplit(dsn)
+    if parts.scheme not in ("mysql", "mariadb"):
+        raise ValueError(f"expected a mysql:// URL, got scheme {parts.scheme!r}")
+    if not parts.hostname:
+        raise ValueError("the URL has no host")
+    try:
+        port = parts.port or DEFAULT_MYSQL_PORT
+    except ValueError as e:
+        raise ValueError(f"invalid port: {e}") from e
+    database = unquote(parts.path.lstrip("/")) or default_database
+    if "/" in database:
+        raise ValueError(f"invalid database name {database!r}")
+    return ShardEndpoint(
+        host=parts.hostname,
+        port=port,
+        user=unquote(parts.username or "root"),
+        password=unquote(parts.password or ""),
+        database=database,
+    )
+
+
+def load_structured_file(path: Path) -> Any:
+    """Load a JSON or YAML file (YAML is a superset of JSON, but JSON errors read better)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        return json.loads(text)
+    return yaml.safe_load(text)
+
+
+class _Reader:
+    """Field-by-field validation that knows the file name for error messages."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.base = path.parent
+
+    def error(self, field_name: str, message: str) -> ConfigError:
+        return ConfigError(self.path, field_name, message)
+
+    def mapping(self, value: Any, field_name: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(field_name, f"expected a mapping, got {_kind(value)}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.error(field_name, f"keys must be strings, got {key!r}")
+        return value
+
+    def no_unknown_keys(self, value: dict[str, Any], field_name: str, allowed: set[str]) -> None:
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            where = field_name if field_name != "<top level>" else ""
+            name = f"{where}.{unknown[0]}" if where else unknown[0]
+            raise self.error(name, f"unknown field (expected one of: {', '.join(sorted(allowed))})")
+
+    def string(self, value: Any, field_name: str, *, allow_empty: bool = False) -> str:
+        if not isinstance(value, str):
+            raise self.error(field_name, f"expected a string, got {_kind(value)}")
+        if not allow_empty and not value:
+            raise self.error(field_name, "must not be empty")
+        return value
+
+    def port(self, value: Any, field_name: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(field_name, f"expected a port number, got {_kind(value)}")
+        if not 1 <= value <= 65535:
+            raise self.error(field_name, f"port {value} is outside 1..65535")
+        return value
+
+    def file(self, value: Any, field_name: str) -> Path:
+        resolved = (self.base / self.string(value, field_name)).resolve()
+        if not resolved.is_file():
+            raise self.error(field_name, f"file not found: {resolved}")
+        return resolved
+
+    def listen(self, value: Any) -> ListenConfig:
+        if value is None:
+            return ListenConfig(DEFAULT_LISTEN_HOST, DEFAULT_LISTEN_PORT)
+        doc = self.mapping(value, "listen")
+        self.no_unknown_keys(doc, "listen", {"host", "port", "tls"})
+        host = self.string(doc.get("host", DEFAULT_LISTEN_HOST), "listen.host")
+        port = self.port(doc.get("port", DEFAULT_LISTEN_PORT), "listen.port")
+        tls = None
+        if doc.get("tls") is not None:
+            tls_doc = self.mapping(doc["tls"], "listen.tls")
+            self.no_unknown_keys(tls_doc, "listen.tls", {"cert", "key"})
+            for required in ("cert", "key"):
+                if required not in tls_doc:
+                    raise self.error(f"listen.tls.{required}", "is required")
+            tls = TlsConfig(
+                cert=self.file(tls_doc["cert"], "listen.tls.cert"),
+                key=self.file(tls_doc["key"], "listen.tls.key"),
+            )
+        return ListenConfig(host=host, port=port, tls=tls)
+
+    def users(self, value: Any) -> list[UserConfig]:
+        if value is None:
+            raise self.error("users", "is required (a list of {user, password})")
+        if not isinstance(value, list) or not value:
+            raise self.error("users", f"expected a non-empty list, got {_kind(value)}")
+        users: list[UserConfig] = []
+        seen: set[str] = set()
+        for i, item in enumerate(value):
+            where = f"users[{i}]"
+            doc = self.mapping(item, where)
+            self.no_unknown_keys(doc, where, {"user", "password"})
+            if "user" not in doc:
+                raise self.error(f"{where}.user", "is required")
+            name = self.string(doc["user"], f"{where}.user")
+            password = doc.get("password", "")
+            if password is None:
+                password = ""
+            password = self.string(password, f"{where}.password", allow_empty=True)
+            if name in seen:
+                raise self.error(f"{where}.user", f"duplicate user {name!r}")
+            seen.add(name)
+            users.append(UserConfig(user=name, password=password))
+        return users
+
+    def local(self, value: Any) -> LocalConfig | None:
+        if value is None:
+            return None
+        doc = self.mapping(value, "local")
+        self.no_unknown_keys(doc, "local", {"data_dir", "base_port"})
+        for required in ("data_dir", "base_port"):
+            if required not in doc:
+                raise self.error(f"local.{required}", "is required")
+        data_dir = (self.base / self.string(doc["data_dir"], "local.data_dir")).resolve()
+        return LocalConfig(
+            data_dir=data_dir, base_port=self.port(doc["base_port"], "local.base_port")
+        )
+
+    def routing_rules(self, value: Any) -> dict[str, Any]:
+        if value is None:
+            return {"rules": []}
+        if isinstance(value, str):
+            # A path to a RoutingRules JSON/YAML file, like the keyspace vschema files.
+            rules_path = self.file(value, "routing_rules")
+            value = self._structured(rules_path, "routing_rules")
+        doc = self.mapping(value, "routing_rules")
+        rules = doc.get("rules", [])
+        if not isinstance(rules, list):
+            raise self.error("routing_rules.rules", f"expected a list, got {_kind(rules)}")
+        for i, rule in enumerate(rules):
+            rule_doc = self.mapping(rule, f"routing_rules.rules[{i}]")
+            if not isinstance(rule_doc.get("from_table"), str):
+                raise self.error(f"routing_rules.rules[{i}].from_table", "is required (a string)")
+            to_tables = rule_doc.get("to_tables")
+            if not isinstance(to_tables, list) or not all(isinstance(t, str) for t in to_tables):
+                raise self.error(
+                    f"routing_rules.rules[{i}].to_tables", "is required (a list of strings)"
+                )
+        return {**doc, "rules": rules}
+
+    def keyspaces(self, value: Any) -> dict[str, KeyspaceConfig]:
+        if value is None:
+            raise self.error("keyspaces", "is required")
+        doc = self.mapping(value, "keyspaces")
+        if not doc:
+            raise self.error("keyspaces", "must name at least one keyspace")
+        return {name: self.keyspace(name, item) for name, item in doc.items()}
+
+    def keyspace(self, name: str, value: Any) -> KeyspaceConfig:
+        where = f"keyspaces.{name}"
+        if not _KEYSPACE_NAME.match(name):
+            raise self.error(where, "keyspace names must be identifiers ([A-Za-z_][A-Za-z0-9_]*)")
+        doc = self.mapping(value, where)
+        self.no_unknown_keys(doc, where, {"vschema", "schema", "shards"})
+        if "vschema" not in doc:
+            raise self.error(f"{where}.vschema", "is required")
+        vschema_path = self.file(doc["vschema"], f"{where}.vschema")
+        vschema = self.mapping(
+            self._structured(vschema_path, f"{where}.vschema"), f"{where}.vschema"
+        )
+        sharded = vschema.get("sharded", False)
+        if not isinstance(sharded, bool):
+            raise self.error(
+                f"{where}.vschema", f"`sharded` must be true or false, got {sharded!r}"
+            )
+        schema_path = None
+        if doc.get("schema") is not None:
+            schema_path = self.file(doc["schema"], f"{where}.schema")
+        shards = self.shards(name, doc.get("shards"), f"{where}.shards")
+        if not sharded and len(shards) != 1:
+            raise self.error(
+                f"{where}.shards",
+                f"an unsharded keyspace has exactly one shard, got {len(shards)}",
+            )
+        return KeyspaceConfig(
+            name=name,
+            vschema=vschema,
+            vschema_path=vschema_path,
+            schema_path=schema_path,
+            shards=shards,
+        )
+
+    def shards(self, keyspace: str, value: Any, where: str) -> dict[str, ShardEndpoint | None]:
+        if value is None:
+            raise self.error(where, "is required (a list of shard names or a mapping shard -> dsn)")
+        shards: dict[str, ShardEndpoint | None] = {}
+        if isinstance(value, list):
+            items: list[tuple[Any, Any]] = [(item, None) for item in value]
+        elif isinstance(value, dict):
+            items = list(value.items())
+        else:
+            raise self.error(where, f"expected a list or a mapping, got {_kind(value)}")
+        if not items:
+            raise self.error(where, "must name at least one shard")
+        for i, (shard, dsn) in enumerate(items):
+            if not isinstance(shard, str):
+                # YAML reads a bare `0` as an integer; shard names are strings.
+                if isinstance(shard, int) and not isinstance(shard, bool):
+                    shard = str(shard)
+                else:
+                    raise self.error(f"{where}[{i}]", f"expected a shard name, got {_kind(shard)}")
+            if not _SHARD_NAME.match(shard):
+                raise self.error(
+                    f"{where}[{i}]",
+                    f"invalid shard name {shard!r} (use key ranges like -80, 80-, 0)",
+                )
+            if shard in shards:
+                raise self.error(f"{where}[{i}]", f"duplicate shard {shard!r}")
+            if dsn is None:
+                shards[shard] = None
+                continue
+            dsn_field = f"{where}.{shard}"
+            try:
+                shards[shard] = parse_dsn(self.string(dsn, dsn_field), default_database=keyspace)
+            except ValueError as e:
+                if isinstance(e, ConfigError):
+                    raise
+                raise self.error(dsn_field, f"invalid dsn: {e}") from e
+        return shards
+
+    def _structured(self, path: Path, field_name: str) -> Any:
+        try:
+            return load_structured_file(path)
+        except (json.JSONDecodeError, yaml.YAMLError) as e:
+            raise self.error(field_name, f"cannot parse {path.name}: {e}") from e
+        except OSError as e:
+            raise self.error(field_name, f"cannot read {path}: {e.strerror or e}") from e
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return f"{type(value).__name__} {value!r}"[:80]

@@ -1,0 +1,143 @@
+"""Results as the engine passes them around.
+
+Values stay in MySQL's *text protocol* form (``bytes`` or ``None``), exactly as a
+shard sent them, the way Vitess keeps ``sqltypes.Value`` as type + raw bytes: a
+single-shard route forwards rows untouched, and only primitives that must compare
+or compute (MemorySort, aggregates, joins) decode values, through ``decode_value``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mysql_mimic.types import ColumnType
+
+Row = tuple[bytes | None, ...]
+
+BINARY_CHARSET = 63
+UTF8MB4_GENERAL_CI = 45
+
+# Column flags (include/mysql_com.h)
+NOT_NULL_FLAG = 1
+PRI_KEY_FLAG = 2
+UNSIGNED_FLAG = 32
+BINARY_FLAG = 128
+NUM_FLAG = 32768
+
+
+@dataclass(slots=True)
+class Field:
+    """One column definition, as in a MySQL ColumnDefinition41 packet."""
+
+    name: str
+    type: int = ColumnType.VAR_STRING
+    charset: int = UTF8MB4_GENERAL_CI
+    length: int = 0
+    flags: int = 0
+    decimals: int = 0
+    table: str = ""
+    org_table: str = ""
+    db: str = ""
+    org_name: str = ""
+
+    @property
+    def unsigned(self) -> bool:
+        return bool(self.flags & UNSIGNED_FLAG)
+
+    @property
+    def is_binary(self) -> bool:
+        return self.charset == BINARY_CHARSET
+
+
+@dataclass(slots=True)
+class Result:
+    """A complete (or one chunk of a streamed) result.
+
+    For streamed results the first chunk carries ``fields`` and later chunks only
+    ``rows``. DML results carry ``affected_rows``/``insert_id`` and no fields.
+    """
+
+    fields: list[Field] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    affected_rows: int = 0
+    insert_id: int = 0
+    info: str = ""
+    warnings: int = 0
+
+
+ResultStream = AsyncIterator[Result]
+
+_INT_TYPES = {
+    ColumnType.TINY,
+    ColumnType.SHORT,
+    ColumnType.LONG,
+    ColumnType.LONGLONG,
+    ColumnType.INT24,
+    ColumnType.YEAR,
+}
+_FLOAT_TYPES = {ColumnType.FLOAT, ColumnType.DOUBLE}
+_DECIMAL_TYPES = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
+
+
+def is_numeric(f: Field) -> bool:
+    return f.type in _INT_TYPES or f.type in _FLOAT_TYPES or f.type in _DECIMAL_TYPES
+
+
+def decode_value(f: Field, raw: bytes | None) -> Any:
+    """Text-protocol bytes -> a Python value that compares the way MySQL orders.
+
+    Strings stay ``str`` (binary collations stay ``bytes``); dates and times stay
+    as their text, whose lexical order equals chronological order for MySQL's
+    fixed-width formats.
+    """
+    if raw is None:
+        return None
+    t = f.type
+    if t in _INT_TYPES:
+        return int(raw)
+    if t in _DECIMAL_TYPES:
+        return decimal.Decimal(raw.decode())
+    if t in _FLOAT_TYPES:
+        return float(raw)
+    if f.charset == BINARY_CHARSET:
+        return raw
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def encode_value(value: Any) -> bytes | None:
+    """A Python value -> text-protocol bytes, as MySQL would print it."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bool):
+        return b"1" if value else b"0"
+    if isinstance(value, float):
+        return repr(value).encode() if value != int(value) or abs(value) >= 1e15 else str(int(value)).encode()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f").encode()
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(sep=" ").encode()
+    return str(value).encode()
+
+
+def local_result(names: Sequence[str], rows: Sequence[Sequence[Any]], types: Sequence[int] | None = None) -> Result:
+    """A result the proxy answers itself (SHOW VITESS_*, @@variables, ...)."""
+    fields = []
+    for i, name in enumerate(names):
+        t = types[i] if types else ColumnType.VAR_STRING
+        numeric = t in _INT_TYPES or t in _DECIMAL_TYPES or t in _FLOAT_TYPES
+        fields.append(
+            Field(
+                name=name,
+                type=t,
+                charset=BINARY_CHARSET if numeric else UTF8MB4_GENERAL_CI,
+                length=21 if numeric else 1024,
+                flags=(BINARY_FLAG | NUM_FLAG) if numeric else 0,
+            )
+        )
+    return Result(fields=fields, rows=[tuple(encode_value(v) for v in row) for row in rows])

@@ -1,0 +1,102 @@
+"""Errors the proxy reports to clients, each with a MySQL code and SQLSTATE.
+
+Every failure a client can see goes through ``ProxyError`` so it reaches the wire
+with the right code/SQLSTATE (a Vitess user recognises the texts); anything else
+is a bug and is reported as 1105 with the exception named, never swallowed.
+"""
+
+from __future__ import annotations
+
+# code -> SQLSTATE, for the codes the proxy itself produces or passes through often.
+SQLSTATES: dict[int, str] = {
+    1040: "08004",
+    1043: "08S01",
+    1044: "42000",
+    1045: "28000",
+    1046: "3D000",
+    1047: "08S01",
+    1049: "42000",
+    1051: "42S02",
+    1054: "42S22",
+    1062: "23000",
+    1064: "42000",
+    1065: "42000",
+    1105: "HY000",
+    1146: "42S02",
+    1149: "42000",
+    1193: "HY000",
+    1213: "40001",
+    1231: "42000",
+    1235: "42000",
+    1317: "70100",
+    1364: "HY000",
+    1366: "HY000",
+    1406: "22001",
+    1451: "23000",
+    1452: "23000",
+    1690: "22003",
+    1835: "HY000",
+    2013: "HY000",
+}
+
+ER_UNKNOWN_ERROR = 1105
+ER_PARSE_ERROR = 1064
+ER_EMPTY_QUERY = 1065
+ER_NO_SUCH_TABLE = 1146
+ER_BAD_DB_ERROR = 1049
+ER_NO_DB_ERROR = 1046
+ER_NOT_SUPPORTED_YET = 1235
+ER_ACCESS_DENIED = 1045
+ER_UNKNOWN_COM = 1047
+ER_WRONG_VALUE_FOR_VAR = 1231
+ER_QUERY_INTERRUPTED = 1317
+
+
+def sqlstate_for(code: int) -> str:
+    return SQLSTATES.get(code, "HY000")
+
+
+class ProxyError(Exception):
+    """An error with a MySQL code, sent to the client as an ERR packet."""
+
+    def __init__(self, code: int, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.sqlstate = sqlstate or sqlstate_for(code)
+
+    def __str__(self) -> str:
+        return f"{self.message} (errno {self.code}) (sqlstate {self.sqlstate})"
+
+
+class SyntaxError_(ProxyError):  # noqa: N801 - "SyntaxError" is a builtin
+    def __init__(self, message: str) -> None:
+        super().__init__(ER_PARSE_ERROR, message)
+
+
+class UnsupportedError(ProxyError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ER_NOT_SUPPORTED_YET, message)
+
+
+class ShardError(ProxyError):
+    """A MySQL error raised by a shard, passed through with its code, naming the shard."""
+
+    def __init__(self, keyspace: str, shard: str, code: int, message: str) -> None:
+        super().__init__(code, f"target: {keyspace}.{shard}.primary: {message}")
+        self.keyspace = keyspace
+        self.shard = shard
+        self.shard_message = message
+
+
+class ShardUnavailable(ProxyError):
+    """A shard cannot be reached (down, refusing connections, connection lost)."""
+
+    def __init__(self, keyspace: str, shard: str, cause: str) -> None:
+        super().__init__(
+            ER_UNKNOWN_ERROR,
+            f"target: {keyspace}.{shard}.primary: shard {keyspace}/{shard} is unavailable: {cause}",
+            "HY000",
+        )
+        self.keyspace = keyspace
+        self.shard = shard

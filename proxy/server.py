@@ -1,0 +1,296 @@
+"""The proxy process: shared state (vschema, shard pools, plan cache) and the
+listening socket(s).
+
+One ``Proxy`` per process. ``serve`` can fork several worker processes that all
+listen on the same port with SO_REUSEPORT, because one Python process tops out
+near one core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import ssl
+import sys
+from collections.abc import Mapping
+from hashlib import sha1
+from typing import TYPE_CHECKING, Any
+
+from mysql_mimic.auth import AuthInfo, Forbidden, IdentityProvider, NativePasswordAuthPlugin, Success, User
+from mysql_mimic.control import LocalControl
+from mysql_mimic.server import MysqlServer
+from mysql_mimic.stream import MysqlStream
+
+from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
+from proxy.engine.result import Result, local_result
+from proxy.errors import ER_NO_DB_ERROR, ProxyError, UnsupportedError
+from proxy.pools import ShardAddress, ShardPools
+from proxy.session import Outcome, ProxySession
+
+if TYPE_CHECKING:
+    from proxy.config import ClusterConfig, ShardEndpoint
+    from vschema.model import VSchema
+
+logger = logging.getLogger(__name__)
+
+# Statement kinds whose result is read as a stream (rows flow as the shard sends them).
+_STREAMED = {"select", "with", "show", "explain", "describe", "desc", "table", "values", "("}
+
+
+class ProxyAuthPlugin(NativePasswordAuthPlugin):
+    async def auth(self, auth_info: AuthInfo | None = None) -> Any:  # type: ignore[override]
+        inner = super().auth(auth_info)
+        decision = await inner.__anext__()
+        while True:
+            if isinstance(decision, Forbidden):
+                user = auth_info.user.name if auth_info else "?"
+                using = "YES" if auth_info and auth_info.data else "NO"
+                yield Forbidden(f"Access denied for user '{user}'@'localhost' (using password: {using})")
+                return
+            if isinstance(decision, Success):
+                yield decision
+                return
+            auth_info = yield decision
+            decision = await inner.asend(auth_info)
+
+
+class ConfigIdentityProvider(IdentityProvider):
+    """Users from the cluster configuration (mysql_native_password)."""
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self.users = dict(users)
+        self._plugin = ProxyAuthPlugin()
+
+    def get_plugins(self) -> list[Any]:
+        return [self._plugin]
+
+    async def get_user(self, username: str) -> User | None:
+        if username in self.users:
+            pw = self.users[username]
+            auth = sha1(sha1(pw.encode()).digest()).hexdigest() if pw else None
+            return User(name=username, auth_string=auth, auth_plugin=ProxyAuthPlugin.name)
+        # Unknown users fail exactly like a wrong password (MySQL's 1045), not 3162.
+        return User(name=username, auth_string="00" * 20, auth_plugin=ProxyAuthPlugin.name)
+
+
+class Proxy:
+    """Everything the sessions of one process share."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        endpoints: Mapping[tuple[str, str], ShardEndpoint],
+        pool_size: int = 32,
+    ) -> None:
+        from vschema.loader import build_vschema
+
+        self.config = config
+        self.endpoints = dict(endpoints)
+        self.vschema: VSchema = build_vschema(
+            {name: (ks.vschema, list(ks.shards)) for name, ks in config.keyspaces.items()},
+            config.routing_rules or None,
+        )
+        addresses = [
+            ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
+            for (ks, shard), e in sorted(self.endpoints.items())
+        ]
+        self.pools = ShardPools(addresses, maxsize=pool_size)
+        self.sequences: Any = None
+        self._global_vars: dict[str, Any] = {}
+        self.planner: Any = None
+        self._try_load_planner()
+
+    def _try_load_planner(self) -> None:
+        from proxy.planning import Planner
+
+        self.planner = Planner(self)
+
+    # -- topology ------------------------------------------------------------------
+    def shard_names(self, keyspace: str) -> list[str]:
+        return list(self.config.keyspaces[keyspace].shards)
+
+    def database_of(self, keyspace: str, shard: str) -> str:
+        return self.endpoints[(keyspace, shard)].database
+
+    def is_sharded(self, keyspace: str) -> bool:
+        return bool(self.vschema.keyspaces[keyspace].sharded)
+
+    def table_target(self, session: ProxySession, table: str, keyspace: str | None) -> tuple[str, str]:
+        """Where to ask about a table's definition: its keyspace's first shard."""
+        if session.target_shard is not None and keyspace in (None, session.keyspace):
+            assert session.keyspace is not None
+            return session.keyspace, session.target_shard
+        t = self.vschema.find_table(table, keyspace or session.keyspace)
+        ks = t.keyspace if isinstance(t.keyspace, str) else t.keyspace.name
+        return ks, self.shard_names(ks)[0]
+
+    # -- execution -------------------------------------------------------------------
+    async def route(self, session: ProxySession, sql: str, kw: str, any_shard: bool = False) -> Outcome:
+        if session.target_shard is not None or any_shard:
+            ks = session.keyspace or sorted(self.vschema.keyspaces)[0]
+            shard = session.target_shard or self.shard_names(ks)[0]
+            return await self.send(session, ks, shard, sql, stream=kw in _STREAMED)
+        return await self.planner.run(session, sql, kw)
+
+    async def send(self, session: ProxySession, keyspace: str, shard: str, sql: str, stream: bool) -> Outcome:
+        """Send a statement verbatim to one shard."""
+        if stream:
+            return session.vcursor.stream_shard(keyspace, shard, sql)
+        return await session.vcursor.execute_shard(keyspace, shard, sql)
+
+    async def proxy_statement(self, session: ProxySession, sql: str) -> Outcome | None:
+        return await self.planner.proxy_statement(session, sql)
+
+    async def global_variables(self, names: list[str]) -> dict[str, Any]:
+        missing = [n for n in names if n.lower() not in self._global_vars]
+        if missing:
+            ks = sorted(self.vschema.keyspaces)[0]
+            shard = self.shard_names(ks)[0]
+            async with self.pools.get(ks, shard).connection() as sc:
+                res = await sc.execute("select " + ", ".join(missing))
+            from proxy.engine.result import decode_value
+
+            for n, f, v in zip(missing, res.fields, res.rows[0], strict=True):
+                self._global_vars[n.lower()] = decode_value(f, v)
+        return {n.lower(): self._global_vars[n.lower()] for n in names}
+
+    async def show_messages(self, session: ProxySession) -> Result:
+        raise UnsupportedError("SHOW VITESS_MESSAGES: messaging is not enabled in this build")
+
+    async def close(self) -> None:
+        await self.pools.close()
+
+
+class ProxyServer(MysqlServer):
+    """mysql-mimic's server with our connection class and session factory."""
+
+    def __init__(self, proxy: Proxy, tls: ssl.SSLContext | None = None, **kw: Any) -> None:
+        users = {u.user: u.password for u in proxy.config.users}
+        super().__init__(
+            session_factory=lambda: ProxySession(proxy),
+            capabilities=SERVER_CAPABILITIES,
+            identity_provider=ConfigIdentityProvider(users),
+            ssl=tls,
+            control=LocalControl(),
+            **kw,
+        )
+        self.proxy = proxy
+
+    async def _client_connected_cb(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stream = MysqlStream(reader, writer)
+        session = self.session_factory()
+        connection = ProxyConnection(
+            stream=stream,
+            session=session,  # type: ignore[arg-type]
+            control=self.control,
+            server_capabilities=self.capabilities,
+            identity_provider=self.identity_provider,
+            ssl=self.ssl,
+        )
+        connection_id = await self.control.add(connection)
+        connection.connection_id = connection_id
+        try:
+            await connection.start()
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError) as e:
+            logger.info("connection ended", extra={"connection_id": connection_id, "error": str(e)})
+        finally:
+            writer.close()
+            await self.control.remove(connection_id)
+
+
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def check_listen_safety(host: str, users: list[Any]) -> None:
+    """Refuse to expose a password-less proxy beyond loopback."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and not any(u.password for u in users):
+        raise ProxyError(
+            1045,
+            f"refusing to listen on {host}: no user has a password (set one in 'users' or listen on 127.0.0.1)",
+        )
+
+
+async def serve_proxy(
+    config: ClusterConfig,
+    endpoints: Mapping[tuple[str, str], ShardEndpoint],
+    *,
+    workers: int = 1,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Serve until cancelled: in this process, or in ``workers`` child processes
+    sharing the port through SO_REUSEPORT."""
+    check_listen_safety(config.listen.host, config.users)
+    if workers > 1:
+        await _serve_workers(config, endpoints, workers, ready)
+        return
+    proxy = Proxy(config, endpoints)
+    tls = tls_context(str(config.listen.tls.cert), str(config.listen.tls.key)) if config.listen.tls else None
+    server = ProxyServer(proxy, tls=tls)
+    await server.start_server(host=config.listen.host, port=config.listen.port, reuse_port=True)
+    logger.info("proxy listening", extra={"host": config.listen.host, "port": config.listen.port, "pid": os.getpid()})
+    if ready is not None:
+        ready.set()
+    try:
+        await server.serve_forever()
+    finally:
+        server.close()
+        await server.wait_closed()
+        await proxy.close()
+
+
+def endpoints_to_json(endpoints: Mapping[tuple[str, str], ShardEndpoint]) -> str:
+    return json.dumps(
+        [
+            {"keyspace": ks, "shard": s, "host": e.host, "port": e.port, "user": e.user,
+             "password": e.password, "database": e.database}
+            for (ks, s), e in endpoints.items()
+        ]
+    )
+
+
+def endpoints_from_json(text: str) -> dict[tuple[str, str], ShardEndpoint]:
+    from proxy.config import ShardEndpoint
+
+    return {
+        (d["keyspace"], d["shard"]): ShardEndpoint(d["host"], d["port"], d["user"], d["password"], d["database"])
+        for d in json.loads(text)
+    }
+
+
+async def _serve_workers(
+    config: ClusterConfig,
+    endpoints: Mapping[tuple[str, str], ShardEndpoint],
+    workers: int,
+    ready: asyncio.Event | None,
+) -> None:
+    env = dict(os.environ, SHARDGATE_ENDPOINTS=endpoints_to_json(endpoints))
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "proxy.cli", "worker", "-c", str(config.path),
+            "--port", str(config.listen.port), env=env,
+        )
+        for _ in range(workers)
+    ]
+    if ready is not None:
+        ready.set()
+    try:
+        await asyncio.gather(*(p.wait() for p in procs))
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.terminate()
+        for p in procs:
+            await p.wait()
+
+
+__all__ = ["Proxy", "ProxyServer", "serve_proxy", "local_result", "ER_NO_DB_ERROR"]

@@ -1,0 +1,321 @@
+"""A client session: its target (keyspace, shard), workload, autocommit and open
+transaction, and the dispatch of one statement to the right handler.
+
+The proxy's own statements (USE, SET, SHOW VITESS_*, VEXPLAIN, STREAM, ...) are
+recognised from raw text first: sqlglot parses none of them, and they must not pay
+for a parse. Everything else goes to shard-targeted execution or the planner.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from mysql_mimic.session import BaseSession
+from mysql_mimic.types import ColumnType
+from mysql_mimic.variables import GlobalVariables, SessionVariables
+
+from proxy.engine.result import Result, local_result
+from proxy.errors import (
+    ER_BAD_DB_ERROR,
+    ER_NOT_SUPPORTED_YET,
+    ER_WRONG_VALUE_FOR_VAR,
+    ProxyError,
+    UnsupportedError,
+)
+from proxy.executor import SessionVCursor
+from proxy.set_statement import parse_set
+from proxy.sqltext import first_keyword, strip_leading_comments
+from proxy.transaction import ShardTransaction
+
+if TYPE_CHECKING:
+    from proxy.server import Proxy
+
+logger = logging.getLogger(__name__)
+
+SERVER_VERSION = "8.0.31-shardgate"
+
+Outcome = Result | AsyncIterator[Result]
+
+_TARGET = re.compile(r"^`?(?P<ks>[^`:@/]*)(?:[:/](?P<shard>[^`@]+))?(?:@(?P<tt>\w+))?`?$")
+_SYSVAR_SELECT = re.compile(
+    r"^select\s+(?P<items>@@[\w.]+(?:\s+(?:as\s+)?`?\w+`?)?(?:\s*,\s*@@[\w.]+(?:\s+(?:as\s+)?`?\w+`?)?)*)\s*;?\s*$",
+    re.I,
+)
+_SYSVAR_ITEM = re.compile(r"(?P<var>@@[\w.]+)(?:\s+(?:as\s+)?`?(?P<alias>\w+)`?)?", re.I)
+_DATABASE_FN = re.compile(r"\b(?:database|schema)\s*\(\s*\)", re.I)
+_BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
+_COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
+_ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
+_USE = re.compile(r"^use\s+(?P<target>.+?)\s*;?$", re.I | re.S)
+
+# Session variables the proxy answers itself (others are read from a shard).
+_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload", "transaction_isolation", "tx_isolation"}
+
+
+class ProxySession(BaseSession):
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.variables = SessionVariables(GlobalVariables())
+        self.variables.set("version", SERVER_VERSION, force=True)
+        self.variables.set("version_comment", "shardgate", force=True)
+        self.username: str | None = None
+        self._database: str | None = None
+        self.keyspace: str | None = None
+        self.target_shard: str | None = None
+        self.tablet_type = "primary"
+        self.workload = "oltp"
+        self.autocommit = True
+        self.tx: ShardTransaction | None = None
+        self.next_tx_isolation: str | None = None
+        self.session_isolation: str | None = None
+        self.forwarded_sets: dict[str, str] = {}
+        self.user_vars: dict[str, Any] = {}
+        self.connection: Any = None
+        self.vcursor = SessionVCursor(lambda: self.proxy.vschema, proxy.pools, lambda: self.tx, proxy.sequences)
+
+    # -- mimic's BaseSession interface -------------------------------------------
+    @property
+    def database(self) -> str | None:  # type: ignore[override]
+        return self.keyspace if self.target_shard is None else f"{self.keyspace}:{self.target_shard}"
+
+    @database.setter
+    def database(self, value: str | None) -> None:
+        # Set by the handshake before authentication; validated in init().
+        self._database = value
+
+    async def init(self, connection: Any) -> None:
+        self.connection = connection
+        if self._database:
+            self.use_target(self._database)
+
+    async def use(self, database: str) -> None:
+        self.use_target(database)
+
+    async def close(self) -> None:
+        if self.tx is not None:
+            tx, self.tx = self.tx, None
+            try:
+                await tx.rollback()
+            except ProxyError as e:
+                logger.warning("rollback on close failed", extra={"error": str(e)})
+
+    async def reset(self) -> None:
+        await self.close()
+        self.__init__(self.proxy)  # type: ignore[misc]
+
+    # -- state ---------------------------------------------------------------------
+    @property
+    def in_transaction(self) -> bool:
+        return self.tx is not None
+
+    def use_target(self, target: str) -> None:
+        target = target.strip().strip(";").strip()
+        m = _TARGET.match(target)
+        if not m:
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{target}' in vschema")
+        ks, shard, tt = m.group("ks"), m.group("shard"), m.group("tt")
+        if tt and tt.lower() not in ("primary", "master"):
+            raise UnsupportedError(f"tablet type {tt} is not available: this cluster serves primaries only")
+        if not ks:
+            self.keyspace, self.target_shard = None, None
+            return
+        if ks not in self.proxy.vschema.keyspaces:
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{ks}' in vschema")
+        if shard is not None and shard not in self.proxy.shard_names(ks):
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{target}' in vschema")
+        self.keyspace, self.target_shard = ks, shard
+
+    def begin_transaction(self, opts: str = "") -> None:
+        begin = "start transaction" + (f" {opts.strip()}" if opts and opts.strip() else "")
+        setup = [f"set {k} = {v}" for k, v in self.forwarded_sets.items()]
+        iso = self.next_tx_isolation or self.session_isolation
+        if iso:
+            setup.append(f"set session transaction {iso}")
+        self.next_tx_isolation = None
+        self.tx = ShardTransaction(self.proxy.pools, begin_sql=begin, setup_sql=setup)
+
+    async def commit(self) -> None:
+        tx, self.tx = self.tx, None
+        if tx is not None:
+            await tx.commit()
+
+    async def rollback(self) -> None:
+        tx, self.tx = self.tx, None
+        if tx is not None:
+            await tx.rollback()
+
+    # -- dispatch ------------------------------------------------------------------
+    async def execute(self, sql: str) -> Outcome:
+        """Run one statement; returns a whole Result or a stream of Result chunks."""
+        kw = first_keyword(sql)
+        if not kw:
+            raise ProxyError(1065, "Query was empty")
+        handler = _KEYWORD_HANDLERS.get(kw)
+        if handler is not None:
+            out = await handler(self, strip_leading_comments(sql).strip())
+            if out is not None:
+                return out
+        if not self.autocommit and self.tx is None:
+            self.begin_transaction()  # autocommit=0: every statement opens one implicitly
+        return await self.proxy.route(self, sql, kw)
+
+    # Statement handlers: return None to fall through to normal routing.
+    async def _use(self, sql: str) -> Outcome | None:
+        m = _USE.match(sql)
+        if not m:
+            return None
+        self.use_target(m.group("target"))
+        return Result()
+
+    async def _begin(self, sql: str) -> Outcome | None:
+        m = _BEGIN.match(sql)
+        if not m:
+            return None
+        if self.tx is not None:
+            await self.commit()  # MySQL commits an open transaction on BEGIN
+        self.begin_transaction(m.group("opts") or "")
+        return Result()
+
+    async def _commit(self, sql: str) -> Outcome | None:
+        if not _COMMIT.match(sql):
+            return None
+        await self.commit()
+        return Result()
+
+    async def _rollback(self, sql: str) -> Outcome | None:
+        if not _ROLLBACK.match(sql):
+            return None  # ROLLBACK TO SAVEPOINT goes to the shards
+        await self.rollback()
+        return Result()
+
+    async def _set(self, sql: str) -> Outcome | None:
+        try:
+            st = parse_set(sql)
+        except ValueError as e:
+            raise ProxyError(1064, f"syntax error in SET: {e}") from e
+        if st.transaction is not None:
+            if st.transaction_scope == "global":
+                raise UnsupportedError("SET GLOBAL TRANSACTION is not supported through the proxy")
+            if st.transaction_scope == "next":
+                self.next_tx_isolation = st.transaction
+            else:
+                self.session_isolation = st.transaction
+            return Result()
+        if st.names is not None:
+            return Result()  # shards always talk utf8mb4 to the proxy
+        for a in st.assignments:
+            await self._assign(a.scope, a.name, a.value_sql, a.literal)
+        return Result()
+
+    async def _assign(self, scope: str, name: str, value_sql: str, literal: object) -> None:
+        if scope == "user":
+            self.user_vars[name] = literal if literal is not ... else value_sql
+            return
+        if scope == "global":
+            raise UnsupportedError(f"SET GLOBAL {name} is not supported through the proxy")
+        if name == "workload":
+            v = str(literal).lower() if literal is not ... else ""
+            if v not in ("olap", "oltp", "dba"):
+                raise ProxyError(ER_WRONG_VALUE_FOR_VAR, f"invalid workload: {value_sql}")
+            self.workload = v
+            return
+        if name == "autocommit":
+            if literal not in (0, 1, "0", "1"):
+                raise ProxyError(ER_WRONG_VALUE_FOR_VAR, f"Variable 'autocommit' can't be set to the value of '{value_sql}'")
+            on = int(literal) == 1  # type: ignore[arg-type]
+            if on and not self.autocommit and self.tx is not None:
+                await self.commit()  # MySQL: enabling autocommit commits
+            self.autocommit = on
+            return
+        if name in ("transaction_isolation", "tx_isolation"):
+            level = str(literal).replace("-", " ").lower() if literal is not ... else value_sql
+            self.session_isolation = f"isolation level {level}"
+            return
+        if name in ("transaction_read_only", "tx_read_only"):
+            return
+        if name.startswith(("character_set_", "collation_")) or name in ("names",):
+            return
+        # Any other session variable: kept and applied to connections pinned for a
+        # transaction (pooled autocommit connections are shared and stay clean).
+        self.forwarded_sets[name] = value_sql
+        if self.tx is not None:
+            for sc in self.tx.conns.values():
+                await sc.execute(f"set {name} = {value_sql}")
+                sc.broken = True
+
+    async def _select(self, sql: str) -> Outcome | None:
+        m = _SYSVAR_SELECT.match(sql)
+        if not m:
+            if _DATABASE_FN.search(sql) and " from " not in sql.lower():
+                ks = self.keyspace
+                sql2 = _DATABASE_FN.sub("NULL" if ks is None else f"'{ks}'", sql)
+                return await self.proxy.route(self, sql2, "select", any_shard=True)
+            return None
+        items = [(i.group("var"), i.group("alias")) for i in _SYSVAR_ITEM.finditer(m.group("items"))]
+        if self.target_shard is not None and not any(
+            var[2:].lower().split(".")[-1] in _LOCAL_VARS for var, _ in items
+        ):
+            return None  # a targeted session asks its shard
+        names = [alias or var for var, alias in items]
+        values: list[Any] = []
+        remote: list[str] = []
+        for var, _ in items:
+            name = var[2:].lower().split(".")[-1]
+            if name not in _LOCAL_VARS and name not in self.forwarded_sets:
+                remote.append(var)
+        remote_vals: dict[str, Any] = {}
+        if remote:
+            remote_vals = await self.proxy.global_variables(remote)
+        types = []
+        for var, _ in items:
+            name = var[2:].lower().split(".")[-1]
+            v = self._local_var(name) if name in _LOCAL_VARS or name in self.forwarded_sets else remote_vals.get(var.lower())
+            values.append(v)
+            types.append(ColumnType.LONGLONG if isinstance(v, int) else ColumnType.VAR_STRING)
+        return local_result(names, [values], types)
+
+    def _local_var(self, name: str) -> Any:
+        if name == "version":
+            return SERVER_VERSION
+        if name == "version_comment":
+            return "shardgate"
+        if name == "autocommit":
+            return 1 if self.autocommit else 0
+        if name == "workload":
+            return self.workload.upper()
+        if name in ("transaction_isolation", "tx_isolation"):
+            iso = (self.session_isolation or "isolation level repeatable read").replace("isolation level ", "")
+            return iso.upper().replace(" ", "-")
+        raw = self.forwarded_sets.get(name)
+        from proxy.set_statement import literal_value
+
+        lit = literal_value(raw) if raw is not None else None
+        return raw if lit is ... else lit
+
+    async def _show(self, sql: str) -> Outcome | None:
+        from proxy.show import handle_show
+
+        return await handle_show(self, sql)
+
+    async def _proxy_statement(self, sql: str) -> Outcome | None:
+        return await self.proxy.proxy_statement(self, sql)
+
+
+_KEYWORD_HANDLERS = {
+    "use": ProxySession._use,
+    "begin": ProxySession._begin,
+    "start": ProxySession._begin,
+    "commit": ProxySession._commit,
+    "rollback": ProxySession._rollback,
+    "set": ProxySession._set,
+    "select": ProxySession._select,
+    "show": ProxySession._show,
+    "vexplain": ProxySession._proxy_statement,
+    "stream": ProxySession._proxy_statement,
+    "vstream": ProxySession._proxy_statement,
+}
+
+__all__ = ["ProxySession", "Outcome", "SERVER_VERSION", "ER_NOT_SUPPORTED_YET"]

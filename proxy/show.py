@@ -1,0 +1,92 @@
+"""SHOW statements: the proxy answers those about topology itself (keyspaces,
+VITESS_SHARDS, VITESS_TABLETS, ...) and sends table-level ones to a shard of the
+table's keyspace, where the keyspace's database holds the real definition."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from proxy.engine.result import Result, local_result
+from proxy.errors import ER_NO_DB_ERROR, ProxyError
+
+if TYPE_CHECKING:
+    from proxy.session import Outcome, ProxySession
+
+_SHOW = re.compile(r"^show\s+(?:(?P<full>full|extended)\s+)?(?P<what>[\w]+)(?P<rest>.*?)\s*;?$", re.I | re.S)
+_FROM_KS = re.compile(r"\b(?:from|in)\s+`?(?P<ks>[\w-]+)`?", re.I)
+_LIKE = re.compile(r"\blike\s+'(?P<pat>[^']*)'", re.I)
+_TABLE_TARGET = re.compile(
+    r"^(?P<head>\s*(?:create\s+table|columns|fields|index|indexes|keys)\s+(?:from\s+|in\s+)?)"
+    r"(?:`?(?P<ks>[\w-]+)`?\.)?`?(?P<table>[\w$]+)`?(?P<tail>.*)$",
+    re.I | re.S,
+)
+
+
+def _like(pattern: str) -> re.Pattern[str]:
+    rx = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.compile(f"^{rx}$", re.I)
+
+
+async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
+    m = _SHOW.match(sql)
+    if not m:
+        return None
+    what = m.group("what").lower()
+    rest = m.group("rest") or ""
+    proxy = session.proxy
+    like = _LIKE.search(rest)
+    keep = _like(like.group("pat")).match if like else (lambda _s: True)
+
+    if what in ("databases", "schemas", "keyspaces"):
+        col = "Database"
+        rows = [(ks,) for ks in sorted(proxy.vschema.keyspaces) if keep(ks)]
+        if what == "databases" and keep("information_schema"):
+            rows.insert(0, ("information_schema",))
+        return local_result([col], rows)
+    if what == "vitess_shards":
+        rows = [(f"{ks}/{s}",) for ks in sorted(proxy.vschema.keyspaces) for s in proxy.shard_names(ks)]
+        return local_result(["Shards"], [r for r in rows if keep(r[0])])
+    if what == "vitess_tablets":
+        rows = []
+        for (ks, shard), pool in sorted(proxy.pools.pools.items()):
+            a = pool.address
+            rows.append(("local", ks, shard, "PRIMARY", "SERVING", f"{ks}-{shard}", f"{a.host}:{a.port}", ""))
+        return local_result(
+            ["Cell", "Keyspace", "Shard", "TabletType", "State", "Alias", "Hostname", "PrimaryTermStartTime"], rows
+        )
+    if what == "vitess_keyspaces":
+        return local_result(["Keyspaces"], [(ks,) for ks in sorted(proxy.vschema.keyspaces) if keep(ks)])
+    if what == "vitess_messages":
+        return await proxy.show_messages(session)
+    if what == "tables":
+        fm = _FROM_KS.search(rest)
+        ks = fm.group("ks") if fm else session.keyspace
+        if ks is None:
+            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+        if ks not in proxy.vschema.keyspaces:
+            raise ProxyError(1049, f"VT05003: unknown database '{ks}' in vschema")
+        shard = session.target_shard or proxy.shard_names(ks)[0]
+        full = "full " if (m.group("full") or "").lower() == "full" else ""
+        q = f"show {full}tables" + (f" like '{like.group('pat')}'" if like else "")
+        res = await session.vcursor.execute_shard(ks, shard, q)
+        for f in res.fields:
+            f.name = f.name.replace(f"Tables_in_{proxy.database_of(ks, shard)}", f"Tables_in_{ks}")
+        return res
+    if what in ("create", "columns", "fields", "index", "indexes", "keys"):
+        tm = _TABLE_TARGET.match(sql[len("show") :].lstrip() if not m.group("full") else rest)
+        if tm:
+            ks = tm.group("ks")
+            table = tm.group("table")
+            fm = _FROM_KS.search(tm.group("tail") or "")
+            if ks is None and fm:
+                ks = fm.group("ks")
+            ks, shard = proxy.table_target(session, table, ks)
+            full = (m.group("full") + " ") if m.group("full") else ""
+            q = f"show {full}{tm.group('head').strip()} `{table}`"
+            return await session.vcursor.execute_shard(ks, shard, q)
+    # Everything else (VARIABLES, STATUS, WARNINGS, ENGINES, ...) is answered by a shard.
+    ks = session.keyspace or next(iter(sorted(proxy.vschema.keyspaces)))
+    shard = session.target_shard or proxy.shard_names(ks)[0]
+    res = await session.vcursor.execute_shard(ks, shard, sql)
+    return res if res.fields else Result()

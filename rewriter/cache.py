@@ -1,0 +1,50 @@
+"""LRU plan cache keyed by (normalised shape, session keyspace, vschema version).
+
+A hit returns the stored plan without parsing or planning. The vschema "version"
+is the identity of the ``VSchema`` object (it is immutable; a reload builds a new
+one, so old entries simply stop matching and age out of the LRU), or its
+``version`` attribute when it has one.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from rewriter.plan import Plan
+
+CacheKey = tuple[str, str | None, Any]
+
+
+def vschema_version(vschema: Any) -> Any:
+    v = getattr(vschema, "version", None)
+    return v if v is not None else id(vschema)
+
+
+class PlanCache:
+    def __init__(self, capacity: int = 5000) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[CacheKey, Plan] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: CacheKey) -> Plan | None:
+        plan = self._entries.get(key)
+        if plan is None:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return plan
+
+    def put(self, key: CacheKey, plan: Plan) -> None:
+        self._entries[key] = plan
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

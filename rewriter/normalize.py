@@ -1,0 +1,400 @@
+"""Normalisation: one pass over the SQL text that replaces literals with bind variables.
+
+``normalize(sql) -> (shape_key, bindvars)``
+
+- comments are dropped (except ``/*! ... */`` and ``/*+ ... */``, which change meaning
+  and are kept verbatim), runs of whitespace become one space;
+- number literals become ``int`` (``Decimal`` when they have a fraction part) bind
+  variables, string literals become ``str`` with MySQL escapes resolved, ``X'..'``
+  becomes ``bytes``; equal literals share one bind variable (as in Vitess);
+- ``IN (lit, lit, ...)`` becomes ``IN (::vtgN)`` with a list value, so IN lists of any
+  length share one plan;
+- literals whose value decides the *shape* of a statement are kept: positions in
+  ``ORDER BY``/``GROUP BY``, type arguments (``CAST(x AS DECIMAL(10,2))``), strings with
+  an introducer or a temporal keyword (``_binary'..'``, ``DATE '..'``), ``INTERVAL`` counts,
+  float literals with an exponent, ``0x..`` hex numbers.
+
+Bind variable names are ``vtg1``, ``vtg2``, ... and appear in the shape as ``:vtg1``
+(scalar) or ``::vtg1`` (list). Hand-written for speed: this runs for every query,
+including plan-cache hits.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+_WS = " \t\r\n\f\v"
+_IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+_DIGITS = frozenset("0123456789")
+_ESCAPES = {
+    "0": "\0",
+    "'": "'",
+    '"': '"',
+    "b": "\b",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "Z": "\x1a",
+    "\\": "\\",
+    "%": "\\%",
+    "_": "\\_",
+}
+# Keywords after which a string literal is part of the syntax, not a value.
+_KEEP_STRING_AFTER = frozenset(
+    {"date", "time", "timestamp", "interval", "collate", "set", "charset", "character", "like_escape"}
+)
+# Keywords after which a number is part of the syntax.
+_KEEP_NUMBER_AFTER = frozenset({"interval", "next"})
+# Identifiers whose parenthesised numbers are type arguments (DECIMAL(10,2)).
+_TYPE_NAMES = frozenset(
+    {
+        "decimal", "dec", "numeric", "char", "varchar", "binary", "varbinary", "datetime",
+        "time", "timestamp", "float", "double", "int", "integer", "bigint", "tinyint",
+        "smallint", "mediumint", "bit", "nchar", "nvarchar", "real", "unsigned", "signed",
+    }
+)
+_CLAUSE_ENDS = frozenset({"limit", "having", "window", "union", "for", "lock", "into", "procedure"})
+# After these tokens a '-' is a sign, not a subtraction.
+_SIGN_CONTEXT_PUNCT = frozenset("(,=<>+-*/%")
+_SIGN_KEYWORDS = frozenset(
+    {"select", "where", "and", "or", "not", "between", "values", "value", "then", "else", "when",
+     "in", "is", "like", "limit", "offset", "by", "on", "having", "set", "return", "xor", "div",
+     "mod", "case", "distinct", "all", "any", "some", "regexp"}
+)
+
+
+class _Scanner:
+    __slots__ = ("sql", "n", "out", "bindvars", "by_value", "space", "last_word", "prev_kind",
+                 "depth", "positional_depth", "type_paren_depth", "prev_was_string_var")
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        self.n = len(sql)
+        self.out: list[str] = []
+        self.bindvars: dict[str, Any] = {}
+        self.by_value: dict[tuple[type, Any], str] = {}
+        self.space = False
+        self.last_word = ""  # last bare word, lower-case
+        self.prev_kind = ""  # 'word' | 'value' | 'punct' | ''
+        self.depth = 0
+        self.positional_depth = -1  # paren depth of an ORDER/GROUP BY clause, -1 if none
+        self.type_paren_depth = -1
+        self.prev_was_string_var = ""
+
+    def emit(self, text: str, kind: str) -> None:
+        if self.space and self.out:
+            self.out.append(" ")
+        self.space = False
+        self.out.append(text)
+        self.prev_kind = kind
+        if kind != "strvar":
+            self.prev_was_string_var = ""
+
+    def bind(self, value: Any) -> str:
+        key = (type(value), value)
+        name = self.by_value.get(key)
+        if name is None:
+            name = f"vtg{len(self.bindvars) + 1}"
+            self.bindvars[name] = value
+            self.by_value[key] = name
+        return name
+
+    def bind_list(self, values: list[Any]) -> str:
+        name = f"vtg{len(self.bindvars) + 1}"
+        self.bindvars[name] = values
+        return name
+
+
+def _read_string(sql: str, i: int, n: int) -> tuple[str, int]:
+    """Read a quoted string starting at sql[i] (the quote); return (value, index after)."""
+    q = sql[i]
+    i += 1
+    parts: list[str] = []
+    start = i
+    while i < n:
+        c = sql[i]
+        if c == "\\":
+            parts.append(sql[start:i])
+            if i + 1 < n:
+                nxt = sql[i + 1]
+                parts.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            start = i
+            continue
+        if c == q:
+            if i + 1 < n and sql[i + 1] == q:
+                parts.append(sql[start:i + 1])
+                i += 2
+                start = i
+                continue
+            parts.append(sql[start:i])
+            return "".join(parts), i + 1
+        i += 1
+    raise ValueError("unterminated string literal")
+
+
+def _read_number(sql: str, i: int, n: int) -> tuple[str, int, str]:
+    """Return (text, end, kind) with kind 'int', 'decimal', 'keep' (float/hex/ident-ish)."""
+    start = i
+    if sql.startswith(("0x", "0X", "0b", "0B"), i) and i + 2 < n and sql[i + 2] in _IDENT_CHARS:
+        i += 2
+        while i < n and sql[i] in _IDENT_CHARS:
+            i += 1
+        return sql[start:i], i, "keep"
+    kind = "int"
+    while i < n and sql[i] in _DIGITS:
+        i += 1
+    if i < n and sql[i] == ".":
+        kind = "decimal"
+        i += 1
+        while i < n and sql[i] in _DIGITS:
+            i += 1
+    if i < n and sql[i] in "eE":
+        j = i + 1
+        if j < n and sql[j] in "+-":
+            j += 1
+        if j < n and sql[j] in _DIGITS:
+            i = j
+            while i < n and sql[i] in _DIGITS:
+                i += 1
+            return sql[start:i], i, "keep"
+    if i < n and sql[i] in _IDENT_CHARS:  # an identifier starting with digits (1abc)
+        while i < n and sql[i] in _IDENT_CHARS:
+            i += 1
+        return sql[start:i], i, "word"
+    return sql[start:i], i, kind
+
+
+def _number_value(text: str, kind: str) -> int | Decimal:
+    return int(text) if kind == "int" else Decimal(text)
+
+
+def _skip_ws_comments(sql: str, i: int, n: int) -> int:
+    while i < n:
+        c = sql[i]
+        if c in _WS:
+            i += 1
+        elif c == "/" and sql.startswith("/*", i) and not sql.startswith(("/*!", "/*+"), i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c == "#" or (c == "-" and sql.startswith("-- ", i)):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j + 1
+        else:
+            break
+    return i
+
+
+def _try_literal_list(sql: str, i: int, n: int) -> tuple[list[Any], int] | None:
+    """At '(' after IN: parse ``(lit, lit, ...)``; None if the list holds anything else."""
+    i += 1
+    values: list[Any] = []
+    while True:
+        i = _skip_ws_comments(sql, i, n)
+        if i >= n:
+            return None
+        c = sql[i]
+        neg = False
+        if c == "-":
+            neg = True
+            i = _skip_ws_comments(sql, i + 1, n)
+            if i >= n:
+                return None
+            c = sql[i]
+        if c in "'\"" and not neg:
+            try:
+                v, i = _read_string(sql, i, n)
+            except ValueError:
+                return None
+            values.append(v)
+        elif c in _DIGITS or (c == "." and i + 1 < n and sql[i + 1] in _DIGITS):
+            text, i, kind = _read_number(sql, i, n)
+            if kind not in ("int", "decimal"):
+                return None
+            v = _number_value(text, kind)
+            values.append(-v if neg else v)
+        else:
+            return None
+        i = _skip_ws_comments(sql, i, n)
+        if i >= n:
+            return None
+        if sql[i] == ",":
+            i += 1
+            continue
+        if sql[i] == ")":
+            return values, i + 1
+        return None
+
+
+def normalize(sql: str) -> tuple[str, dict[str, Any]]:
+    """Return ``(shape_key, bindvars)`` for one statement."""
+    s = _Scanner(sql)
+    n = s.n
+    i = 0
+    while i < n:
+        c = sql[i]
+        if c in _WS:
+            s.space = True
+            i += 1
+            continue
+        if c == "/" and sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            end = n if j < 0 else j + 2
+            if sql.startswith(("/*!", "/*+"), i):
+                s.emit(sql[i:end], "punct")
+            else:
+                s.space = True
+            i = end
+            continue
+        if c == "#" or (c == "-" and sql.startswith("--", i) and (i + 2 >= n or sql[i + 2] in _WS)):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j + 1
+            s.space = True
+            continue
+        if c in "'\"":
+            value, end = _read_string(sql, i, n)
+            keep = s.last_word in _KEEP_STRING_AFTER and s.prev_kind == "word"
+            if s.prev_kind == "word" and s.last_word.startswith("_"):
+                keep = True  # charset introducer: _utf8mb4'..'
+            if keep:
+                s.emit(sql[i:end], "value")
+            elif s.prev_was_string_var:  # 'a' 'b' is one string in MySQL
+                name = s.prev_was_string_var
+                merged = s.bindvars[name] + value
+                # an adjacent-literal merge gets its own variable (the first one may be shared)
+                new_name = s.bind(merged)
+                s.out[-1] = ":" + new_name
+                s.prev_was_string_var = new_name
+            else:
+                name = s.bind(value)
+                s.emit(":" + name, "strvar")
+                s.prev_was_string_var = name
+            i = end
+            continue
+        if c == "`":
+            j = i + 1
+            while True:
+                j = sql.find("`", j)
+                if j < 0:
+                    j = n
+                    break
+                if j + 1 < n and sql[j + 1] == "`":
+                    j += 2
+                    continue
+                break
+            s.emit(sql[i:j + 1], "word")
+            s.last_word = ""
+            i = j + 1
+            continue
+        if c in "xX" and i + 1 < n and sql[i + 1] == "'":
+            j = sql.find("'", i + 2)
+            if j < 0:
+                raise ValueError("unterminated hex literal")
+            try:
+                value_b = bytes.fromhex(sql[i + 2:j])
+            except ValueError:
+                s.emit(sql[i:j + 1], "value")
+            else:
+                s.emit(":" + s.bind(value_b), "value")
+            i = j + 1
+            continue
+        if c in _DIGITS or (c == "." and i + 1 < n and sql[i + 1] in _DIGITS and s.prev_kind != "word"):
+            text, end, kind = _read_number(sql, i, n)
+            i = _number_token(s, text, kind, negative=False)
+            i = end
+            continue
+        if c == "-" and _sign_context(s):
+            j = i + 1
+            if j < n and (sql[j] in _DIGITS or (sql[j] == "." and j + 1 < n and sql[j + 1] in _DIGITS)):
+                text, end, kind = _read_number(sql, j, n)
+                if kind in ("int", "decimal"):
+                    _number_token(s, text, kind, negative=True)
+                    i = end
+                    continue
+            s.emit("-", "punct")
+            i += 1
+            continue
+        if c in _IDENT_CHARS or ord(c) > 127:
+            j = i + 1
+            while j < n and (sql[j] in _IDENT_CHARS or ord(sql[j]) > 127):
+                j += 1
+            word = sql[i:j]
+            low = word.lower()
+            _on_word(s, low)
+            s.emit(word, "word")
+            s.last_word = low
+            i = j
+            if low == "in":
+                k = _skip_ws_comments(sql, i, n)
+                if k < n and sql[k] == "(":
+                    parsed = _try_literal_list(sql, k, n)
+                    if parsed is not None:
+                        values, end = parsed
+                        s.space = True
+                        s.emit(f"(::{s.bind_list(values)})", "value")
+                        i = end
+            continue
+        if c == "(":
+            if s.prev_kind == "word" and s.last_word in _TYPE_NAMES and s.type_paren_depth < 0:
+                s.type_paren_depth = s.depth + 1
+            s.depth += 1
+            s.emit("(", "punct")
+            i += 1
+            continue
+        if c == ")":
+            if s.type_paren_depth == s.depth:
+                s.type_paren_depth = -1
+            s.depth -= 1
+            if s.positional_depth > s.depth:
+                s.positional_depth = -1
+            s.emit(")", "punct")
+            i += 1
+            continue
+        if c == ":" and i + 1 < n and (sql[i + 1] in _IDENT_CHARS or sql[i + 1] == ":"):
+            # an existing bind variable (:name / ::name) passes through
+            j = i + 1
+            while j < n and (sql[j] in _IDENT_CHARS or sql[j] == ":"):
+                j += 1
+            s.emit(sql[i:j], "value")
+            i = j
+            continue
+        s.emit(c, "punct")
+        i += 1
+    return "".join(s.out), s.bindvars
+
+
+def _on_word(s: _Scanner, low: str) -> None:
+    if low == "by" and s.last_word in ("order", "group"):
+        s.positional_depth = s.depth
+    elif low in _CLAUSE_ENDS and s.positional_depth == s.depth:
+        s.positional_depth = -1
+
+
+def _number_token(s: _Scanner, text: str, kind: str, negative: bool) -> int:
+    keep = kind not in ("int", "decimal")
+    if not keep and s.positional_depth == s.depth and s.prev_kind in ("word", "punct"):
+        last = s.out[-1] if s.out else ""
+        if last == "," or last.lower() == "by":
+            keep = True
+    if not keep and s.type_paren_depth >= 0:
+        keep = True
+    if not keep and s.prev_kind == "word" and s.last_word in _KEEP_NUMBER_AFTER:
+        keep = True
+    if keep:
+        s.emit(("-" if negative else "") + text, "word" if kind == "word" else "value")
+        return 0
+    value = _number_value(text, kind)
+    if negative:
+        value = -value
+    s.emit(":" + s.bind(value), "value")
+    return 0
+
+
+def _sign_context(s: _Scanner) -> bool:
+    """Whether a '-' here is a sign (after an operator, '(' or a keyword), not a minus."""
+    if not s.out:
+        return True
+    if s.prev_kind == "punct":
+        return s.out[-1][-1] in _SIGN_CONTEXT_PUNCT
+    return s.prev_kind == "word" and s.last_word in _SIGN_KEYWORDS

@@ -1,0 +1,347 @@
+"""Plan nodes: plain dataclasses named like Vitess's engine primitives.
+
+The planner (``rewriter.planner``) builds trees of these; ``proxy.engine`` executes
+them. Nodes hold no connections and no per-execution state, so a cached plan is
+shared by every execution of the same query shape. Values that come from the query
+are ``Val``s: a bind variable name (``:vtg1``) or a constant.
+
+Column references between nodes are indexes into the input's row; an index < 0
+counts from the end of the row (used when ``*`` makes the width unknown at plan
+time; hidden helper columns are always appended at the end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from rewriter.sqltemplate import SqlTemplate
+
+
+class Opcode(StrEnum):
+    """Route variants (Vitess ``engine.Opcode``)."""
+
+    Unsharded = "Unsharded"
+    EqualUnique = "EqualUnique"
+    Equal = "Equal"
+    IN = "IN"
+    MultiEqual = "MultiEqual"
+    Scatter = "Scatter"
+    Reference = "Reference"
+    DBA = "DBA"
+    None_ = "None"
+    ByDestination = "ByDestination"
+    Next = "Next"
+
+
+SINGLE_SHARD = frozenset(
+    {Opcode.Unsharded, Opcode.EqualUnique, Opcode.Reference, Opcode.DBA, Opcode.Next}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Val:
+    """A value in a plan: a bind variable (``name``) or a constant (``const``)."""
+
+    name: str | None = None
+    const: Any = None
+
+    def resolve(self, bindvars: Mapping[str, Any]) -> Any:
+        return bindvars[self.name] if self.name is not None else self.const
+
+    def describe(self) -> str:
+        if self.name is not None:
+            return ":" + self.name
+        return describe_literal(self.const)
+
+
+def describe_literal(v: Any) -> str:
+    """Vitess's ``sqltypes.Value`` rendering in VEXPLAIN (``INT64(1)``, ``VARCHAR("a")``)."""
+    if v is None:
+        return "NULL_TYPE(NULL)"
+    if isinstance(v, bool):
+        return f"INT64({int(v)})"
+    if isinstance(v, int):
+        return f"INT64({v})"
+    if isinstance(v, str):
+        return f'VARCHAR("{v}")'
+    if isinstance(v, bytes):
+        return f'VARBINARY("{v.decode("latin-1")}")'
+    if isinstance(v, list | tuple):
+        return "(" + ", ".join(describe_literal(x) for x in v) + ")"
+    return f"DECIMAL({v})"
+
+
+@dataclass(frozen=True, slots=True)
+class OrderKey:
+    """Sort by ``column`` of the input row (``< 0``: from the end)."""
+
+    column: int
+    desc: bool = False
+    text: str = ""  # the ORDER BY expression, for VEXPLAIN
+
+
+class Plan:
+    """Marker base class of every plan node."""
+
+    __slots__ = ()
+
+
+@dataclass(eq=False)
+class Route(Plan):
+    opcode: Opcode
+    keyspace: str
+    sharded: bool
+    query: SqlTemplate
+    field_query: str = ""
+    table: str = ""
+    vindex_name: str = ""
+    vindex: Any = None
+    values: list[Val] = field(default_factory=list)
+    # IN: the list bind var replaced per shard by the values that map to that shard
+    in_var: str | None = None
+    # MultiEqual/IN: which value list to map (a list bind var or a list of Vals)
+    order_by: list[OrderKey] = field(default_factory=list)
+    truncate: int = 0  # hidden columns to drop at the end of each row
+    target_ksid: bytes | None = None  # ByDestination (pinned tables)
+    target_shard: str | None = None  # ByDestination (targeted queries)
+    tables_used: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class VindexLookup(Plan):
+    """Map values through a lookup vindex, then run ``route`` on the shards found."""
+
+    keyspace: str
+    vindex_name: str
+    vindex: Any
+    values: list[Val]
+    route: Route
+    lookup_keyspace: str = ""
+
+
+@dataclass(eq=False)
+class Limit(Plan):
+    count: Val
+    offset: Val | None
+    input: Plan
+
+
+@dataclass(eq=False)
+class MemorySort(Plan):
+    order_by: list[OrderKey]
+    input: Plan
+    upper_limit: Val | None = None
+    truncate: int = 0
+
+
+AGG_SUM_COUNT_STAR = "sum_count_star"
+AGG_SUM_COUNT = "sum_count"
+AGG_SUM = "sum"
+AGG_MIN = "min"
+AGG_MAX = "max"
+AGG_AVG = "avg"
+AGG_COUNT_DISTINCT = "count_distinct"
+AGG_SUM_DISTINCT = "sum_distinct"
+AGG_ANY_VALUE = "any_value"
+
+
+@dataclass(frozen=True, slots=True)
+class AggSpec:
+    """One output column of an aggregation.
+
+    ``kind`` is one of the AGG_* names; ``column`` the input column holding the
+    shard-level partial (for avg: the partial sum; ``column2`` the partial count).
+    """
+
+    kind: str
+    column: int
+    alias: str
+    column2: int = -1
+
+
+@dataclass(eq=False)
+class Aggregate(Plan):
+    """``Scalar`` (no GROUP BY: always one row) or ``Ordered`` (input sorted by the keys)."""
+
+    variant: str  # "Scalar" | "Ordered"
+    group_by: list[int]
+    aggregates: list[AggSpec]  # one per output column, in output order
+    input: Plan
+    output_names: list[SqlTemplate | str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Distinct(Plan):
+    input: Plan
+    truncate: int = 0
+
+
+@dataclass(eq=False)
+class Filter(Plan):
+    """Keep rows where ``predicate(row_values, bindvars)`` is true (HAVING)."""
+
+    predicate: Callable[[list[Any], Mapping[str, Any]], Any]
+    input: Plan
+    text: str = ""
+
+
+@dataclass(eq=False)
+class SimpleProjection(Plan):
+    """Keep ``columns`` of the input (drops hidden helper columns)."""
+
+    columns: list[int]
+    input: Plan
+
+
+@dataclass(eq=False)
+class Truncate(Plan):
+    """Drop the last ``count`` columns (hidden ORDER BY / GROUP BY helpers)."""
+
+    count: int
+    input: Plan
+
+
+@dataclass(eq=False)
+class Projection(Plan):
+    """Compute output columns from expressions over the input row."""
+
+    names: list[str]
+    exprs: list[Callable[[list[Any], Mapping[str, Any]], Any]]
+    input: Plan
+    texts: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Join(Plan):
+    """Nested loop join. ``cols``: ``-(i+1)`` = left column i, ``i+1`` = right column i.
+    ``vars``: bind var name -> left column index, bound for each left row."""
+
+    left: Plan
+    right: Plan
+    cols: list[int]
+    vars: dict[str, int]
+    left_join: bool = False
+    table_name: str = ""
+
+
+@dataclass(eq=False)
+class Send(Plan):
+    """Send ``query`` verbatim to one shard (targeted ``USE ks:shard`` sessions)."""
+
+    keyspace: str
+    shard: str
+    query: SqlTemplate
+    is_dml: bool = False
+
+
+@dataclass(eq=False)
+class Concatenate(Plan):
+    """UNION ALL of sources that are not on one route (rows of each source in turn)."""
+
+    sources: list[Plan]
+
+
+@dataclass(eq=False)
+class SequenceNext(Plan):
+    """``SELECT NEXT n VALUES FROM seq``: reserve ids from a vitess_sequence table."""
+
+    keyspace: str
+    table: str
+    count: Val
+
+
+class DMLOpcode(StrEnum):
+    Unsharded = "Unsharded"
+    EqualUnique = "EqualUnique"
+    Equal = "Equal"
+    IN = "IN"
+    MultiEqual = "MultiEqual"
+    Scatter = "Scatter"
+    ByDestination = "ByDestination"
+    Sharded = "Sharded"  # insert: per-row routing
+    None_ = "None"
+
+
+@dataclass(frozen=True, slots=True)
+class VindexValues:
+    """For one column vindex of an inserted table: per row, the values of its columns."""
+
+    vindex_name: str
+    vindex: Any
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Val, ...], ...]
+    owned: bool = False
+
+
+@dataclass(eq=False)
+class Insert(Plan):
+    """INSERT. ``prefix``/``suffix`` are the statement around the VALUES rows and
+    ``row_templates`` render each row (``(v1, v2)``), so rows can be grouped per shard."""
+
+    opcode: DMLOpcode
+    keyspace: str
+    table: str
+    prefix: SqlTemplate
+    row_templates: list[SqlTemplate]
+    suffix: SqlTemplate
+    columns: list[str]
+    vindex_values: list[VindexValues] = field(default_factory=list)  # primary first
+    # auto_increment: (column, sequence keyspace, sequence table, per-row Val or None, bind var names)
+    auto_increment: AutoIncrement | None = None
+    query: SqlTemplate | None = None  # unsharded: the whole statement
+    ignore: bool = False
+    target_ksid: bytes | None = None  # pinned table
+
+
+@dataclass(frozen=True, slots=True)
+class AutoIncrement:
+    column: str
+    sequence_keyspace: str
+    sequence_table: str
+    # per row: the bind var that holds the value (filled when the row gave NULL/none)
+    row_vars: tuple[str, ...]
+    given: tuple[Val | None, ...]
+
+
+@dataclass(eq=False)
+class Update(Plan):
+    opcode: DMLOpcode
+    keyspace: str
+    table: str
+    query: SqlTemplate
+    vindex_name: str = ""
+    vindex: Any = None
+    values: list[Val] = field(default_factory=list)
+    in_var: str | None = None
+    # owned lookup vindexes whose columns change: re-map rows (unsupported for now)
+    target_ksid: bytes | None = None
+    target_shard: str | None = None
+    owned_lookups: list[Any] = field(default_factory=list)
+    owned_select: SqlTemplate | None = None
+
+
+@dataclass(eq=False)
+class Delete(Plan):
+    opcode: DMLOpcode
+    keyspace: str
+    table: str
+    query: SqlTemplate
+    vindex_name: str = ""
+    vindex: Any = None
+    values: list[Val] = field(default_factory=list)
+    in_var: str | None = None
+    target_ksid: bytes | None = None
+    target_shard: str | None = None
+    # owned lookup vindexes: rows are read first (owned_select) to delete lookup entries
+    owned_lookups: list[Any] = field(default_factory=list)
+    owned_select: SqlTemplate | None = None
+
+
+@dataclass(eq=False)
+class VExplain(Plan):
+    """``VEXPLAIN PLAN <q>``: answered by the proxy as one row with the JSON."""
+
+    json: str

@@ -1,0 +1,107 @@
+"""``plan(sql_or_ast, vschema, keyspace) -> Plan``: the pure planner entry point.
+
+Dispatches on the statement: SELECT/UNION -> ``select_planner`` (and
+``join_planner``), INSERT/UPDATE/DELETE -> ``dml_planner``, ``SELECT NEXT n VALUES
+FROM seq`` -> ``SequenceNext``, and sessions targeted at one shard (``USE ks:-80``)
+-> ``Send``. ``keyspace`` is the session's keyspace: ``None``, ``"ks"`` or a targeted
+``"ks:-80"`` / ``"ks@primary"``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from rewriter import errors
+from rewriter.context import DIALECT, PlanContext
+from rewriter.dml_planner import plan_delete, plan_insert, plan_update
+from rewriter.errors import unsupported
+from rewriter.plan import Plan, Send, SequenceNext, Val
+from rewriter.select_planner import plan_select
+from rewriter.sqltemplate import parse_template
+from rewriter.tables import resolve_table
+
+_NEXT_VALUES = re.compile(
+    r"^\s*select\s+next\s+(?:(\d+|:\w+)\s+values|value)\s+from\s+([`\w.]+)\s*$", re.I | re.S
+)
+
+parse_calls = [0]  # instrumentation: how many times sqlglot parsed (tests assert on it)
+
+
+def parse(sql: str) -> exp.Expression:
+    parse_calls[0] += 1
+    try:
+        stmt = sqlglot.parse_one(sql, read=DIALECT)
+    except sqlglot.errors.ParseError as e:
+        raise errors.ParseError(
+            f"You have an error in your SQL syntax; {str(e).splitlines()[0]}") from None
+    if stmt is None:
+        raise errors.ParseError("Query was empty")
+    return stmt
+
+
+def split_target(keyspace: str | None) -> tuple[str | None, str | None]:
+    """``"ks:-80@primary"`` -> ``("ks", "-80")``."""
+    if not keyspace:
+        return None, None
+    ks = keyspace.split("@", 1)[0]
+    if ":" in ks:
+        name, shard = ks.split(":", 1)
+        return name or None, shard or None
+    return ks or None, None
+
+
+def plan(sql_or_ast: str | exp.Expression, vschema: Any, keyspace: str | None,
+         *, list_vars: frozenset[str] = frozenset(), source: str | None = None) -> Plan:
+    """Plan one statement. ``source`` is the SQL text the AST came from (when given, a
+    statement that goes to one route unchanged is sent as that text, so result column
+    names are the client's own)."""
+    ks, shard = split_target(keyspace)
+    if isinstance(sql_or_ast, str):
+        text = sql_or_ast
+        m = _NEXT_VALUES.match(text)
+        if m:
+            return _plan_next(m, vschema, ks)
+        if shard is not None:
+            return Send(ks or "", shard, parse_template(text), is_dml=_is_dml_text(text))
+        stmt = parse(text)
+        src = text if source is None else source
+    else:
+        stmt = sql_or_ast
+        src = source or ""
+        if shard is not None:
+            return Send(ks or "", shard, parse_template(src or stmt.sql(dialect=DIALECT)),
+                        is_dml=isinstance(stmt, exp.Insert | exp.Update | exp.Delete))
+    ctx = PlanContext(vschema, ks, list_vars, src)
+    if isinstance(stmt, exp.Select | exp.Union | exp.Subquery):
+        return plan_select(stmt, ctx)
+    if isinstance(stmt, exp.Insert):
+        return plan_insert(stmt, ctx)
+    if isinstance(stmt, exp.Update):
+        return plan_update(stmt, ctx)
+    if isinstance(stmt, exp.Delete):
+        return plan_delete(stmt, ctx)
+    raise unsupported(f"statement type {type(stmt).__name__.lower()} in the planner")
+
+
+def _is_dml_text(text: str) -> bool:
+    word = text.lstrip().split(None, 1)[0].lower() if text.strip() else ""
+    return word in ("insert", "update", "delete", "replace")
+
+
+def _plan_next(m: re.Match[str], vschema: Any, keyspace: str | None) -> Plan:
+    count_text, name = m.group(1), m.group(2).replace("`", "")
+    table = exp.to_table(name, dialect=DIALECT)
+    ref = resolve_table(table, vschema, keyspace)
+    if not ref.is_sequence:
+        raise errors.PlanningError(f"NEXT used on a non-sequence table `{ref.name}`")
+    if count_text is None:
+        count = Val(const=1)
+    elif count_text.startswith(":"):
+        count = Val(name=count_text[1:])
+    else:
+        count = Val(const=int(count_text))
+    return SequenceNext(ref.keyspace, ref.name, count)

@@ -1,0 +1,704 @@
+"""Planning SELECT (and UNION) statements.
+
+1. Resolve the FROM tables; decide whether they all fit one route (same unsharded
+   keyspace, system tables, reference tables alongside anything in their keyspace,
+   sharded tables joined on the same vindex). Else: cross-shard join
+   (``rewriter.join_planner``).
+2. One route: choose the variant from the WHERE clause (``rewriter.routing``). A
+   single-shard route gets the statement whole. A multi-shard route gets the
+   statement whole too unless the result needs work at the proxy: then the pushed
+   query is rewritten (aggregates split into partials, GROUP BY keys ordered, LIMIT
+   as ``offset+count``, ORDER BY helper columns appended) and Aggregate / Filter /
+   Distinct / MemorySort / Limit / Truncate nodes are placed above the route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from rewriter import errors
+from rewriter.context import DIALECT, PlanContext, to_sql
+from rewriter.errors import unsupported
+from rewriter.evaluate import compile_expr
+from rewriter.plan import (
+    AGG_ANY_VALUE,
+    AGG_AVG,
+    AGG_COUNT_DISTINCT,
+    AGG_MAX,
+    AGG_MIN,
+    AGG_SUM,
+    AGG_SUM_COUNT,
+    AGG_SUM_COUNT_STAR,
+    AGG_SUM_DISTINCT,
+    SINGLE_SHARD,
+    Aggregate,
+    AggSpec,
+    Concatenate,
+    Distinct,
+    Filter,
+    Limit,
+    MemorySort,
+    Opcode,
+    OrderKey,
+    Plan,
+    Route,
+    Truncate,
+    Val,
+    VindexLookup,
+)
+from rewriter.routing import RouteChoice, choose_route, column_table, conjuncts, value_of
+from rewriter.sqltemplate import parse_template
+from rewriter.tables import TableRef, resolve_table, rewrite_table_node
+
+UPPER_LIMIT = "__upper_limit"
+_AGG_TYPES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+
+
+# ---------------------------------------------------------------- table scopes
+
+
+@dataclass(slots=True)
+class Scope:
+    """The tables of one SELECT's FROM clause (not of nested subqueries)."""
+
+    refs: list[TableRef]
+    derived: list[exp.Subquery] = field(default_factory=list)
+
+
+def from_sources(sel: exp.Select) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+    frm = sel.args.get("from_") or sel.args.get("from")
+    if frm is not None:
+        out.append(frm.this)
+        out.extend(frm.expressions or [])
+    for j in sel.args.get("joins") or []:
+        out.append(j.this)
+    return out
+
+
+def resolve_scope(sel: exp.Select, ctx: PlanContext) -> Scope:
+    refs: list[TableRef] = []
+    derived: list[exp.Subquery] = []
+    for src in from_sources(sel):
+        if isinstance(src, exp.Table):
+            if src.name.lower() == "dual" and not src.args.get("db"):
+                continue
+            refs.append(resolve_table(src, ctx.vschema, ctx.keyspace))
+        elif isinstance(src, exp.Subquery):
+            derived.append(src)
+        else:
+            raise unsupported(f"table expression {to_sql(src)}")
+    return Scope(refs, derived)
+
+
+def _ambient_keyspace(ctx: PlanContext) -> str:
+    from rewriter.tables import _any_keyspace
+
+    ks = ctx.keyspace
+    if ks and ks in ctx.vschema.keyspaces:
+        return ks
+    return _any_keyspace(ctx.vschema)
+
+
+# ---------------------------------------------------------------- route of a statement
+
+
+@dataclass(slots=True)
+class RouteInfo:
+    """Where a whole SELECT (with its subqueries) can be sent, if one route can take it."""
+
+    opcode: Opcode
+    keyspace: str
+    sharded: bool
+    choice: RouteChoice | None = None
+    tables: list[TableRef] = field(default_factory=list)
+    target_ksid: bytes | None = None
+
+
+def _all_tables_in(node: exp.Expression, ctx: PlanContext) -> list[TableRef]:
+    """Every table in the statement, subqueries included (for the single-route check)."""
+    refs = []
+    for t in node.find_all(exp.Table):
+        if t.name.lower() == "dual" and not t.args.get("db"):
+            continue
+        if isinstance(t.parent, exp.Schema):
+            continue
+        refs.append(resolve_table(t, ctx.vschema, ctx.keyspace))
+    return refs
+
+
+def _merged_sharded_components(sel: exp.Select, sharded: list[TableRef], ctx: PlanContext) -> bool:
+    """True when all sharded tables of this SELECT are joined on the same primary vindex
+    (so each shard can compute the join alone)."""
+    if len(sharded) <= 1:
+        return True
+    parent = {id(r): id(r) for r in sharded}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    preds = conjuncts(sel.args.get("where").this if sel.args.get("where") else None)
+    for j in sel.args.get("joins") or []:
+        preds.extend(conjuncts(j.args.get("on")))
+        using = j.args.get("using")
+        if using:
+            right = j.this
+            for ident in using:
+                for r in sharded:
+                    if r.node is right:
+                        continue
+                    lcol = exp.column(ident.name, table=None)
+                    rcol = exp.column(ident.name, table=right.alias_or_name)
+                    lcol.set("table", None)
+                    preds.append(exp.EQ(this=lcol, expression=rcol))
+    for p in preds:
+        if not isinstance(p, exp.EQ):
+            continue
+        a, b = p.this, p.expression
+        if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+            continue
+        ra, rb = column_table(a, sharded), column_table(b, sharded)
+        if ra is None or rb is None or ra is rb:
+            continue
+        va, vb = ra.primary_vindex(), rb.primary_vindex()
+        if va is None or vb is None:
+            continue
+        if len(va.columns) != 1 or len(vb.columns) != 1:
+            continue
+        if va.columns[0].lower() != a.name.lower() or vb.columns[0].lower() != b.name.lower():
+            continue
+        if _vindex_identity(va) != _vindex_identity(vb):
+            continue
+        parent[find(id(ra))] = find(id(rb))
+    roots = {find(id(r)) for r in sharded}
+    return len(roots) == 1
+
+
+def _vindex_identity(cv: Any) -> Any:
+    v = cv.vindex
+    return (type(v).__name__, getattr(v, "name", cv.name)) if getattr(v, "needs_lookup", False) else type(v).__name__
+
+
+def single_route(sel: exp.Expression, scope_sel: exp.Select | None, ctx: PlanContext) -> RouteInfo | None:
+    """The one route that can run ``sel`` whole, or None."""
+    refs = _all_tables_in(sel, ctx)
+    if not refs:
+        ks = _ambient_keyspace(ctx)
+        return RouteInfo(Opcode.Reference, ks, ctx.vschema.keyspaces[ks].sharded)
+    if all(r.system for r in refs):
+        return RouteInfo(Opcode.DBA, refs[0].keyspace, refs[0].sharded, tables=refs)
+    if any(r.system for r in refs):
+        return None
+    keyspaces = {r.keyspace for r in refs}
+    if len(keyspaces) != 1:
+        return None
+    ks = refs[0].keyspace
+    if not refs[0].sharded:
+        return RouteInfo(Opcode.Unsharded, ks, False, tables=refs)
+    sharded = [r for r in refs if not r.is_reference]
+    if not sharded:
+        return RouteInfo(Opcode.Reference, ks, True, tables=refs)
+    if scope_sel is None:
+        return None
+    top_scope = {id(r.node) for r in resolve_scope(scope_sel, ctx).refs}
+    # sharded tables inside subqueries would see only one shard's rows
+    if any(id(r.node) not in top_scope for r in sharded):
+        return None
+    top = [r for r in sharded if id(r.node) in top_scope]
+    if not _merged_sharded_components(scope_sel, top, ctx):
+        return None
+    pinned = [r for r in top if r.pinned is not None]
+    if pinned:
+        if len(top) > 1:
+            return None
+        return RouteInfo(Opcode.ByDestination, ks, True, tables=refs, target_ksid=pinned[0].pinned)
+    where = scope_sel.args.get("where")
+    preds = conjuncts(where.this if where else None)
+    # for inner joins ON conditions restrict rows like WHERE does
+    for j in scope_sel.args.get("joins") or []:
+        if not j.args.get("side"):
+            preds.extend(conjuncts(j.args.get("on")))
+    best: RouteChoice | None = None
+    for r in top:
+        if r.primary_vindex() is None:
+            raise errors.PlanningError(f"table {r.name} has no vindex in keyspace {ks}")
+        c = choose_route(r, top, preds, ctx.list_vars)
+        if c.opcode is Opcode.None_:
+            best = c
+            break
+        if best is None or _rank(c) < _rank(best):
+            best = c
+    assert best is not None
+    return RouteInfo(best.opcode, ks, True, choice=best, tables=refs)
+
+
+def _rank(c: RouteChoice) -> tuple[int, int]:
+    order = [Opcode.EqualUnique, Opcode.Equal, Opcode.IN, Opcode.MultiEqual, Opcode.Scatter]
+    return order.index(c.opcode), int(getattr(c.vindex, "cost", 1) if c.vindex else 99)
+
+
+def _strip_qualifiers(sel: exp.Expression, refs: list[TableRef], ctx: PlanContext) -> bool:
+    changed = False
+    for r in refs:
+        changed |= rewrite_table_node(r)
+    keyspaces = set(ctx.vschema.keyspaces)
+    for col in sel.find_all(exp.Column):
+        db = col.args.get("db")
+        if db is not None and db.name in keyspaces:
+            col.set("db", None)
+            changed = True
+    return changed
+
+
+def _field_query(sel: exp.Expression) -> str:
+    if not isinstance(sel, exp.Select):
+        return ""
+    fq = sel.copy()
+    for key in ("where", "order", "limit", "offset", "having"):
+        fq.set(key, None)
+    fq.set("where", exp.Where(this=exp.NEQ(this=exp.Literal.number(1), expression=exp.Literal.number(1))))
+    return to_sql(fq)
+
+
+def make_route(info: RouteInfo, query_sql: str, field_query: str) -> Plan:
+    c = info.choice
+    route = Route(
+        opcode=info.opcode,
+        keyspace=info.keyspace,
+        sharded=info.sharded,
+        query=parse_template(query_sql),
+        field_query=field_query,
+        table=", ".join(sorted({t.name for t in info.tables})),
+        tables_used=sorted({t.qualified() for t in info.tables}),
+        target_ksid=info.target_ksid,
+    )
+    if c is not None and c.opcode not in (Opcode.Scatter, Opcode.None_):
+        route.vindex_name = c.vindex_name
+        route.vindex = c.vindex
+        route.values = list(c.values)
+        route.in_var = c.in_var
+        if c.needs_lookup:
+            return VindexLookup(info.keyspace, c.vindex_name, c.vindex, list(c.values), route,
+                                lookup_keyspace=_lookup_keyspace(c.vindex))
+    return route
+
+
+def _lookup_keyspace(vindex: Any) -> str:
+    table = getattr(vindex, "table", "") or ""
+    return table.split(".", 1)[0] if "." in table else ""
+
+
+def innermost_route(p: Plan) -> Route:
+    while not isinstance(p, Route):
+        if isinstance(p, VindexLookup):
+            return p.route
+        p = p.input  # type: ignore[attr-defined]
+    return p
+
+
+# ---------------------------------------------------------------- SELECT
+
+
+def plan_select(sel: exp.Expression, ctx: PlanContext) -> Plan:
+    if isinstance(sel, exp.Union):
+        return _plan_union(sel, ctx)
+    if isinstance(sel, exp.Subquery):
+        return plan_select(sel.this, ctx)
+    if not isinstance(sel, exp.Select):
+        raise unsupported(f"statement {type(sel).__name__}")
+    if sel.args.get("with_") or sel.args.get("with"):
+        info = single_route(sel, None, ctx)
+        if info is None or info.opcode not in SINGLE_SHARD:
+            raise unsupported("WITH expression in a query spanning shards")
+    info = single_route(sel, sel, ctx)
+    if info is None:
+        derived = _derived_passthrough(sel, ctx)
+        if derived is not None:
+            return derived
+        from rewriter.join_planner import plan_join
+
+        return plan_join(sel, ctx)
+    changed = _strip_qualifiers(sel, info.tables, ctx)
+    single = info.opcode in SINGLE_SHARD or (info.opcode is Opcode.ByDestination) or info.opcode is Opcode.None_
+    if single or not needs_proxy_work(sel):
+        sql = to_sql(sel) if changed or not ctx.source else ctx.source
+        return make_route(info, sql, _field_query(sel))
+    return plan_scatter_select(sel, info, ctx)
+
+
+def needs_proxy_work(sel: exp.Select) -> bool:
+    if sel.args.get("group") or sel.args.get("having") or sel.args.get("distinct"):
+        return True
+    if sel.args.get("order") or sel.args.get("limit") or sel.args.get("offset"):
+        return True
+    return any(_has_aggregate(e) for e in sel.expressions)
+
+
+def _has_aggregate(e: exp.Expression) -> bool:
+    for node in e.walk():
+        if isinstance(node, _AGG_TYPES | exp.GroupConcat):
+            return True
+        if isinstance(node, exp.Subquery | exp.Select) and node is not e:
+            continue
+    return False
+
+
+def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
+    """``SELECT ... FROM (<inner>) alias ...`` where inner is a simple one-table select on a
+    sharded table (no aggregation, LIMIT, DISTINCT): each shard can evaluate the derived
+    table over its own rows, so the outer query is planned as over that route."""
+    sources = from_sources(sel)
+    if len(sources) != 1 or not isinstance(sources[0], exp.Subquery) or sel.args.get("joins"):
+        return None
+    inner = sources[0].this
+    if not isinstance(inner, exp.Select):
+        return None
+    if needs_proxy_work(inner) and not _only_order_by(inner):
+        raise unsupported("derived table with aggregation, DISTINCT or LIMIT across shards")
+    inner_info = single_route(inner, inner, ctx)
+    if inner_info is None:
+        return None
+    if _all_tables_in(sel, ctx) != [] and len(_all_tables_in(sel, ctx)) != len(inner_info.tables):
+        return None  # subqueries elsewhere in the outer query
+    if _only_order_by(inner):
+        inner.set("order", None)  # ordering inside a derived table has no meaning in SQL
+    _strip_qualifiers(sel, inner_info.tables, ctx)
+    single = inner_info.opcode in SINGLE_SHARD or inner_info.opcode in (Opcode.ByDestination, Opcode.None_)
+    if single or not needs_proxy_work(sel):
+        return make_route(inner_info, to_sql(sel), _field_query(sel))
+    return plan_scatter_select(sel, inner_info, ctx)
+
+
+def _only_order_by(sel: exp.Select) -> bool:
+    if not sel.args.get("order"):
+        return False
+    s = sel.copy()
+    s.set("order", None)
+    return not needs_proxy_work(s)
+
+
+def _plan_union(u: exp.Union, ctx: PlanContext) -> Plan:
+    info = single_route(u, None, ctx)
+    if info is not None and info.opcode in SINGLE_SHARD:
+        changed = _strip_qualifiers(u, info.tables, ctx)
+        sql = to_sql(u) if changed or not ctx.source else ctx.source
+        return make_route(info, sql, "")
+    if u.args.get("order") or u.args.get("limit") or u.args.get("offset"):
+        raise unsupported("ORDER BY or LIMIT on a UNION across shards")
+    sources: list[Plan] = []
+    distinct = False
+
+    def walk(node: exp.Expression) -> None:
+        nonlocal distinct
+        if isinstance(node, exp.Union) and not isinstance(node, exp.Except | exp.Intersect):
+            if node.args.get("distinct"):
+                distinct = True
+            walk(node.this)
+            walk(node.expression)
+        elif isinstance(node, exp.Except | exp.Intersect):
+            raise unsupported("EXCEPT/INTERSECT across shards")
+        else:
+            sub = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.counter)
+            sources.append(plan_select(node, sub))
+
+    walk(u)
+    plan: Plan = Concatenate(sources)
+    if distinct:
+        plan = Distinct(plan)
+    return plan
+
+
+# ---------------------------------------------------------------- scatter SELECT
+
+
+@dataclass(slots=True)
+class _Item:
+    expr: exp.Expression  # without alias
+    alias: str | None
+    name: str  # result column name
+    star: bool
+
+
+def _items(sel: exp.Select, ctx: PlanContext) -> list[_Item]:
+    out = []
+    for e in sel.expressions:
+        alias = e.alias if isinstance(e, exp.Alias) else None
+        inner = e.this if isinstance(e, exp.Alias) else e
+        star = isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star))
+        name = alias if alias else (inner.name if isinstance(inner, exp.Column) else ctx.expr_text(inner))
+        out.append(_Item(inner, alias, name, star))
+    return out
+
+
+def _same(a: exp.Expression, b: exp.Expression) -> bool:
+    if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+        if a.name.lower() != b.name.lower():
+            return False
+        return not a.table or not b.table or a.table == b.table
+    return to_sql(a).lower() == to_sql(b).lower()
+
+
+def _positional(e: exp.Expression) -> int | None:
+    if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
+        return int(e.this)
+    return None
+
+
+def _limit_vals(sel: exp.Select, ctx: PlanContext) -> tuple[Val | None, Val | None]:
+    lim = sel.args.get("limit")
+    off = sel.args.get("offset")
+    count = offset = None
+    if lim is not None:
+        e = lim.expression if lim.expression is not None else lim.this
+        count = value_of(e, ctx.list_vars)
+        if count is None:
+            raise unsupported(f"LIMIT {to_sql(e)}")
+        o = lim.args.get("offset")
+        if o is not None:
+            offset = value_of(o, ctx.list_vars)
+    if off is not None:
+        offset = value_of(off.expression if off.expression is not None else off.this, ctx.list_vars)
+        if offset is None:
+            raise unsupported("OFFSET expression")
+    return count, offset
+
+
+def plan_scatter_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Plan:
+    items = _items(sel, ctx)
+    has_agg = bool(sel.args.get("group")) or any(_has_aggregate(i.expr) for i in items) or bool(sel.args.get("having"))
+    if has_agg:
+        return _plan_aggregation(sel, items, info, ctx)
+    return _plan_ordered_scatter(sel, items, info, ctx)
+
+
+def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx: PlanContext) -> Plan:
+    pushed = sel.copy()
+    count, offset = _limit_vals(sel, ctx)
+    pushed.set("limit", None)
+    pushed.set("offset", None)
+    hidden: list[exp.Expression] = []
+    keys: list[tuple[str, int, bool, str]] = []  # (kind, pos, desc, text)
+    order = sel.args.get("order")
+    for o in (order.expressions if order else []):
+        e = o.this
+        desc = bool(o.args.get("desc"))
+        pos = _positional(e)
+        if pos is not None:
+            if pos < 1 or pos > len(items) and not any(i.star for i in items):
+                raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
+            keys.append(("abs", pos - 1, desc, e.sql(dialect=DIALECT)))
+            continue
+        found = None
+        for idx, it in enumerate(items):
+            if it.star:
+                continue
+            if (isinstance(e, exp.Column) and not e.table and it.alias and it.alias.lower() == e.name.lower()) or _same(e, it.expr):
+                found = idx
+                break
+        if found is not None:
+            keys.append(("item", found, desc, to_sql(e)))
+        else:
+            hidden.append(e.copy())
+            keys.append(("hidden", len(hidden) - 1, desc, to_sql(e)))
+    if hidden and sel.args.get("distinct"):
+        raise unsupported("ORDER BY expression not in the select list of a DISTINCT query across shards")
+    for h in hidden:
+        pushed.append("expressions", h)
+    n_hidden = len(hidden)
+    star_at = next((i for i, it in enumerate(items) if it.star), None)
+    order_keys = []
+    for kind, pos, desc, text in keys:
+        if kind == "abs":
+            idx = pos
+        elif kind == "item":
+            idx = pos if star_at is None or pos < star_at else pos - len(items) - n_hidden
+        else:
+            idx = -(n_hidden - pos)
+        order_keys.append(OrderKey(idx, desc, text))
+    if count is not None:
+        pushed.set("limit", exp.Limit(expression=exp.Placeholder(this=UPPER_LIMIT)))
+    plan: Plan = make_route(info, to_sql(pushed), _field_query(sel))
+    route = innermost_route(plan)
+    route.order_by = order_keys
+    route.truncate = n_hidden
+    if sel.args.get("distinct"):
+        plan = Distinct(plan)
+    if count is not None:
+        plan = Limit(count, offset, plan)
+    return plan
+
+
+@dataclass(slots=True)
+class _AggBuilder:
+    pushed: list[exp.Expression] = field(default_factory=list)
+    pushed_sql: dict[str, int] = field(default_factory=dict)
+    specs: list[AggSpec] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    distinct_expr: exp.Expression | None = None
+
+    def push(self, e: exp.Expression) -> int:
+        key = to_sql(e).lower()
+        idx = self.pushed_sql.get(key)
+        if idx is None:
+            idx = len(self.pushed)
+            self.pushed.append(e.copy())
+            self.pushed_sql[key] = idx
+        return idx
+
+
+def _agg_spec(b: _AggBuilder, e: exp.Expression, name: str) -> AggSpec:
+    """Split one aggregate call into shard partials."""
+    if isinstance(e, exp.Count):
+        arg = e.this
+        if isinstance(arg, exp.Distinct):
+            if len(arg.expressions) != 1:
+                raise unsupported("COUNT(DISTINCT) of several expressions across shards")
+            return AggSpec(AGG_COUNT_DISTINCT, _distinct_col(b, arg.expressions[0]), name)
+        if isinstance(arg, exp.Star) or arg is None:
+            return AggSpec(AGG_SUM_COUNT_STAR, b.push(e), name)
+        return AggSpec(AGG_SUM_COUNT, b.push(e), name)
+    if isinstance(e, exp.Sum):
+        if isinstance(e.this, exp.Distinct):
+            return AggSpec(AGG_SUM_DISTINCT, _distinct_col(b, e.this.expressions[0]), name)
+        return AggSpec(AGG_SUM, b.push(e), name)
+    if isinstance(e, exp.Min | exp.Max):
+        if isinstance(e.this, exp.Distinct):
+            e = e.__class__(this=e.this.expressions[0])
+        return AggSpec(AGG_MIN if isinstance(e, exp.Min) else AGG_MAX, b.push(e), name)
+    if isinstance(e, exp.Avg):
+        if isinstance(e.this, exp.Distinct):
+            raise unsupported("AVG(DISTINCT) across shards")
+        s = b.push(exp.Sum(this=e.this.copy()))
+        c = b.push(exp.Count(this=e.this.copy()))
+        return AggSpec(AGG_AVG, s, name, c)
+    raise unsupported(f"aggregate {to_sql(e)} across shards")
+
+
+def _distinct_col(b: _AggBuilder, e: exp.Expression) -> int:
+    if b.distinct_expr is not None and not _same(b.distinct_expr, e):
+        raise unsupported("more than one DISTINCT aggregate expression across shards")
+    b.distinct_expr = e
+    return b.push(e)
+
+
+def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx: PlanContext) -> Plan:
+    if any(i.star for i in items):
+        raise unsupported("'*' in an aggregated query across shards")
+    b = _AggBuilder()
+    group = sel.args.get("group")
+    group_exprs: list[exp.Expression] = []
+    for g in (group.expressions if group else []):
+        pos = _positional(g)
+        if pos is not None:
+            if not 1 <= pos <= len(items):
+                raise errors.PlanningError(f"Unknown column '{pos}' in 'group statement'")
+            g = items[pos - 1].expr
+        elif isinstance(g, exp.Column) and not g.table:
+            for it in items:
+                if it.alias and it.alias.lower() == g.name.lower():
+                    g = it.expr
+                    break
+        if _has_aggregate(g):
+            raise errors.PlanningError("Can't group on aggregate")
+        group_exprs.append(g)
+    group_idx = [b.push(g) for g in group_exprs]
+
+    def output_for(e: exp.Expression, name: str) -> AggSpec:
+        if isinstance(e, _AGG_TYPES):
+            return _agg_spec(b, e, name)
+        if _has_aggregate(e):
+            raise unsupported(f"expression over aggregates across shards: {to_sql(e)}")
+        return AggSpec(AGG_ANY_VALUE, b.push(e), name)
+
+    for it in items:
+        b.specs.append(output_for(it.expr, it.name))
+        b.names.append(it.name)
+    n_visible = len(b.specs)
+
+    def find_output(e: exp.Expression) -> int | None:
+        if isinstance(e, exp.Column) and not e.table:
+            for i, it in enumerate(items):
+                if it.alias and it.alias.lower() == e.name.lower():
+                    return i
+        for i, it in enumerate(items):
+            if _same(e, it.expr):
+                return i
+        return None
+
+    def resolve_or_add(e: exp.Expression) -> int | None:
+        if isinstance(e, exp.Literal | exp.Placeholder | exp.Null):
+            return None
+        idx = find_output(e)
+        if idx is not None:
+            return idx
+        for i in range(n_visible, len(b.specs)):
+            if _same(e, hidden_exprs[i - n_visible]):
+                return i
+        if isinstance(e, _AGG_TYPES) or (isinstance(e, exp.Column)):
+            b.specs.append(output_for(e, to_sql(e)))
+            b.names.append(to_sql(e))
+            hidden_exprs.append(e)
+            return len(b.specs) - 1
+        return None
+
+    hidden_exprs: list[exp.Expression] = []
+    having = sel.args.get("having")
+    predicate = None
+    if having is not None:
+        predicate = compile_expr(having.this, resolve_or_add)
+    order_keys: list[OrderKey] = []
+    order = sel.args.get("order")
+    for o in (order.expressions if order else []):
+        e = o.this
+        pos = _positional(e)
+        if pos is not None:
+            if not 1 <= pos <= n_visible:
+                raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
+            idx = pos - 1
+        else:
+            idx = resolve_or_add(e)
+            if idx is None:
+                raise unsupported(f"ORDER BY {to_sql(e)} in an aggregated query across shards")
+        order_keys.append(OrderKey(idx, bool(o.args.get("desc")), to_sql(e)))
+
+    # the pushed query: partials, grouped and ordered by the group keys (+ distinct column)
+    shard_group = list(group_idx)
+    if b.distinct_expr is not None:
+        shard_group.append(b.push(b.distinct_expr))
+    pushed = sel.copy()
+    pushed.set("expressions", [p.copy() for p in b.pushed])
+    for key in ("having", "order", "limit", "offset", "distinct"):
+        pushed.set(key, None)
+    if shard_group:
+        pushed.set("group", exp.Group(expressions=[b.pushed[i].copy() for i in shard_group]))
+        pushed.set("order", exp.Order(expressions=[exp.Ordered(this=b.pushed[i].copy(), nulls_first=True) for i in shard_group]))
+    else:
+        pushed.set("group", None)
+    plan: Plan = make_route(info, to_sql(pushed), _field_query(pushed))
+    route = innermost_route(plan)
+    route.order_by = [OrderKey(i, False, to_sql(b.pushed[i])) for i in shard_group]
+    variant = "Ordered" if group_idx else "Scalar"
+    plan = Aggregate(variant, group_idx, list(b.specs), plan, output_names=list(b.names))
+    if predicate is not None:
+        plan = Filter(predicate, plan, text=to_sql(having.this))
+    n_hidden = len(b.specs) - n_visible
+    if sel.args.get("distinct"):
+        if n_hidden:
+            plan = Truncate(n_hidden, plan)
+            n_hidden = 0
+            if any(k.column >= n_visible for k in order_keys):
+                raise unsupported("ORDER BY on a column outside a DISTINCT select list across shards")
+        plan = Distinct(plan)
+    count, offset = _limit_vals(sel, ctx)
+    if order_keys:
+        plan = MemorySort(order_keys, plan)
+    if count is not None:
+        plan = Limit(count, offset, plan)
+    if n_hidden:
+        plan = Truncate(n_hidden, plan)
+    return plan

@@ -1,0 +1,56 @@
+"""Root fixtures: the real local MariaDB shard cluster every integration test runs against.
+
+`local_cluster` starts the example cluster (examples/local/cluster.yaml: commerce -80/80- and
+lookup 0, with their schema applied) once per test session, with its data in a pytest temporary
+directory and on free ports, so it never collides with a `make run` cluster on 17100/15306.
+`local_cluster.config.listen.port` is a free port reserved for a proxy under test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from proxy.cluster import LocalCluster, find_free_port_range, plan_local_shards
+from proxy.config import ClusterConfig, load_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_CLUSTER_YAML = REPO_ROOT / "examples" / "local" / "cluster.yaml"
+
+
+def mariadb_template_dir(config: pytest.Config, fallback: Path) -> Path:
+    """A template data dir kept across sessions in pytest's cache (install-db runs once)."""
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return fallback / "mariadb-template"
+    return Path(cache.mkdir("shardgate-mariadb")) / "template"
+
+
+def example_cluster_config(data_dir: Path) -> ClusterConfig:
+    """The example cluster with its data under `data_dir`, shards and listener on free ports."""
+    base = load_config(EXAMPLE_CLUSTER_YAML)
+    shard_count = len(plan_local_shards(base))
+    first = find_free_port_range(shard_count + 1)
+    return load_config(
+        EXAMPLE_CLUSTER_YAML,
+        data_dir=data_dir,
+        base_port=first,
+        listen_port=first + shard_count,
+    )
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def local_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LocalCluster]:
+    work = tmp_path_factory.mktemp("shardgate-cluster")
+    config = example_cluster_config(work / "data")
+    cluster = LocalCluster(config, template_dir=mariadb_template_dir(request.config, work))
+    await cluster.start()
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()

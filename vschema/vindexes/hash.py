@@ -1,0 +1,40 @@
+"""``hash``: DES (all-zero key, one ECB block) of the value's 8 big-endian uint64 bytes.
+
+Vitess once used 3DES with a zero key, which degenerates to single DES, so the keyspace
+ids are the same. The mapping is reversible: decrypting a keyspace id gives the value.
+"""
+
+from __future__ import annotations
+
+from Crypto.Cipher import DES
+
+from vschema.vindexes.base import IntegerVindex
+
+_CIPHER = DES.new(bytes(8), DES.MODE_ECB)
+
+
+def hash_uint64(number: int) -> bytes:
+    """The ``hash`` keyspace id of an unsigned 64-bit integer."""
+    return _CIPHER.encrypt(number.to_bytes(8, "big"))
+
+
+def unhash_keyspace_id(ksid: bytes) -> int:
+    """The uint64 whose ``hash`` keyspace id is ``ksid`` (it must be 8 bytes)."""
+    if len(ksid) != 8:
+        raise ValueError(f"invalid keyspace id: {ksid.hex()}")
+    return int.from_bytes(_CIPHER.decrypt(ksid), "big")
+
+
+class HashVindex(IntegerVindex):
+    type_name = "hash"
+    cost = 1
+    unique = True
+    wrap_negative = True
+    unconvertible_maps_to_none = False
+
+    def keyspace_id_of_uint64(self, number: int) -> bytes:
+        return hash_uint64(number)
+
+    def reverse_map(self, ksids: list[bytes]) -> list[int]:
+        """The values that produced these keyspace ids."""
+        return [unhash_keyspace_id(k) for k in ksids]
