@@ -41,7 +41,6 @@ async def _run_until_signal(main: Any) -> None:
 
 def _load(args: argparse.Namespace) -> Any:
     from proxy.config import load_config
-
     from proxy.errors import ProxyError
     from proxy.server import check_listen_safety
 

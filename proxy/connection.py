@@ -106,12 +106,28 @@ class ProxyConnection(Connection):
         finally:
             await self.session.close()
 
+    _login_error: ProxyError | None = None
+
     async def authenticate(self, username: str, *args: Any, **kwargs: Any) -> None:
         self.session.username = None
-        await super().authenticate(username, *args, **kwargs)
+        # An unknown initial database must fail the login itself (1049), so the check
+        # happens before mimic writes its OK packet, which ok() then replaces.
+        self._login_error = self.session.check_initial_database()
+        try:
+            await super().authenticate(username, *args, **kwargs)
+        finally:
+            login_error, self._login_error = self._login_error, None
         if self.session.username is None:
             logger.info("authentication failed; closing", extra={"user": username})
             raise AuthenticationFailed(username)
+        if login_error is not None:
+            raise AuthenticationFailed(username)
+
+    def ok(self, **kwargs: Any) -> bytes:
+        if self._login_error is not None and self.session.username is not None:
+            e = self._login_error
+            return wire.error_packet(e.code, e.sqlstate, e.message)
+        return super().ok(**kwargs)
 
     async def command_phase(self) -> None:
         handlers = {
@@ -255,25 +271,20 @@ class ProxyConnection(Connection):
             self.stream.write_many([wire.text_row(row) for row in res.rows])
 
     async def write_stream(self, chunks: AsyncIterator[Result], more: bool, binary: Any = None) -> None:
-        """Send a result as it arrives, flushing every chunk; stop the upstream the
-        moment the client disconnects."""
+        """Send a result as it arrives and stop the upstream the moment the client
+        disconnects.
+
+        Chunks are flushed lazily: a flush is scheduled on the event loop after each
+        chunk, so it happens as soon as the upstream has to wait for its shard, while
+        a small result that is complete at once leaves in a single write."""
         header_sent = False
-        nxt: asyncio.Task[Result] | None = None
+        watch = self.session.workload == "olap"  # long-lived streams: notice a silent client
         try:
             while True:
-                nxt = asyncio.ensure_future(chunks.__anext__())
-                while True:
-                    done, _ = await asyncio.wait({nxt}, timeout=CLIENT_GONE_POLL_S)
-                    if done:
-                        break
-                    if self._client_gone():
-                        raise ClientGone()
                 try:
-                    chunk = nxt.result()
+                    chunk = await (self._next_watching(chunks) if watch else chunks.__anext__())
                 except StopAsyncIteration:
-                    nxt = None
                     break
-                nxt = None
                 if not header_sent:
                     if not chunk.fields:
                         # A stream without fields is a DML outcome.
@@ -282,12 +293,7 @@ class ProxyConnection(Connection):
                     self._write_header(chunk, binary)
                     header_sent = True
                 self._write_rows(chunk, binary)
-                try:
-                    await self.stream.drain()
-                except (ConnectionError, OSError) as e:
-                    raise ClientGone() from e
-                if self._client_gone():
-                    raise ClientGone()
+                await self._flush_soon()
             if not header_sent:
                 await self.write_result(Result(), more, binary)
                 return
@@ -297,7 +303,21 @@ class ProxyConnection(Connection):
             except (ConnectionError, OSError) as e:
                 raise ClientGone() from e
         finally:
-            if nxt is not None and not nxt.done():
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def _next_watching(self, chunks: AsyncIterator[Result]) -> Result:
+        nxt = asyncio.ensure_future(chunks.__anext__())
+        try:
+            while True:
+                done, _ = await asyncio.wait({nxt}, timeout=CLIENT_GONE_POLL_S)
+                if done:
+                    return nxt.result()
+                if self._client_gone():
+                    raise ClientGone()
+        finally:
+            if not nxt.done():
                 nxt.cancel()
                 try:
                     await nxt
@@ -305,9 +325,32 @@ class ProxyConnection(Connection):
                     pass
                 except Exception as e:
                     logger.debug("stream ended with error after client left", extra={"error": str(e)})
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
+
+    _FLUSH_NOW_BYTES = 256 * 1024
+    _flush_scheduled = False
+
+    async def _flush_soon(self) -> None:
+        stream = self.stream
+        if self._client_gone():
+            raise ClientGone()
+        if len(stream._buffer) >= self._FLUSH_NOW_BYTES:
+            try:
+                await stream.drain()
+            except (ConnectionError, OSError) as e:
+                raise ClientGone() from e
+            if self._client_gone():
+                raise ClientGone()
+            return
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_pending)
+
+    def _flush_pending(self) -> None:
+        self._flush_scheduled = False
+        stream = self.stream
+        if stream._buffer and not stream.writer.is_closing():
+            stream.writer.write(stream._buffer)
+            stream._buffer = bytearray()
 
     def _client_gone(self) -> bool:
         reader = self.stream.reader
@@ -357,6 +400,15 @@ class ProxyConnection(Connection):
         from proxy.prepared import BinaryRowEncoder
 
         await self.run_and_write(sql, more=False, binary=BinaryRowEncoder())
+
+    async def handle_stmt_reset(self, data: bytes) -> None:
+        # Resets one statement's long-data buffers, not the session (mimic reset the session).
+        stmt = self.prepared_stmts.get(int.from_bytes(data[0:4], "little"))
+        if stmt is None:
+            await self._write_error(ProxyError(1243, "Unknown prepared statement handler given to mysqld_stmt_reset"))
+            return
+        stmt.param_buffers = None
+        await self.stream.write(self.ok())
 
     async def handle_stmt_fetch(self, data: bytes) -> None:
         await self._write_error(ProxyError(1235, "server-side cursors (COM_STMT_FETCH) are not supported"))

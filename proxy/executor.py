@@ -54,10 +54,13 @@ class SessionVCursor:
     async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncIterator[Result]:
         tx = self._tx()
         if tx is not None:
-            # A pinned connection cannot be abandoned mid-result without losing the
-            # transaction, so inside one the result is read whole.
             sc = await tx.connection(keyspace, shard)
-            yield await sc.execute(sql)
+            gen = sc.stream(sql, keep_on_abandon=True)
+            try:
+                async for chunk in gen:
+                    yield chunk
+            finally:
+                await gen.aclose()
             return
         pool = self.pools.get(keyspace, shard)
         sc = await pool.acquire()

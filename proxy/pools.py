@@ -17,7 +17,7 @@ import aiomysql
 import pymysql
 
 from proxy.engine.result import Field, Result
-from proxy.errors import ShardError, ShardUnavailable
+from proxy.errors import ProxyError, ShardError, ShardUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +93,15 @@ class ShardConnection:
             )
         return Result(fields=fields_of(r), rows=list(r.rows or ()), warnings=r.warning_count or 0)
 
-    async def stream(self, sql: str, batch_rows: int = STREAM_BATCH_ROWS) -> AsyncIterator[Result]:
+    async def stream(
+        self, sql: str, batch_rows: int = STREAM_BATCH_ROWS, keep_on_abandon: bool = False
+    ) -> AsyncIterator[Result]:
         """Unbuffered read: chunks of at most ``batch_rows`` rows, fields first.
 
         If the consumer stops early the connection is marked broken (closing it is
-        the only way to stop MySQL sending the rest of a large result)."""
+        the only way to stop MySQL sending the rest of a large result), unless
+        ``keep_on_abandon`` (a connection pinned to a transaction): then the rest is
+        read and dropped so the transaction survives."""
         finished = False
         try:
             try:
@@ -110,7 +114,7 @@ class ShardConnection:
                 yield Result(affected_rows=max(r.affected_rows or 0, 0) if r else 0,
                              insert_id=(r.insert_id or 0) if r else 0)
                 return
-            yield Result(fields=fields_of(r))
+            fields: list[Field] | None = fields_of(r)
             read_row = r._read_rowdata_packet_unbuffered
             while True:
                 rows = []
@@ -123,13 +127,38 @@ class ShardConnection:
                         rows.append(row)
                 except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
                     raise self._translate(e) from e
-                if rows:
+                # The first chunk carries the fields with the first rows, so a small
+                # result is one chunk (and one write to the client).
+                if fields is not None:
+                    yield Result(fields=fields, rows=rows)
+                    fields = None
+                elif rows:
                     yield Result(rows=rows)
                 if finished:
                     return
         finally:
-            if not finished:
+            if not finished and not self.broken:
+                r = self.conn._result
+                if keep_on_abandon and r is not None and getattr(r, "unbuffered_active", False):
+                    await self._interrupt(r)
+                else:
+                    self.broken = True
+
+
+    async def _interrupt(self, r: object) -> None:
+        """Stop the running statement but keep the connection and its transaction:
+        KILL QUERY from a side connection, then read what was already sent."""
+        try:
+            async with self.pool.connection() as side:
+                await side.execute(f"kill query {self.conn.server_thread_id[0]}")
+            await r._finish_unbuffered_query()  # type: ignore[attr-defined]
+        except ProxyError:
+            self.broken = True
+        except pymysql.err.MySQLError as e:
+            if not (e.args and e.args[0] in (1317, 1927)):  # interrupted, as intended
                 self.broken = True
+        except (OSError, asyncio.IncompleteReadError):
+            self.broken = True
 
 
 class ShardPool:

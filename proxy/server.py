@@ -19,7 +19,14 @@ from collections.abc import Mapping
 from hashlib import sha1
 from typing import TYPE_CHECKING, Any
 
-from mysql_mimic.auth import AuthInfo, Forbidden, IdentityProvider, NativePasswordAuthPlugin, Success, User
+from mysql_mimic.auth import (
+    AuthInfo,
+    Forbidden,
+    IdentityProvider,
+    NativePasswordAuthPlugin,
+    Success,
+    User,
+)
 from mysql_mimic.control import LocalControl
 from mysql_mimic.server import MysqlServer
 from mysql_mimic.stream import MysqlStream

@@ -86,10 +86,18 @@ class ProxySession(BaseSession):
         # Set by the handshake before authentication; validated in init().
         self._database = value
 
+    def check_initial_database(self) -> ProxyError | None:
+        """Validate the database named in the handshake (before login completes)."""
+        if not self._database:
+            return None
+        try:
+            self.use_target(self._database)
+        except ProxyError as e:
+            return e
+        return None
+
     async def init(self, connection: Any) -> None:
         self.connection = connection
-        if self._database:
-            self.use_target(self._database)
 
     async def use(self, database: str) -> None:
         self.use_target(database)
@@ -103,8 +111,12 @@ class ProxySession(BaseSession):
                 logger.warning("rollback on close failed", extra={"error": str(e)})
 
     async def reset(self) -> None:
+        """COM_RESET_CONNECTION / COM_CHANGE_USER: drop the transaction and session
+        state but keep the current database, as MySQL does."""
         await self.close()
+        keyspace, shard, username, connection = self.keyspace, self.target_shard, self.username, self.connection
         self.__init__(self.proxy)  # type: ignore[misc]
+        self.keyspace, self.target_shard, self.username, self.connection = keyspace, shard, username, connection
 
     # -- state ---------------------------------------------------------------------
     @property

@@ -1,0 +1,75 @@
+"""The query planner: SQL + vschema -> plan trees (pure, no I/O).
+
+Entry points (stable; the proxy calls these):
+
+``plan_query(sql, vschema, keyspace, cache=DEFAULT_CACHE) -> (Plan, bindvars)``
+    Normalises ``sql`` (literals -> bind variables), looks the shape up in the plan
+    cache keyed by (shape, keyspace, vschema), plans on a miss, and returns the plan
+    with this execution's bind variables. Pass both to
+    ``proxy.engine.execute(plan, vcursor, bindvars)`` / ``proxy.engine.stream(...)``.
+    ``VEXPLAIN PLAN <q>`` returns a ``VExplain`` node whose ``json`` is the answer (one
+    row, one column named ``JSON``). ``keyspace`` is the session's target: ``None``,
+    ``"ks"``, or ``"ks:-80"`` for a shard-targeted session (statements sent verbatim).
+
+``plan(sql_or_ast, vschema, keyspace) -> Plan`` (``rewriter.planner.plan``; nodes in ``rewriter.nodes``)
+    Plans literal SQL without normalisation or cache (values stay constants).
+
+Errors: ``rewriter.errors.PlanningError`` and subclasses carry ``.code`` (1235 for
+``Unsupported``, 1146 ``TableNotFound``, 1064 ``ParseError``, else 1105) and
+``.message``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rewriter.cache import PlanCache, vschema_version
+from rewriter.errors import ParseError, PlanningError, TableNotFound, Unsupported
+from rewriter.nodes import Plan, VExplain
+from rewriter.normalize import normalize
+from rewriter.planner import plan
+from rewriter.vexplain import vexplain_json
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "ParseError",
+    "Plan",
+    "PlanCache",
+    "PlanningError",
+    "TableNotFound",
+    "Unsupported",
+    "plan",
+    "plan_query",
+]
+
+DEFAULT_CACHE = PlanCache()
+
+_VEXPLAIN = re.compile(r"^\s*(?:/\*.*?\*/\s*)*vexplain\s+(?:(plan|queries|all)\s+)?", re.I | re.S)
+
+
+def plan_query(sql: str, vschema: Any, keyspace: str | None,
+               cache: PlanCache | None = None) -> tuple[Plan, dict[str, Any]]:
+    m = _VEXPLAIN.match(sql)
+    if m:
+        kind = (m.group(1) or "plan").lower()
+        if kind != "plan":
+            raise Unsupported(f"VT12001: unsupported: VEXPLAIN {kind.upper()}")
+        inner = sql[m.end():]
+        return VExplain(vexplain_json(plan(inner, vschema, keyspace))), {}
+    if cache is None:
+        cache = DEFAULT_CACHE
+    try:
+        shape, bindvars = normalize(sql)
+    except ValueError as e:
+        raise ParseError(f"You have an error in your SQL syntax; {e}") from None
+    key = (shape, keyspace, vschema_version(vschema))
+    cached = cache.get(key)
+    if cached is not None:
+        return cached, bindvars
+    list_vars = frozenset(k for k, v in bindvars.items() if isinstance(v, list))
+    # '::v' (list) keeps its length as ' :v' so sqlglot positions match the source text
+    source = shape.replace("::", " :") if list_vars else shape
+    result = plan(source, vschema, keyspace, list_vars=list_vars)
+    cache.put(key, result)
+    return result, bindvars

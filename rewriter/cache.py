@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from rewriter.plan import Plan
+from rewriter.nodes import Plan
 
 CacheKey = tuple[str, str | None, Any]
 
 
 def vschema_version(vschema: Any) -> Any:
     v = getattr(vschema, "version", None)
-    return v if v is not None else id(vschema)
+    return v if v is not None else vschema  # identity-hashed, kept alive by the key
 
 
 class PlanCache:

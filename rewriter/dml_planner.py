@@ -16,7 +16,7 @@ from sqlglot import exp
 from rewriter import errors
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
-from rewriter.plan import (
+from rewriter.nodes import (
     AutoIncrement,
     Delete,
     DMLOpcode,

@@ -21,8 +21,17 @@ from sqlglot import exp
 from rewriter import errors
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
-from rewriter.plan import Distinct, Join, Limit, MemorySort, OrderKey, Plan, SimpleProjection
-from rewriter.routing import column_table, conjuncts
+from rewriter.nodes import (
+    Distinct,
+    Join,
+    Limit,
+    MemorySort,
+    Opcode,
+    OrderKey,
+    Plan,
+    SimpleProjection,
+)
+from rewriter.routing import choose_route, column_table, conjuncts
 from rewriter.select_planner import (
     RouteInfo,
     _has_aggregate,
@@ -32,8 +41,6 @@ from rewriter.select_planner import (
     make_route,
     resolve_scope,
 )
-from rewriter.routing import choose_route
-from rewriter.plan import Opcode
 from rewriter.tables import TableRef, rewrite_table_node
 
 
@@ -220,4 +227,4 @@ def _route_for(ref: TableRef, q: exp.Select, preds: list[exp.Expression], ctx: P
         info = RouteInfo(c.opcode, ref.keyspace, True, choice=c, tables=[ref])
     fq = q.copy()
     fq.set("where", exp.Where(this=exp.NEQ(this=exp.Literal.number(1), expression=exp.Literal.number(1))))
-    return make_route(info, to_sql(q), to_sql(fq))
+    return make_route(info, to_sql(q), to_sql(fq).replace(" WHERE 1 <> 1", " WHERE 1 != 1"))

@@ -19,7 +19,7 @@ from rewriter import errors
 from rewriter.context import DIALECT, PlanContext
 from rewriter.dml_planner import plan_delete, plan_insert, plan_update
 from rewriter.errors import unsupported
-from rewriter.plan import Plan, Send, SequenceNext, Val
+from rewriter.nodes import Plan, Send, SequenceNext, Val
 from rewriter.select_planner import plan_select
 from rewriter.sqltemplate import parse_template
 from rewriter.tables import resolve_table

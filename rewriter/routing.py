@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from rewriter.plan import Opcode, Val
+from rewriter.nodes import Opcode, Val
 from rewriter.tables import TableRef
 
 _RANK = {Opcode.EqualUnique: 0, Opcode.Equal: 1, Opcode.IN: 2, Opcode.MultiEqual: 3}

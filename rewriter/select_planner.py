@@ -23,7 +23,7 @@ from rewriter import errors
 from rewriter.context import DIALECT, PlanContext, to_sql
 from rewriter.errors import unsupported
 from rewriter.evaluate import compile_expr
-from rewriter.plan import (
+from rewriter.nodes import (
     AGG_ANY_VALUE,
     AGG_AVG,
     AGG_COUNT_DISTINCT,
@@ -262,7 +262,7 @@ def _field_query(sel: exp.Expression) -> str:
     for key in ("where", "order", "limit", "offset", "having"):
         fq.set(key, None)
     fq.set("where", exp.Where(this=exp.NEQ(this=exp.Literal.number(1), expression=exp.Literal.number(1))))
-    return to_sql(fq)
+    return to_sql(fq).replace(" WHERE 1 <> 1", " WHERE 1 != 1")
 
 
 def make_route(info: RouteInfo, query_sql: str, field_query: str) -> Plan:
@@ -341,7 +341,7 @@ def needs_proxy_work(sel: exp.Select) -> bool:
 
 def _has_aggregate(e: exp.Expression) -> bool:
     for node in e.walk():
-        if isinstance(node, _AGG_TYPES | exp.GroupConcat):
+        if isinstance(node, (*_AGG_TYPES, exp.GroupConcat)):
             return True
         if isinstance(node, exp.Subquery | exp.Select) and node is not e:
             continue
@@ -539,7 +539,9 @@ class _AggBuilder:
     pushed_sql: dict[str, int] = field(default_factory=dict)
     specs: list[AggSpec] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
-    distinct_expr: exp.Expression | None = None
+    # COUNT/SUM(DISTINCT x) columns: added to the shards' GROUP BY, so each shard sends
+    # each distinct value once per group (the proxy keeps a set per group)
+    distinct_exprs: list[exp.Expression] = field(default_factory=list)
 
     def push(self, e: exp.Expression) -> int:
         key = to_sql(e).lower()
@@ -580,9 +582,8 @@ def _agg_spec(b: _AggBuilder, e: exp.Expression, name: str) -> AggSpec:
 
 
 def _distinct_col(b: _AggBuilder, e: exp.Expression) -> int:
-    if b.distinct_expr is not None and not _same(b.distinct_expr, e):
-        raise unsupported("more than one DISTINCT aggregate expression across shards")
-    b.distinct_expr = e
+    if not any(_same(d, e) for d in b.distinct_exprs):
+        b.distinct_exprs.append(e)
     return b.push(e)
 
 
@@ -668,8 +669,10 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx:
 
     # the pushed query: partials, grouped and ordered by the group keys (+ distinct column)
     shard_group = list(group_idx)
-    if b.distinct_expr is not None:
-        shard_group.append(b.push(b.distinct_expr))
+    for d in b.distinct_exprs:
+        idx = b.push(d)
+        if idx not in shard_group:
+            shard_group.append(idx)
     pushed = sel.copy()
     pushed.set("expressions", [p.copy() for p in b.pushed])
     for key in ("having", "order", "limit", "offset", "distinct"):

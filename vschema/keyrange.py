@@ -107,7 +107,9 @@ class ShardMap:
         index = bisect.bisect_right(self._starts, ksid)
         rng = self.ranges[index]
         if not rng.contains(ksid):  # unreachable when the tiling check passed
-            raise KeyRangeError(f"keyspace {self.keyspace}: no shard holds keyspace id {ksid.hex()}")
+            raise KeyRangeError(
+                f"keyspace {self.keyspace}: no shard holds keyspace id {ksid.hex()}"
+            )
         return rng.name
 
     def shards_for_range(self, rng: KeyRange) -> list[str]:
@@ -123,9 +125,7 @@ def _check_tiling(keyspace: str, ranges: Sequence[KeyRange]) -> None:
         )
     for prev, cur in zip(ranges, ranges[1:], strict=False):
         if not prev.end or prev.end > cur.start:
-            raise InvalidVSchema(
-                f"keyspace {keyspace}: shards {prev.name} and {cur.name} overlap"
-            )
+            raise InvalidVSchema(f"keyspace {keyspace}: shards {prev.name} and {cur.name} overlap")
         if prev.end < cur.start:
             raise InvalidVSchema(
                 f"keyspace {keyspace}: shards do not cover the key range: gap between "

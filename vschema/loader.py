@@ -66,8 +66,17 @@ _TABLE_FIELDS = {
 }
 _COLUMN_VINDEX_FIELDS = {"column", "name", "columns"}
 _AUTO_INCREMENT_FIELDS = {"column", "sequence"}
-_COLUMN_FIELDS = {"name", "type", "invisible", "default", "collation_name", "size", "scale",
-                  "nullable", "values"}
+_COLUMN_FIELDS = {
+    "name",
+    "type",
+    "invisible",
+    "default",
+    "collation_name",
+    "size",
+    "scale",
+    "nullable",
+    "values",
+}
 
 
 def load_vschema_file(path: str | PathLike[str]) -> dict[str, Any]:
@@ -139,9 +148,7 @@ def load_keyspace(name: str, vschema: Mapping[str, Any] | None, shards: Sequence
             )
 
     if "dual" not in tables:
-        tables["dual"] = Table(
-            name="dual", keyspace=name, type=TABLE_TYPE_REFERENCE, implicit=True
-        )
+        tables["dual"] = Table(name="dual", keyspace=name, type=TABLE_TYPE_REFERENCE, implicit=True)
     return Keyspace(
         name=name,
         sharded=sharded,
@@ -381,9 +388,7 @@ def _split_qualified(name: str) -> tuple[str, str | None]:
     return name, None
 
 
-def _load_routing_rules(
-    vschema: VSchema, doc: Mapping[str, Any] | None
-) -> dict[str, RoutingRule]:
+def _load_routing_rules(vschema: VSchema, doc: Mapping[str, Any] | None) -> dict[str, RoutingRule]:
     if not doc:
         return {}
     doc = _check_fields("routing rules", doc, {"rules"})

@@ -169,7 +169,8 @@ class VSchema:
     ) -> None:
         self.keyspaces: dict[str, Keyspace] = dict(keyspaces)
         self.routing_rules: dict[str, RoutingRule] = dict(routing_rules or {})
-        # name -> keyspace names holding it (implicit dual excluded), for global lookup.
+        # Names that more than one keyspace defines -> those keyspaces.
+        self._ambiguous: dict[str, list[str]] = {}
         self._global_tables = self._build_global_tables()
 
     def _build_global_tables(self) -> dict[str, Table | None]:
@@ -179,7 +180,6 @@ class VSchema:
         ambiguous: the source table wins, as in Vitess.
         """
         out: dict[str, Table | None] = {}
-        self._ambiguous: dict[str, list[str]] = {}
         for ks_name in sorted(self.keyspaces):
             ks = self.keyspaces[ks_name]
             if ks.require_explicit_routing:

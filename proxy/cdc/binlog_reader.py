@@ -97,7 +97,7 @@ def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
         "host": endpoint.host,
         "port": int(endpoint.port),
         "user": endpoint.user,
-        "passwd": endpoint.password or "",
+        "password": endpoint.password or "",
         "connect_timeout": 5,
     }
 
@@ -287,6 +287,8 @@ class ShardBinlogReader:
         if stream is not None:
             # Resume from our own position, never from the one the library started with.
             stream.auto_position = str(self.position)
+        if "db" in kwargs:  # the library still uses PyMySQL's deprecated spelling
+            kwargs["database"] = kwargs.pop("db")
         conn = pymysql.connect(**kwargs)
         with self._connections_lock:
             self._connections = [c for c in self._connections if c.open]

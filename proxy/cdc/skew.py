@@ -5,7 +5,9 @@ heartbeats, the time up to which it has nothing more). A shard whose next transa
 more than ``max_skew`` seconds ahead of the *lowest* time among the shards is held until
 the gap closes. The laggard (the lowest) therefore never waits, and heartbeats never wait:
 they only move their shard's time forward. A hold longer than ``max_hold`` ends the
-stream with ``SkewHoldTimeoutError``.
+stream with ``SkewHoldTimeoutError``. Until every shard of the stream has reported a time,
+the lowest time is unknown and shards that report are held (a shard that has not reported
+may be the furthest behind); each shard reports within a heartbeat period of starting.
 
 Differences from Vitess, on purpose: Vitess declares one skew at a time against the
 laggard and also compares with a "lowest timestamp" that is never set, so every stream
@@ -19,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 
 from proxy.cdc.errors import SkewHoldTimeoutError
 
@@ -33,6 +36,7 @@ DEFAULT_MAX_HOLD = 600.0
 class SkewAligner:
     def __init__(
         self,
+        streams: Iterable[Hashable],
         max_skew: float = DEFAULT_MAX_SKEW,
         max_hold: float = DEFAULT_MAX_HOLD,
         monotonic: Callable[[], float] = time.monotonic,
@@ -40,7 +44,9 @@ class SkewAligner:
         self.max_skew = max_skew
         self.max_hold = max_hold
         self._monotonic = monotonic
+        self._streams = frozenset(streams)
         self._times: dict[Hashable, float] = {}
+        self._unreported = set(self._streams)
         self._changed = asyncio.Event()
         self._waiting = 0
         self.holds = 0
@@ -49,12 +55,17 @@ class SkewAligner:
     def time_of(self, stream: Hashable) -> float | None:
         return self._times.get(stream)
 
-    def lowest(self) -> float | None:
-        return min(self._times.values()) if self._times else None
+    def lowest(self) -> float:
+        """The lowest time of all streams; -inf while some stream has not reported."""
+        if self._unreported or not self._times:
+            return -math.inf
+        return min(self._times.values())
 
     def update(self, stream: Hashable, event_time: float) -> None:
         """Record ``stream``'s time without waiting (heartbeats)."""
         self._times[stream] = event_time
+        if self._unreported:
+            self._unreported.discard(stream)
         if self._waiting:
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
@@ -65,8 +76,7 @@ class SkewAligner:
         """Record ``stream``'s time and return once it is within ``max_skew`` of the
         lowest time; raises SkewHoldTimeoutError after ``max_hold`` seconds held."""
         self.update(stream, event_time)
-        times = self._times
-        if len(times) < 2 or event_time - min(times.values()) <= self.max_skew:
+        if len(self._streams) < 2 or event_time - self.lowest() <= self.max_skew:
             return
         started = self._monotonic()
         self.holds += 1
@@ -75,11 +85,11 @@ class SkewAligner:
             extra={
                 "keyspace": name[0],
                 "shard": name[1],
-                "ahead_s": round(event_time - min(times.values()), 3),
+                "ahead_s": round(event_time - self.lowest(), 3),
             },
         )
         try:
-            while event_time - min(times.values()) > self.max_skew:
+            while event_time - self.lowest() > self.max_skew:
                 remaining = started + self.max_hold - self._monotonic()
                 if remaining <= 0:
                     raise SkewHoldTimeoutError(name[0], name[1], self._monotonic() - started)

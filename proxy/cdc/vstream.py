@@ -88,9 +88,10 @@ class VStream:
         self._heartbeat_interval = heartbeat_interval
         self._shard_delays = dict(shard_delays or {})
         self._shard_heartbeat_period = shard_heartbeat_period
-        self.aligner: SkewAligner | None = (
-            SkewAligner(max_skew=max_skew, max_hold=max_skew_hold) if minimize_skew else None
-        )
+        self._minimize_skew = minimize_skew
+        self._max_skew = max_skew
+        self._max_skew_hold = max_skew_hold
+        self.aligner: SkewAligner | None = None
         self._queue: asyncio.Queue[_QueueItem] = asyncio.Queue(maxsize=queue_size)
         self._readers: dict[ShardKey, ShardBinlogReader] = {}
         self._pumps: list[asyncio.Task[None]] = []
@@ -111,6 +112,10 @@ class VStream:
         resolved = await resolve_start(self._endpoints, self._filter, self._start, self._since)
         self._positions = dict(resolved.positions)
         self._vgtid = Vgtid.from_positions(self._positions)
+        if self._minimize_skew:
+            self.aligner = SkewAligner(
+                self._positions, max_skew=self._max_skew, max_hold=self._max_skew_hold
+            )
         for key, position in resolved.positions.items():
             reader = ShardBinlogReader(
                 key[0],

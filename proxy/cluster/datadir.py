@@ -24,6 +24,8 @@ from proxy.cluster.server_options import INNODB_OPTIONS, install_db_command
 logger = logging.getLogger(__name__)
 
 TEMPLATE_STAMP = "shardgate-template.json"
+# Bump when the template's contents change (users, install options) so cached templates rebuild.
+TEMPLATE_FORMAT = 1
 # Only root@localhost (socket) and root@127.0.0.1 (TCP) stay; the install also creates
 # root@<hostname> and root@::1, which skip-name-resolve and bind-address make unusable anyway.
 _TRIM_USERS_SQL = """\
@@ -33,7 +35,11 @@ DELETE FROM mysql.proxies_priv WHERE Host NOT IN ('localhost', '127.0.0.1');
 
 
 def _template_stamp(binaries: MariaDBBinaries) -> dict[str, object]:
-    return {"mariadbd": binaries.version(), "innodb_options": list(INNODB_OPTIONS)}
+    return {
+        "format": TEMPLATE_FORMAT,
+        "mariadbd": binaries.version(),
+        "innodb_options": list(INNODB_OPTIONS),
+    }
 
 
 def _read_stamp(template_dir: Path) -> object:
@@ -66,9 +72,11 @@ def _install_template(
     shutil.rmtree(building, ignore_errors=True)
     extra_sql = building.with_name(building.name + ".sql")
     extra_sql.write_text(_TRIM_USERS_SQL, encoding="utf-8")
+    tmp_dir = building.with_name(building.name + ".tmp")
+    tmp_dir.mkdir(exist_ok=True)
     try:
         done = subprocess.run(
-            install_db_command(binaries, building, extra_sql),
+            install_db_command(binaries, building, extra_sql, tmp_dir),
             capture_output=True,
             text=True,
             timeout=300,
@@ -77,6 +85,7 @@ def _install_template(
         raise ClusterError(f"cannot run {binaries.install_db}: {e}") from e
     finally:
         extra_sql.unlink(missing_ok=True)
+        shutil.rmtree(tmp_dir, ignore_errors=True)
     if done.returncode != 0:
         output = (done.stdout + done.stderr).strip().splitlines()[-20:]
         raise ClusterError(

@@ -122,6 +122,7 @@ class MariaDBInstance:
         wrapper = _parent_death_wrapper()
         preexec: Callable[[], None] | None = None if wrapper else _set_parent_death_signal
         command = wrapper + mariadbd_command(self.binaries, self.spec)
+        self.spec.tmp_dir.mkdir(exist_ok=True)
         # mariadbd reopens stderr onto --log-error; messages printed before that land there too.
         with open(self.spec.error_log, "ab") as early_log:
             self._process = subprocess.Popen(
@@ -171,7 +172,8 @@ class MariaDBInstance:
                     if await self._serves_our_data_dir(conn):
                         return
                 finally:
-                    conn.close()
+                    # COM_QUIT rather than a dropped socket, which the server logs as aborted.
+                    await conn.ensure_closed()
             if time.monotonic() >= deadline:
                 raise self._error(
                     f"not ready on port {self.spec.port} after {within_s:.0f}s "

@@ -20,6 +20,9 @@ LOCAL_USER = "root"
 # Binlog readers (CDC) pick their own server_id; they must stay clear of this block.
 SERVER_ID_BASE = 100
 
+# Inside the data dir so it moves with it; the server is told to not list it as a database.
+TMP_DIRNAME = ".tmp"
+
 ShardKey = tuple[str, str]
 
 
@@ -58,6 +61,11 @@ class LocalShardSpec:
     @property
     def binlog_basename(self) -> Path:
         return self.data_dir / "binlog"
+
+    @property
+    def tmp_dir(self) -> Path:
+        """The server's private tmpdir (see server_options for why not /tmp)."""
+        return self.data_dir / TMP_DIRNAME
 
     @property
     def schema_marker(self) -> Path:

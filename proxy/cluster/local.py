@@ -107,9 +107,12 @@ class LocalCluster:
             return
         started = time.monotonic()
         binaries = self._require_binaries()
-        specs = list(self._specs.values())
+        # Calling start() again only starts the shards that are not running.
+        specs = [s for s in self._specs.values() if not self.is_running(s.keyspace, s.shard)]
+        if not specs:
+            return
         self._check_ports_free(specs)
-        await self._provision(binaries, specs)
+        fresh = await self._provision(binaries, specs)
         try:
             await asyncio.gather(*(self._start_one(spec) for spec in specs))
             await asyncio.gather(
@@ -119,27 +122,42 @@ class LocalCluster:
                 )
             )
         except BaseException:
-            await self.stop()
+            # Only the shards this call started: a retry must not take down running ones.
+            await self._stop_instances([spec.key for spec in specs])
+            # Data dirs made by this call hold nothing but a half-applied schema: drop them so
+            # the next start (with the schema file fixed) begins clean instead of tripping over
+            # tables created by the failed attempt.
+            for spec in fresh:
+                logger.warning(
+                    "removing data dir of failed first start keyspace=%s shard=%s path=%s",
+                    spec.keyspace,
+                    spec.shard,
+                    spec.data_dir,
+                )
+                await asyncio.to_thread(shutil.rmtree, spec.data_dir, True)
             raise
         self.startup_seconds = time.monotonic() - started
         logger.info(
-            "local cluster started shards=%d seconds=%.2f data_dir=%s",
+            "local cluster started shards=%d fresh=%d seconds=%.2f data_dir=%s",
             len(specs),
+            len(fresh),
             self.startup_seconds,
             self.config.local.data_dir if self.config.local else None,
-            extra={"shards": len(specs), "seconds": self.startup_seconds},
+            extra={"shards": len(specs), "fresh": len(fresh), "seconds": self.startup_seconds},
         )
 
     async def stop(self) -> None:
         """Shut every running shard down cleanly (SIGTERM) and wait for it to exit."""
-        instances = list(self._instances.values())
+        await self._stop_instances(list(self._instances))
+
+    async def _stop_instances(self, keys: list[ShardKey]) -> None:
+        instances = [self._instances.pop(key) for key in keys if key in self._instances]
         # Signal all first, so an interrupted wait still leaves every shard shutting down.
         for instance in instances:
             instance.send_signal(signal.SIGTERM)
         results = await asyncio.gather(
             *(instance.stop() for instance in instances), return_exceptions=True
         )
-        self._instances.clear()
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -180,14 +198,18 @@ class LocalCluster:
                     f"({hint})"
                 )
 
-    async def _provision(self, binaries: MariaDBBinaries, specs: list[LocalShardSpec]) -> None:
+    async def _provision(
+        self, binaries: MariaDBBinaries, specs: list[LocalShardSpec]
+    ) -> list[LocalShardSpec]:
+        """Create the missing data dirs from the template; returns the shards that got one."""
         missing = [spec for spec in specs if not spec.data_dir.exists()]
         if not missing:
-            return
+            return []
         assert self._template_dir is not None
         await ensure_template(binaries, self._template_dir)
-        for spec in missing:
-            await provision_data_dir(self._template_dir, spec.data_dir)
+        return [
+            spec for spec in missing if await provision_data_dir(self._template_dir, spec.data_dir)
+        ]
 
     async def _start_one(self, spec: LocalShardSpec) -> None:
         instance = MariaDBInstance(spec, self._require_binaries())

@@ -97,10 +97,12 @@ async def apply_schema_once(spec: LocalShardSpec, schema_path: Path | None) -> b
                 except pymysql.err.MySQLError as e:
                     raise SchemaError(
                         f"{schema_path}: statement {number} failed on shard "
-                        f"{spec.keyspace}/{spec.shard}: {e}\n{statement[:500]}"
+                        f"{spec.keyspace}/{spec.shard}: {e}\n{statement[:500]}\n"
+                        f"(a data dir holding a partly applied schema, {spec.data_dir}, "
+                        "may be deleted to start it over)"
                     ) from e
     finally:
-        conn.close()
+        await conn.ensure_closed()
     _write_marker(spec, schema_path, digest, len(statements))
     logger.info(
         "schema applied keyspace=%s shard=%s statements=%d seconds=%.2f",

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from proxy.cluster.binaries import MariaDBBinaries
-from proxy.cluster.layout import LOCAL_HOST, LocalShardSpec
+from proxy.cluster.layout import LOCAL_HOST, TMP_DIRNAME, LocalShardSpec
 
 # Several instances share a 2-core machine: keep memory and background work small. The same
 # InnoDB sizing is used to initialise data dirs so the server never resizes the redo log at start.
@@ -26,7 +26,9 @@ def _run_as_options() -> list[str]:
     return ["--user=root"] if os.geteuid() == 0 else []
 
 
-def install_db_command(binaries: MariaDBBinaries, data_dir: Path, extra_sql: Path) -> list[str]:
+def install_db_command(
+    binaries: MariaDBBinaries, data_dir: Path, extra_sql: Path, tmp_dir: Path
+) -> list[str]:
     return [
         str(binaries.install_db),
         "--no-defaults",
@@ -37,6 +39,8 @@ def install_db_command(binaries: MariaDBBinaries, data_dir: Path, extra_sql: Pat
         "--skip-test-db",
         "--skip-name-resolve",
         f"--extra-file={extra_sql}",
+        # Passed through to the bootstrap server; see the --tmpdir note in mariadbd_command.
+        f"--tmpdir={tmp_dir}",
         *INNODB_OPTIONS,
     ]
 
@@ -52,13 +56,20 @@ def mariadbd_command(binaries: MariaDBBinaries, spec: LocalShardSpec) -> list[st
         f"--socket={spec.socket_path}",
         f"--pid-file={spec.pid_file}",
         f"--log-error={spec.error_log}",
+        # A private tmpdir: at start-up mariadbd deletes every `#sql*` file in its tmpdir, so a
+        # shared /tmp lets one starting server destroy the temporary tables of another (the
+        # machine's own MariaDB, a concurrent mariadb-install-db, another shard).
+        f"--tmpdir={spec.tmp_dir}",
+        f"--ignore-db-dirs={TMP_DIRNAME}",
         "--skip-name-resolve",
         # Binlog as CDC needs it (issue 5): row events with full images and column names, a
         # GTID domain per shard so one position can hold every shard.
         f"--server-id={spec.server_id}",
         f"--gtid-domain-id={spec.gtid_domain_id}",
-        f"--log-bin={spec.binlog_basename}",
-        f"--log-bin-index={spec.binlog_basename}.index",
+        # Relative names live in the data dir and are listed relatively in the index, so a data
+        # dir still works after it is moved (e.g. the checkout is renamed).
+        f"--log-bin={spec.binlog_basename.name}",
+        f"--log-bin-index={spec.binlog_basename.name}.index",
         "--binlog-format=ROW",
         "--binlog-row-image=FULL",
         "--binlog-row-metadata=FULL",

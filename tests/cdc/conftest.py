@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,18 @@ class Shard:
     async def transaction(self, *statements: str | tuple[str, Sequence[Any]]) -> None:
         await self.run("BEGIN", *statements, "COMMIT")
 
+    async def purge_binlogs(self) -> None:
+        """Rotate the binlog and purge every older file. MariaDB silently keeps a file until
+        the engines have checkpointed its transactions, so retry until it is gone."""
+        await self.run("FLUSH BINARY LOGS")
+        newest = (await self.run("SHOW BINARY LOGS"))[-1][0]
+        deadline = time.monotonic() + 20
+        while (await self.run("SHOW BINARY LOGS"))[0][0] != newest:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"binlogs before {newest} were not purged")
+            await self.run(f"PURGE BINARY LOGS TO '{newest}'")
+            await asyncio.sleep(0.1)
+
     async def gtid_binlog_pos(self) -> str:
         rows = await self.run("SELECT @@GLOBAL.gtid_binlog_pos")
         return str(rows[0][0])
@@ -113,11 +125,11 @@ async def probe_table(shards: dict[str, Shard]) -> AsyncIterator[str]:
 async def collect_groups(
     stream: VStream,
     done: Callable[[list[EventGroup]], bool],
-    timeout: float = 10.0,
+    within: float = 10.0,
 ) -> list[EventGroup]:
     """Groups from ``stream`` (heartbeats left out) until ``done(groups)`` is true."""
     groups: list[EventGroup] = []
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(within):
         async for group in stream:
             if group.is_heartbeat:
                 if done(groups):
@@ -142,21 +154,4 @@ def rows_of(groups: list[EventGroup], table: str = PROBE) -> list[tuple[str, str
 
 
 def ids_seen(groups: list[EventGroup]) -> list[int]:
-    return [
-        (after or before)["id"]
-        for _shard, _op, before, after in rows_of(groups)
-    ]
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
-        await asyncio.sleep(0.05)
-
-
-@pytest.fixture
-def heartbeat_stream_kwargs() -> Iterator[dict[str, Any]]:
-    # A short stream heartbeat lets collect_groups stop on idle conditions quickly.
-    yield {"heartbeat_interval": 0.2}
+    return [(after or before)["id"] for _shard, _op, before, after in rows_of(groups)]

@@ -48,7 +48,9 @@ async def test_update_carries_before_and_after_images(commerce_endpoints, shards
 
 async def test_delete_carries_before_image_only(commerce_endpoints, shards, probe_table):
     row_id = new_id()
-    await shards["-80"].run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'gone', 3, NOW(6))", (row_id,)))
+    await shards["-80"].run(
+        (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'gone', 3, NOW(6))", (row_id,))
+    )
     async with VStream(commerce_endpoints, [PROBE]) as stream:
         await shards["-80"].run((f"DELETE FROM {PROBE_TABLE} WHERE id = %s", (row_id,)))
         groups = await collect_groups(stream, lambda g: row_id in ids_seen(g))
@@ -61,8 +63,10 @@ async def test_multi_row_transaction_arrives_as_one_group(commerce_endpoints, sh
     first, second, third = new_id(), new_id(), new_id()
     async with VStream(commerce_endpoints, [PROBE]) as stream:
         await shards["-80"].transaction(
-            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'a', 1, NOW(6)), (%s, 'b', 2, NOW(6))",
-             (first, second)),
+            (
+                f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'a', 1, NOW(6)), (%s, 'b', 2, NOW(6))",
+                (first, second),
+            ),
             (f"UPDATE {PROBE_TABLE} SET label = 'a2' WHERE id = %s", (first,)),
             (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'c', 3, NOW(6))", (third,)),
             (f"DELETE FROM {PROBE_TABLE} WHERE id = %s", (second,)),
@@ -84,7 +88,9 @@ async def test_multi_row_transaction_arrives_as_one_group(commerce_endpoints, sh
 async def test_field_event_precedes_first_row_of_a_table(commerce_endpoints, shards, probe_table):
     row_id = new_id()
     async with VStream(commerce_endpoints, [PROBE]) as stream:
-        await shards["-80"].run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'f', 1, NOW(6))", (row_id,)))
+        await shards["-80"].run(
+            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'f', 1, NOW(6))", (row_id,))
+        )
         await shards["-80"].run(
             (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'g', 1, NOW(6))", (row_id + 1,))
         )
@@ -130,7 +136,9 @@ async def test_writes_on_every_shard_are_streamed(commerce_endpoints, shards, pr
     left, right = new_id(), new_id()
     async with VStream(commerce_endpoints, [PROBE]) as stream:
         await shards["-80"].run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'l', 1, NOW(6))", (left,)))
-        await shards["80-"].run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'r', 1, NOW(6))", (right,)))
+        await shards["80-"].run(
+            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'r', 1, NOW(6))", (right,))
+        )
         groups = await collect_groups(stream, lambda g: {left, right} <= set(ids_seen(g)))
     assert sorted((shard, (after or {})["id"]) for shard, _op, _b, after in rows_of(groups)) == [
         ("-80", left),
@@ -147,7 +155,8 @@ async def test_tables_outside_the_filter_are_not_streamed(commerce_endpoints, sh
             ("INSERT INTO customer (customer_id, email) VALUES (%s, 'w@x')", (wanted,)),
         )
         groups = await collect_groups(
-            stream, lambda g: any(r[3]["customer_id"] == wanted for r in rows_of(g, "commerce.customer"))
+            stream,
+            lambda g: any(r[3]["customer_id"] == wanted for r in rows_of(g, "commerce.customer")),
         )
     await shards["-80"].run(("DELETE FROM customer WHERE customer_id = %s", (wanted,)))
     tables = {e.table_name for g in groups for e in g.row_events()}
@@ -157,7 +166,9 @@ async def test_tables_outside_the_filter_are_not_streamed(commerce_endpoints, sh
 async def test_every_group_ends_with_a_vgtid_of_all_shards(commerce_endpoints, shards, probe_table):
     row_id = new_id()
     async with VStream(commerce_endpoints, [PROBE]) as stream:
-        await shards["80-"].run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'v', 1, NOW(6))", (row_id,)))
+        await shards["80-"].run(
+            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'v', 1, NOW(6))", (row_id,))
+        )
         groups = await collect_groups(stream, lambda g: row_id in ids_seen(g))
     last = groups[-1].events[-1]
     assert isinstance(last, VgtidEvent)

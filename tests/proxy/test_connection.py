@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 
@@ -95,13 +98,14 @@ def test_dml_ok_packet_carries_rowcount_and_lastrowid(proxy) -> None:
 
 
 def test_autocommit_status_flag_follows_set_autocommit(proxy) -> None:
-    conn = proxy.connect("lookup")
+    conn = proxy.connect("lookup", autocommit=True)
     try:
         assert conn.get_autocommit() is True
         conn.autocommit(False)
         assert conn.get_autocommit() is False
         with conn.cursor() as c:
             c.execute("select 1")
+            c.execute("set @probe = 1")  # PyMySQL reads status flags from OK packets only
         assert conn.server_status & 0x0001  # SERVER_STATUS_IN_TRANS after a statement
         conn.commit()
         assert not conn.server_status & 0x0001
@@ -191,22 +195,44 @@ def test_result_rows_flow_before_the_statement_finishes(proxy) -> None:
         conn.close()
 
 
+_STREAMING_CLIENT = """
+import sys, pymysql, pymysql.cursors
+conn = pymysql.connect(host="127.0.0.1", port=int(sys.argv[1]), user="root", database="lookup",
+                       cursorclass=pymysql.cursors.SSCursor)
+c = conn.cursor()
+c.execute("select a.seq from seq_1_to_100000 a, seq_1_to_50 b")
+c.fetchone()
+print("reading", flush=True)
+sys.stdin.read()  # stays connected without reading until killed
+"""
+
+
+def _running_big_queries(conn) -> int:
+    with conn.cursor() as c:
+        c.execute(
+            "select count(*) from information_schema.processlist "
+            "where info like 'select a.seq from seq_1_to_100000%'"
+        )
+        return int(c.fetchone()[0])
+
+
 def test_client_killed_mid_result_releases_the_shard_connection(proxy) -> None:
-    conn = proxy.connect("lookup", cursorclass=pymysql.cursors.SSCursor)
-    c = conn.cursor()
-    c.execute("select a.seq from seq_1_to_100000 a, seq_1_to_50 b")
-    c.fetchone()
-    conn._sock.close()  # the client disappears mid-result
-    check = proxy.connect("lookup")
+    client = subprocess.Popen(
+        [sys.executable, "-c", _STREAMING_CLIENT, str(proxy.port)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
+    check = proxy.connect("lookup", autocommit=True)
     try:
+        assert client.stdout is not None and client.stdout.readline().strip() == b"reading"
+        assert _running_big_queries(check) == 1
+        client.send_signal(signal.SIGKILL)
+        client.wait()
         deadline = time.monotonic() + 10
-        while True:
-            with check.cursor() as cc:
-                cc.execute("select count(*) from information_schema.processlist where info like 'select a.seq from seq_1_to_100000%'")
-                (n,) = cc.fetchone()
-            if n == 0:
-                break
+        while _running_big_queries(check):
             assert time.monotonic() < deadline, "the shard query was not stopped"
             time.sleep(0.2)
     finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
         check.close()

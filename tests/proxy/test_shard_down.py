@@ -3,6 +3,7 @@ and reconnects when the shard is back."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pymysql
@@ -42,6 +43,6 @@ async def test_shard_down_then_back(proxy, local_cluster) -> None:
             break
         except pymysql.err.MySQLError:
             assert time.monotonic() < deadline, "the proxy did not reconnect to the restarted shard"
-            time.sleep(0.2)
+            await asyncio.sleep(0.2)
         finally:
             conn.close()

@@ -25,7 +25,9 @@ class Vindex(ABC):
     # Parameters this type understands; others are kept in ``unknown_params``.
     known_params: ClassVar[frozenset[str]] = frozenset()
 
-    def __init__(self, name: str, params: Mapping[str, str] | None = None, owner: str | None = None):
+    def __init__(
+        self, name: str, params: Mapping[str, str] | None = None, owner: str | None = None
+    ):
         self.name = name
         self.params: dict[str, str] = dict(params or {})
         self.owner = owner or None

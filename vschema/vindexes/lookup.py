@@ -73,9 +73,7 @@ class LookupVindex(Vindex):
                 raise self.error(f"missing required parameter '{required}'")
         self.table: str = self.params["table"].strip()
         if self.table.count(".") > 1:
-            raise self.error(
-                f"invalid table {self.table!r}: expected 'table' or 'keyspace.table'"
-            )
+            raise self.error(f"invalid table {self.table!r}: expected 'table' or 'keyspace.table'")
         self.from_columns: list[str] = [c.strip() for c in self.params["from"].split(",")]
         if any(not c for c in self.from_columns):
             raise self.error(f"invalid from columns {self.params['from']!r}")
@@ -185,9 +183,7 @@ class LookupVindex(Vindex):
     def verify_query(self) -> str:
         """``select from from tbl where from = %s and to = %s``: params value, to-value."""
         frm = self.from_columns[0]
-        return (
-            f"select {frm} from {self.table_name} where {frm} = %s and {self.to_column} = %s"
-        )
+        return f"select {frm} from {self.table_name} where {frm} = %s and {self.to_column} = %s"
 
     # -- writing (owned vindexes) -----------------------------------------------------
     def insert_query(self, n_rows: int, ignore: bool = False) -> str:

@@ -1,0 +1,25 @@
+"""The engine: executes plan trees built by ``rewriter`` (Vitess's ``engine`` package).
+
+Entry points (stable; the proxy calls exactly these):
+
+``await proxy.engine.execute(plan, vcursor, bindvars) -> Result``
+    Run the plan to completion (DML, or SELECTs the caller wants whole).
+``proxy.engine.stream(plan, vcursor, bindvars) -> AsyncIterator[Result]``
+    Run a SELECT as a stream: the first chunk carries ``fields``, later chunks rows
+    only. Memory stays bounded for scatter queries (ordered merge with a heap; a
+    ``Limit`` closes the shard streams once it has its rows). Close the iterator
+    (``aclose``) to stop early.
+
+``plan``/``bindvars`` come from ``rewriter.plan_query(sql, vschema, keyspace)``;
+``vcursor`` implements ``proxy.engine.vcursor.VCursor``. Errors reach the caller as
+``proxy.errors.ProxyError`` (shard errors as ``ShardError`` from the VCursor).
+One module per primitive: route, limit, memory_sort, ordered_aggregate, distinct,
+filter, projection, join, concatenate, vindex_lookup, insert, dml (update/delete),
+send, sequence (also the id-block ``SequenceAllocator`` the VCursor uses), vexplain.
+"""
+
+from __future__ import annotations
+
+from proxy.engine.dispatch import execute, stream
+
+__all__ = ["execute", "stream"]

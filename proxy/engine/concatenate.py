@@ -1,0 +1,30 @@
+"""Concatenate: UNION ALL of sources on different routes, one after the other."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from proxy.engine import dispatch
+from proxy.engine.result import Result
+from proxy.engine.stream_util import collect
+from rewriter.nodes import Concatenate
+
+
+async def execute(node: Concatenate, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+    return await collect(stream(node, vcursor, bindvars))
+
+
+async def stream(node: Concatenate, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+    first = True
+    for src in node.sources:
+        s = dispatch.stream(src, vcursor, bindvars)
+        try:
+            async for chunk in s:
+                if first:
+                    yield chunk
+                    first = False
+                elif chunk.rows:
+                    yield Result(rows=chunk.rows)
+        finally:
+            await s.aclose()

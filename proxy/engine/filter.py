@@ -1,0 +1,37 @@
+"""Filter: keep rows whose predicate (HAVING, compiled by the planner) is true."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from proxy.engine import dispatch
+from proxy.engine.result import Result, decode_value
+from proxy.engine.stream_util import collect
+from rewriter.nodes import Filter
+
+
+async def execute(node: Filter, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+    return await collect(stream(node, vcursor, bindvars))
+
+
+async def stream(node: Filter, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+    source = dispatch.stream(node.input, vcursor, bindvars)
+    fields = None
+    first = True
+    try:
+        async for chunk in source:
+            if fields is None and chunk.fields:
+                fields = chunk.fields
+            rows = []
+            for row in chunk.rows:
+                values = [decode_value(f, v) for f, v in zip(fields or [], row, strict=False)]
+                if node.predicate(values, bindvars):
+                    rows.append(row)
+            if first:
+                yield Result(fields=chunk.fields, rows=rows)
+                first = False
+            elif rows:
+                yield Result(rows=rows)
+    finally:
+        await source.aclose()

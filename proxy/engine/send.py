@@ -1,0 +1,25 @@
+"""Send: a statement verbatim to one named shard (shard-targeted sessions)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from proxy.engine.result import Result
+from rewriter.nodes import Send
+
+
+async def execute(node: Send, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+    return await vcursor.execute_shard(node.keyspace, node.shard, node.query.render(bindvars))
+
+
+async def stream(node: Send, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+    if node.is_dml:
+        yield await execute(node, vcursor, bindvars)
+        return
+    s = vcursor.stream_shard(node.keyspace, node.shard, node.query.render(bindvars))
+    try:
+        async for chunk in s:
+            yield chunk
+    finally:
+        await s.aclose()

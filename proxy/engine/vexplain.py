@@ -1,0 +1,17 @@
+"""VEXPLAIN PLAN: one row, one column ``JSON`` with the plan in Vitess's shape."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from proxy.engine.result import Result, local_result
+from rewriter.nodes import VExplain
+
+
+async def execute(node: VExplain, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+    return local_result(["JSON"], [[node.json]])
+
+
+async def stream(node: VExplain, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+    yield await execute(node, vcursor, bindvars)

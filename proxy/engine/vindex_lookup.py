@@ -1,0 +1,42 @@
+"""VindexLookup: map values through a lookup vindex (a query on its lookup table),
+then run the route on the shards of the keyspace ids found."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from proxy.engine import route as route_mod
+from proxy.engine.destinations import Targets
+from proxy.engine.lookup import keyspace_ids
+from proxy.engine.result import Result
+from rewriter.nodes import VindexLookup
+
+
+async def _targets(node: VindexLookup, vcursor: Any, bindvars: Mapping[str, Any]) -> Targets:
+    values: list[Any] = []
+    for v in node.values:
+        x = v.resolve(bindvars)
+        values.extend(x if isinstance(x, list | tuple) else [x])
+    values = [v for v in values if v is not None]
+    per_value = await keyspace_ids(vcursor, node.vindex, node.keyspace, values)
+    vs = vcursor.vschema
+    shards: dict[str, None] = {}
+    for ksids in per_value:
+        for k in ksids or []:
+            shards[vs.shard_for(node.keyspace, k)] = None
+    return [(s, bindvars) for s in shards]
+
+
+async def execute(node: VindexLookup, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+    return await route_mod.execute(node.route, vcursor, bindvars, await _targets(node, vcursor, bindvars))
+
+
+async def stream(node: VindexLookup, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+    tg = await _targets(node, vcursor, bindvars)
+    s = route_mod.stream(node.route, vcursor, bindvars, tg)
+    try:
+        async for chunk in s:
+            yield chunk
+    finally:
+        await s.aclose()

@@ -1,0 +1,445 @@
+"""One message manager per (keyspace, shard, message table): poller, cache, send loop, purge.
+
+Delivery protocol (why it is safe with several proxies on one shard):
+
+1. The poller reads due rows into the cache (and, beyond Vitess, arms a timer for the earliest
+   future ``time_next`` so scheduled messages go out on time, not at the next poll).
+2. The send loop picks the next free receiver round-robin and pops up to ``vt_batch_size``
+   messages it accepts.
+3. Before anything is sent, the batch is *claimed* in one transaction: the rows are read
+   ``FOR UPDATE`` and only those still unacked, still due and with the ``epoch`` the poller saw
+   are postponed (``epoch = epoch + 1``, ``time_next`` = next retry, or NULL to park after
+   ``vt_max_attempts``). The row, not process memory, decides who sends: a second proxy that
+   cached the same message finds a different epoch and skips it.
+4. Only the claimed rows go to the receiver. A crash after the claim means redelivery after the
+   ack wait, never loss; a receiver that vanished after the claim likewise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from asyncio_throttle import Throttler
+
+from proxy.engine.result import Result, Row, decode_value
+from proxy.errors import ProxyError
+from proxy.messaging import sql
+from proxy.messaging.backoff import NS, jitter, next_send_ns
+from proxy.messaging.cache import CachedMessage, MessageCache
+from proxy.messaging.errors import MessagingClosed, SubscriptionEnded
+from proxy.messaging.receiver import Receiver
+from proxy.messaging.table import MessageTableSpec
+
+logger = logging.getLogger(__name__)
+
+# Claims (postpones) in flight at once per manager, as Vitess's postpone cap (default 4).
+DEFAULT_POSTPONE_CAP = 4
+
+
+class ShardConn(Protocol):
+    broken: bool
+
+    async def execute(self, sql: str) -> Result: ...
+
+
+class ConnectionSource(Protocol):
+    """``proxy.pools.ShardPool``: ``async with pool.connection() as sc``."""
+
+    def connection(self) -> AbstractAsyncContextManager[ShardConn]: ...
+
+
+@dataclass(slots=True)
+class MessageCounters:
+    sent: int = 0
+    acked: int = 0
+    delayed: int = 0  # sent with epoch >= 1 (a redelivery)
+    parked: int = 0
+    purged: int = 0
+    claim_lost: int = 0  # cached messages another proxy (or an ack/reschedule) took first
+    postpone_failed: int = 0
+    purge_failed: int = 0
+    poll_failed: int = 0
+
+
+def _int(raw: bytes | None) -> int | None:
+    return None if raw is None else int(raw)
+
+
+class MessageManager:
+    def __init__(
+        self,
+        keyspace: str,
+        shard: str,
+        spec: MessageTableSpec,
+        pool: ConnectionSource,
+        *,
+        postpone_cap: int = DEFAULT_POSTPONE_CAP,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.keyspace = keyspace
+        self.shard = shard
+        self.spec = spec
+        self.pool = pool
+        self.clock = clock
+        self.cache = MessageCache(spec.cache_size)
+        self.counters = MessageCounters()
+        self.receivers: list[Receiver] = []
+        self._next_receiver = 0
+        self._unacked: dict[bytes, int] = {}  # sent by us, not acked: id -> ack deadline (ns)
+        self._pending = False  # the last poll left due rows in the table
+        self._poll_requested = asyncio.Event()
+        self._has_receivers = asyncio.Event()
+        self._send_wake = asyncio.Event()
+        self._next_due_ns: int | None = None
+        self._claims = asyncio.Semaphore(postpone_cap)
+        self._throttler = self._make_throttler(spec)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._open = False
+
+    # -- identity / observability -------------------------------------------------------
+    @property
+    def table(self) -> str:
+        return self.spec.name
+
+    @property
+    def in_flight(self) -> int:
+        self._expire_unacked(self.clock())
+        return len(self._unacked)
+
+    def __repr__(self) -> str:
+        return f"MessageManager({self.keyspace}/{self.shard}.{self.table})"
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self) -> None:
+        if self._open:
+            return
+        self._open = True
+        for coro in (self._poll_loop(), self._send_loop(), self._purge_loop()):
+            self._spawn(coro)
+        logger.info("message manager opened", extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table})
+
+    async def close(self, reason: ProxyError | None = None) -> None:
+        """Stop every task this manager owns and end its receivers' streams."""
+        self._open = False
+        for r in list(self.receivers):
+            r.end(reason or MessagingClosed())
+        self.receivers.clear()
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._tasks.clear()
+        self.cache.clear()
+
+    def _spawn(self, coro: object) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error(
+                "message manager task failed",
+                extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table},
+                exc_info=task.exception(),
+            )
+
+    # -- spec changes (beyond Vitess: live, without disconnecting subscribers) -------------
+    def update_spec(self, spec: MessageTableSpec) -> None:
+        if spec.streamed != self.spec.streamed or [f.type for f in spec.fields] != [f.type for f in self.spec.fields]:
+            ended = SubscriptionEnded(f"message table {spec.name} changed its streamed columns: reconnect")
+            for r in list(self.receivers):
+                r.end(ended)
+            self.receivers.clear()
+            self._has_receivers.clear()
+            self.cache.clear()
+        self.spec = spec
+        self.cache.size = max(spec.cache_size, 1)
+        self._throttler = self._make_throttler(spec)
+        self.request_poll()
+        self._send_wake.set()
+
+    @staticmethod
+    def _make_throttler(spec: MessageTableSpec) -> Throttler | None:
+        if spec.max_rate <= 0:
+            return None
+        if spec.max_rate >= 1:
+            return Throttler(rate_limit=round(spec.max_rate), period=1.0, retry_interval=0.002)
+        return Throttler(rate_limit=1, period=1.0 / spec.max_rate, retry_interval=0.01)
+
+    # -- receivers ---------------------------------------------------------------------------
+    def add_receiver(self, receiver: Receiver) -> None:
+        if not self._open:
+            raise MessagingClosed()
+        receiver.on_free.append(self._send_wake.set)
+        self.receivers.append(receiver)
+        self._has_receivers.set()
+        self.request_poll()
+        self._send_wake.set()
+
+    def remove_receiver(self, receiver: Receiver) -> None:
+        if receiver in self.receivers:
+            idx = self.receivers.index(receiver)
+            self.receivers.remove(receiver)
+            if idx < self._next_receiver:
+                self._next_receiver -= 1
+        receiver.closed = True
+        if not self.receivers:
+            # As Vitess: the last subscriber leaving clears the cache (the rows stay due).
+            self._has_receivers.clear()
+            self.cache.clear()
+            self._pending = False
+
+    # -- external events --------------------------------------------------------------------
+    def request_poll(self) -> None:
+        """Poll now (a commit through the proxy inserted rows, a receiver arrived, ...)."""
+        self._poll_requested.set()
+
+    def acked(self, ids: Iterable[bytes]) -> int:
+        """Ids acked through the proxy: drop them from the cache and the in-flight count."""
+        id_list = list(ids)
+        self.cache.discard(id_list)
+        freed = 0
+        for i in id_list:
+            if self._unacked.pop(i, None) is not None:
+                freed += 1
+        self.counters.acked += freed
+        if freed:
+            self._send_wake.set()
+        if self.spec.ordering_col is not None:
+            self.request_poll()  # the next message of each key is now at the head
+        return freed
+
+    async def ack(self, ids: Iterable[bytes]) -> int:
+        """Ack by id on this shard (Vitess's MessageAck); returns the rows acked."""
+        id_list = list(ids)
+        if not id_list:
+            return 0
+        async with self.pool.connection() as sc:
+            res = await sc.execute(sql.ack_sql(self.spec, id_list, self.clock()))
+        self.acked(id_list)
+        return res.affected_rows
+
+    # -- poller -------------------------------------------------------------------------------
+    async def _poll_loop(self) -> None:
+        while True:
+            if not self.receivers:
+                await self._has_receivers.wait()
+            timeout = self.spec.poller_interval if self.spec.poller_interval > 0 else 1.0
+            if self._next_due_ns is not None:
+                timeout = min(timeout, max((self._next_due_ns - self.clock()) / NS, 0.0))
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._poll_requested.wait()
+            except TimeoutError:
+                pass
+            self._poll_requested.clear()
+            if not self.receivers:
+                continue
+            self._next_due_ns = None  # re-read by the poll; a failed poll must not spin
+            try:
+                await self.poll()
+            except ProxyError as e:
+                self.counters.poll_failed += 1
+                logger.warning(
+                    "message poll failed",
+                    extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
+                )
+
+    def _pushdown_predicate(self) -> str | None:
+        """With only filtered receivers, the poller reads only rows some receiver takes."""
+        preds = [r.predicate_sql for r in self.receivers]
+        if not preds or any(p is None for p in preds):
+            return None
+        return " OR ".join(f"({p})" for p in dict.fromkeys(preds))
+
+    async def poll(self) -> int:
+        """Read due rows into the cache; returns how many the table returned."""
+        spec = self.spec
+        now = self.clock()
+        async with self.pool.connection() as sc:
+            res = await sc.execute(sql.poll_sql(spec, now, self._pushdown_predicate()))
+            full = False
+            for row in res.rows:
+                msg = CachedMessage(
+                    id=row[3 + spec.id_index],  # type: ignore[arg-type]
+                    priority=_int(row[0]) or 0,
+                    time_next=_int(row[1]),
+                    epoch=_int(row[2]) or 0,
+                    row=tuple(row[3:]),
+                )
+                if not self.cache.add(msg):
+                    full = True
+                    break
+            self._pending = full or len(res.rows) >= spec.cache_size
+            if res.rows:
+                self._send_wake.set()
+            due = await sc.execute(sql.next_due_sql(spec, self.clock()))
+        self._next_due_ns = _int(due.rows[0][0]) if due.rows else None
+        return len(res.rows)
+
+    # -- send loop ----------------------------------------------------------------------------
+    def _expire_unacked(self, now: int) -> None:
+        if self._unacked:
+            for i in [i for i, deadline in self._unacked.items() if deadline <= now]:
+                del self._unacked[i]
+
+    def _inflight_room(self) -> int | None:
+        """How many more messages may be in flight (None: no cap)."""
+        cap = self.spec.max_inflight
+        if cap <= 0:
+            return None
+        self._expire_unacked(self.clock())
+        return max(cap - len(self._unacked), 0)
+
+    def _pick(self) -> tuple[Receiver, list[CachedMessage]] | None:
+        n = len(self.receivers)
+        if n == 0 or len(self.cache) == 0:
+            return None
+        room = self._inflight_room()
+        if room == 0:
+            return None
+        limit = max(self.spec.batch_size, 1) if room is None else min(max(self.spec.batch_size, 1), room)
+        for step in range(n):
+            idx = (self._next_receiver + step) % n
+            r = self.receivers[idx]
+            if r.busy or r.closed:
+                continue
+            accept = None if r.accepts is None else (lambda m, r=r: r.takes(m.row))
+            batch = self.cache.pop(limit, accept)
+            if not batch:
+                continue
+            r.busy = True
+            self._next_receiver = (idx + 1) % n
+            return r, batch
+        return None
+
+    def _wake_timeout(self) -> float | None:
+        """With the in-flight cap reached, wake when the earliest sent message's ack wait ends."""
+        if self.spec.max_inflight > 0 and self._unacked and len(self._unacked) >= self.spec.max_inflight:
+            return max((min(self._unacked.values()) - self.clock()) / NS, 0.001)
+        return None
+
+    async def _send_loop(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self._wake_timeout()):
+                    await self._send_wake.wait()
+            except TimeoutError:
+                pass
+            self._send_wake.clear()
+            while (picked := self._pick()) is not None:
+                receiver, batch = picked
+                if self._throttler is not None:
+                    for _ in batch:
+                        await self._throttler.acquire()
+                self._spawn(self._claim_and_deliver(receiver, batch))
+                if self._pending and len(self.cache) == 0:
+                    self.request_poll()
+
+    async def _claim_and_deliver(self, receiver: Receiver, batch: list[CachedMessage]) -> None:
+        ids = [m.id for m in batch]
+        try:
+            async with self._claims:
+                rows, epochs = await self._claim(batch)
+        except ProxyError as e:
+            self.counters.postpone_failed += 1
+            logger.warning(
+                "message claim failed",
+                extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
+            )
+            rows, epochs = [], []
+        finally:
+            self.cache.release(ids)
+        if not rows or receiver.closed:
+            # Nothing to send (another proxy won, or the subscriber left: claimed rows come
+            # back after their ack wait).
+            receiver.free()
+            return
+        self.counters.sent += len(rows)
+        self.counters.delayed += sum(1 for e in epochs if e >= 1)
+        receiver.offer(Result(rows=rows))
+
+    async def _claim(self, batch: list[CachedMessage]) -> tuple[list[Row], list[int]]:
+        """Postpone the rows this proxy may send, in one transaction; returns them fresh."""
+        spec = self.spec
+        expected = {m.id: m.epoch for m in batch}
+        id_at = 2 + spec.id_index
+        async with self.pool.connection() as sc:
+            try:
+                await sc.execute("START TRANSACTION")
+                current = await sc.execute(sql.claim_read_sql(spec, expected))
+                now = self.clock()
+                winners: list[Row] = []
+                epochs: list[int] = []
+                next_times: dict[bytes, int | None] = {}
+                factor = jitter()
+                for row in current.rows:
+                    mid = row[id_at]
+                    epoch = _int(row[0]) or 0
+                    time_next = _int(row[1])
+                    due = (time_next is None and epoch == 0) or (time_next is not None and time_next <= now)
+                    if mid not in expected or expected[mid] != epoch or not due:
+                        continue
+                    assert mid is not None
+                    next_times[mid] = next_send_ns(spec, now, epoch, factor)
+                    winners.append(tuple(row[2:]))
+                    epochs.append(epoch)
+                if next_times:
+                    await sc.execute(sql.postpone_sql(spec, next_times))
+                await sc.execute("COMMIT")
+            except BaseException:
+                # Closing the connection rolls the transaction back on the server.
+                sc.broken = True
+                raise
+        self.counters.claim_lost += len(batch) - len(winners)
+        ack_wait_ns = int(spec.ack_wait * NS)
+        for mid, t in next_times.items():
+            if t is None:
+                self.counters.parked += 1
+            self._unacked[mid] = now + ack_wait_ns
+            # Proactive scheduling: the poller wakes when the earliest postponed row is due.
+            if t is not None and (self._next_due_ns is None or t < self._next_due_ns):
+                self._next_due_ns = t
+        return winners, epochs
+
+    # -- purge ------------------------------------------------------------------------------
+    async def _purge_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.spec.poller_interval if self.spec.poller_interval > 0 else 1.0)
+            try:
+                await self.purge()
+            except ProxyError as e:
+                self.counters.purge_failed += 1
+                logger.warning(
+                    "message purge failed",
+                    extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
+                )
+
+    async def purge(self) -> int:
+        """Delete acked rows older than ``vt_purge_after``, 500 at a time; returns the count."""
+        total = 0
+        while True:
+            cutoff = self.clock() - int(self.spec.purge_after * NS)
+            async with self.pool.connection() as sc:
+                res = await sc.execute(sql.purge_sql(self.spec, cutoff))
+            total += res.affected_rows
+            self.counters.purged += res.affected_rows
+            if res.affected_rows < sql.PURGE_BATCH_ROWS:
+                return total
+
+    # -- helpers for subscribers ---------------------------------------------------------------
+    def decode_row(self, row: Row) -> dict[str, object]:
+        return {
+            name: decode_value(f, v) for name, f, v in zip(self.spec.streamed, self.spec.fields, row, strict=True)
+        }

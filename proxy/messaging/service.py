@@ -1,0 +1,279 @@
+"""The messaging service of one proxy process: every message manager, and the front end's API.
+
+The front end calls:
+
+* ``await start()`` / ``await stop()`` with the proxy;
+* ``stream(sql, keyspace, target_shard)`` (or ``subscribe(...)``) for ``STREAM * FROM t``: an async
+  iterator of ``Result`` chunks, the first with fields only, then one per batch; ``aclose()``
+  means the subscriber left;
+* ``notify(keyspace, shard, table)`` after a commit that inserted into a message table;
+* ``acked(keyspace, table, ids)`` after an ack UPDATE through the proxy;
+* ``await reload(keyspace)`` after DDL through the proxy;
+* ``show_rows()`` for ``SHOW VITESS_MESSAGES``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+from mysql_mimic.types import ColumnType
+from sqlglot import exp
+
+from proxy.engine.result import Result, local_result
+from proxy.errors import ProxyError
+from proxy.messaging.errors import (
+    MessageTableNotFound,
+    MessagingClosed,
+    NotAMessageTable,
+    SubscriptionEnded,
+)
+from proxy.messaging.manager import DEFAULT_POSTPONE_CAP, ConnectionSource, MessageManager
+from proxy.messaging.receiver import Delivery, Receiver
+from proxy.messaging.schema import LoadedTable, load_message_tables
+from proxy.messaging.sql import literal
+from proxy.messaging.statement import StreamPredicate, compile_predicate, parse_stream
+
+logger = logging.getLogger(__name__)
+
+SHOW_COLUMNS = [
+    "Keyspace", "Shard", "Table", "Queued", "InFlight", "Sent", "Acked", "Delayed", "Parked", "Purged",
+    "Subscribers", "Error",
+]  # fmt: skip
+_SHOW_TYPES = [ColumnType.VAR_STRING] * 3 + [ColumnType.LONGLONG] * 8 + [ColumnType.VAR_STRING]
+
+MessageId = bytes | str | int
+
+
+class PoolsLike(Protocol):
+    """``proxy.pools.ShardPools``."""
+
+    def get(self, keyspace: str, shard: str) -> ConnectionSource: ...
+
+
+def id_bytes(value: MessageId) -> bytes:
+    """An id as the text-protocol bytes the shard sends (the cache's key)."""
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode()
+
+
+class MessagingService:
+    def __init__(
+        self,
+        pools: PoolsLike,
+        shards: Mapping[str, Sequence[str]],
+        *,
+        postpone_cap: int = DEFAULT_POSTPONE_CAP,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.pools = pools
+        self.shards = {ks: list(s) for ks, s in shards.items()}
+        self.postpone_cap = postpone_cap
+        self.clock = clock
+        self.tables: dict[tuple[str, str], dict[str, LoadedTable]] = {}
+        self.managers: dict[tuple[str, str, str], MessageManager] = {}
+        self._reload_locks = {ks: asyncio.Lock() for ks in self.shards}
+        self._open = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._open = True
+        for keyspace in self.shards:
+            await self.reload(keyspace)
+
+    async def stop(self) -> None:
+        self._open = False
+        managers, self.managers = list(self.managers.values()), {}
+        for m in managers:
+            await m.close(MessagingClosed())
+
+    # -- schema ---------------------------------------------------------------------------
+    async def reload(self, keyspace: str) -> None:
+        """Re-read the keyspace's message tables on every shard and apply the differences.
+
+        A changed comment updates the running manager in place (subscribers stay connected);
+        a dropped or now-invalid table ends its subscribers' streams with the reason."""
+        if keyspace not in self.shards:
+            return
+        async with self._reload_locks[keyspace]:
+            for shard in self.shards[keyspace]:
+                async with self.pools.get(keyspace, shard).connection() as sc:
+                    loaded = await load_message_tables(sc)
+                self._apply(keyspace, shard, loaded)
+
+    def _apply(self, keyspace: str, shard: str, loaded: dict[str, LoadedTable]) -> None:
+        self.tables[(keyspace, shard)] = loaded
+        for key in [k for k in self.managers if k[0] == keyspace and k[1] == shard]:
+            entry = loaded.get(key[2])
+            if entry is None or entry.spec is None:
+                manager = self.managers.pop(key)
+                reason = entry.error if entry is not None and entry.error is not None else SubscriptionEnded(
+                    f"message table {manager.table} was dropped or is no longer a message table"
+                )
+                self._spawn_close(manager, reason)
+        for name, entry in loaded.items():
+            if entry.spec is None:
+                continue
+            key = (keyspace, shard, name)
+            existing = self.managers.get(key)
+            if existing is None:
+                if self._open:
+                    manager = MessageManager(
+                        keyspace, shard, entry.spec, self.pools.get(keyspace, shard),
+                        postpone_cap=self.postpone_cap, clock=self.clock,
+                    )  # fmt: skip
+                    self.managers[key] = manager
+                    manager.open()
+            elif existing.spec != entry.spec or existing.spec.fields != entry.spec.fields:
+                existing.update_spec(entry.spec)
+
+    def _spawn_close(self, manager: MessageManager, reason: ProxyError) -> None:
+        # Closing awaits the manager's own tasks; it must not run inside a reload that one of
+        # them might be waiting on, so it runs as its own task, awaited by nobody but logged.
+        task = asyncio.get_running_loop().create_task(manager.close(reason))
+        task.add_done_callback(
+            lambda t: t.cancelled()
+            or t.exception() is None
+            or logger.error("closing a message manager failed", exc_info=t.exception())
+        )
+
+    def _entry(self, keyspace: str, shard: str, table: str) -> LoadedTable | None:
+        return self.tables.get((keyspace, shard), {}).get(table.lower())
+
+    def is_message_table(self, keyspace: str, table: str) -> bool:
+        return any(
+            (e := self._entry(keyspace, s, table)) is not None and e.spec is not None for s in self.shards.get(keyspace, [])
+        )
+
+    async def _resolve(self, keyspace: str, shards: list[str], table: str) -> list[MessageManager]:
+        if not self._open:
+            raise MessagingClosed()
+        if any(self._entry(keyspace, s, table) is None for s in shards):
+            # Perhaps created directly on the shards since the last read: read once more.
+            await self.reload(keyspace)
+        managers = []
+        for shard in shards:
+            entry = self._entry(keyspace, shard, table)
+            if entry is None:
+                raise await self._missing_error(keyspace, shard, table)
+            if entry.error is not None:
+                raise entry.error
+            managers.append(self.managers[(keyspace, shard, table.lower())])
+        return managers
+
+    async def _missing_error(self, keyspace: str, shard: str, table: str) -> ProxyError:
+        """Vitess's two texts: the table does not exist, or it is not a message table."""
+        async with self.pools.get(keyspace, shard).connection() as sc:
+            found = await sc.execute(
+                "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
+                f" AND TABLE_NAME = {literal(table)}"
+            )
+        return NotAMessageTable(table) if found.rows else MessageTableNotFound(table)
+
+    # -- subscribe ------------------------------------------------------------------------
+    def stream(self, sql: str, keyspace: str | None, target_shard: str | None = None) -> AsyncIterator[Result]:
+        """``STREAM * FROM [ks.]t [WHERE ...]`` for a session using ``keyspace`` (and, with
+        ``USE ks:shard``, ``target_shard``). Raises a ``ProxyError`` for a bad statement or
+        unknown keyspace; table errors come from the iterator's first step."""
+        statement = parse_stream(sql)
+        ks = statement.keyspace or keyspace
+        if ks is None:
+            raise ProxyError(1046, "No database selected")
+        if ks not in self.shards:
+            raise ProxyError(1049, f"Unknown database '{ks}'")
+        shards = [target_shard] if target_shard is not None and ks == keyspace else None
+        return self.subscribe(ks, statement.table, shards, statement.where)
+
+    async def subscribe(
+        self,
+        keyspace: str,
+        table: str,
+        shards: list[str] | None = None,
+        where: exp.Expression | str | None = None,
+    ) -> AsyncIterator[Result]:
+        """Fields first, then one chunk per batch sent to this subscriber, until closed."""
+        if keyspace not in self.shards:
+            raise ProxyError(1049, f"Unknown database '{keyspace}'")
+        for s in shards or []:
+            if s not in self.shards[keyspace]:
+                raise ProxyError(1105, f"no such shard: {keyspace}/{s}")
+        managers = await self._resolve(keyspace, shards or self.shards[keyspace], table)
+        spec = managers[0].spec
+        predicate: StreamPredicate | None = None
+        if where is not None:
+            tree = where if isinstance(where, exp.Expression) else parse_stream(f"stream * from t where {where}").where
+            assert tree is not None
+            predicate = compile_predicate(tree, spec.streamed, spec.fields)
+        fields = [dataclasses.replace(f, db=keyspace) for f in spec.fields]
+        queue: asyncio.Queue[Delivery] = asyncio.Queue()
+        attached: list[tuple[MessageManager, Receiver]] = []
+        try:
+            for m in managers:
+                receiver = Receiver(
+                    queue,
+                    accepts=predicate.matches if predicate else None,
+                    predicate_sql=predicate.sql if predicate else None,
+                )
+                m.add_receiver(receiver)
+                attached.append((m, receiver))
+            logger.info(
+                "message subscriber joined",
+                extra={"keyspace": keyspace, "table": spec.name, "shards": [m.shard for m in managers]},
+            )
+            yield Result(fields=fields)
+            while True:
+                delivery = await queue.get()
+                if delivery.error is not None:
+                    raise delivery.error
+                assert delivery.result is not None
+                yield delivery.result
+                delivery.receiver.free()
+        finally:
+            for m, receiver in attached:
+                m.remove_receiver(receiver)
+            logger.info("message subscriber left", extra={"keyspace": keyspace, "table": spec.name})
+
+    # -- events from the front end -----------------------------------------------------------
+    def notify(self, keyspace: str, shard: str | None, table: str) -> None:
+        """Rows were committed into ``table`` on ``shard`` (None: any shard): poll now.
+
+        A table that is not a message table is ignored (the caller need not check)."""
+        for s in [shard] if shard is not None else self.shards.get(keyspace, []):
+            manager = self.managers.get((keyspace, s, table.lower()))
+            if manager is not None:
+                manager.request_poll()
+
+    def acked(self, keyspace: str, table: str, ids: Iterable[MessageId]) -> int:
+        """Ids acked through the proxy: dropped from every cache of the table (beyond Vitess:
+        an acked message waiting in the cache is not sent again). Returns how many of them this
+        process had sent and was still counting as in flight."""
+        keys = [id_bytes(i) for i in ids]
+        freed = 0
+        for s in self.shards.get(keyspace, []):
+            manager = self.managers.get((keyspace, s, table.lower()))
+            if manager is not None:
+                freed += manager.acked(keys)
+        return freed
+
+    # -- observability ----------------------------------------------------------------------
+    def show_rows(self) -> Result:
+        """``SHOW VITESS_MESSAGES``: one row per message table and shard."""
+        rows = []
+        for (keyspace, shard), loaded in sorted(self.tables.items()):
+            for name, entry in sorted(loaded.items()):
+                m = self.managers.get((keyspace, shard, name))
+                if m is None:
+                    error = entry.error.message if entry.error is not None else "not serving"
+                    rows.append((keyspace, shard, entry.name, 0, 0, 0, 0, 0, 0, 0, 0, error))
+                    continue
+                c = m.counters
+                rows.append(
+                    (keyspace, shard, m.table, len(m.cache), m.in_flight, c.sent, c.acked, c.delayed, c.parked,
+                     c.purged, len(m.receivers), "")
+                )  # fmt: skip
+        return local_result(SHOW_COLUMNS, rows, _SHOW_TYPES)

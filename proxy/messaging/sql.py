@@ -1,0 +1,112 @@
+"""The SQL a message manager sends to its shard, as pure functions of the table spec.
+
+Values are rendered as literals (the shard pool speaks the text protocol without bind
+parameters). Ids arrive as the text-protocol bytes the shard sent, so a numeric id is rendered
+as its digits (index-friendly) and anything else as an escaped string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from pymysql.converters import escape_string
+
+from proxy.engine.result import BINARY_CHARSET, Field, is_numeric
+from proxy.messaging.table import MessageTableSpec
+
+PURGE_BATCH_ROWS = 500
+_NUMBER = re.compile(rb"^-?\d+(?:\.\d+)?$")
+
+
+def quote_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def literal(value: bytes | str | int | None, f: Field | None = None) -> str:
+    """A value as SQL text: numbers bare, binary as X'..', text as an escaped string."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(value)
+    raw = value.encode() if isinstance(value, str) else value
+    if (f is None or is_numeric(f)) and _NUMBER.match(raw):
+        return raw.decode()
+    if f is not None and f.charset == BINARY_CHARSET:
+        return "X'" + raw.hex() + "'"
+    return "'" + escape_string(raw.decode("utf-8", "surrogateescape")) + "'"
+
+
+def _id_list(spec: MessageTableSpec, ids: Iterable[bytes]) -> str:
+    f = spec.fields[spec.id_index] if spec.fields else None
+    return ", ".join(literal(i, f) for i in ids)
+
+
+def _columns(cols: Sequence[str]) -> str:
+    return ", ".join(quote_identifier(c) for c in cols)
+
+
+def due_condition(now_ns: int) -> str:
+    """Due now; a never-sent row with NULL ``time_next`` counts as due (Vitess never finds it)."""
+    return f"(time_next <= {now_ns} OR (time_next IS NULL AND epoch = 0))"
+
+
+def poll_sql(spec: MessageTableSpec, now_ns: int, predicate_sql: str | None = None) -> str:
+    """Up to ``cache_size`` due rows, in Vitess's order (priority, then newest first).
+
+    With ``vt_ordering_col`` only the head (lowest id) of each key's unacked messages is due,
+    so per key one message at a time is in flight (FIFO)."""
+    t = quote_identifier(spec.name)
+    where = f"time_acked IS NULL AND {due_condition(now_ns)}"
+    if predicate_sql:
+        where += f" AND ({predicate_sql})"
+    if spec.ordering_col is not None:
+        k = quote_identifier(spec.ordering_col)
+        where += (
+            f" AND NOT EXISTS (SELECT 1 FROM {t} AS o WHERE o.{k} = {t}.{k}"
+            f" AND o.time_acked IS NULL AND o.id < {t}.id)"
+        )
+    return (
+        f"SELECT priority, time_next, epoch, {_columns(spec.streamed)} FROM {t}"
+        f" WHERE {where} ORDER BY priority, time_next DESC LIMIT {max(spec.cache_size, 1)}"
+    )
+
+
+def next_due_sql(spec: MessageTableSpec, now_ns: int) -> str:
+    """The earliest future ``time_next``: the poller sets a timer for it (proactive scheduling)."""
+    return (
+        f"SELECT MIN(time_next) FROM {quote_identifier(spec.name)}"
+        f" WHERE time_acked IS NULL AND time_next > {now_ns}"
+    )
+
+
+def claim_read_sql(spec: MessageTableSpec, ids: Iterable[bytes]) -> str:
+    """Lock the candidate rows and read their current state (run inside a transaction)."""
+    return (
+        f"SELECT epoch, time_next, {_columns(spec.streamed)} FROM {quote_identifier(spec.name)}"
+        f" WHERE id IN ({_id_list(spec, ids)}) AND time_acked IS NULL FOR UPDATE"
+    )
+
+
+def postpone_sql(spec: MessageTableSpec, next_times: dict[bytes, int | None]) -> str:
+    """``epoch = epoch + 1`` and each row's next send time (NULL parks it)."""
+    f = spec.fields[spec.id_index] if spec.fields else None
+    cases = " ".join(f"WHEN {literal(i, f)} THEN {literal(t)}" for i, t in next_times.items())
+    return (
+        f"UPDATE {quote_identifier(spec.name)} SET epoch = epoch + 1, time_next = CASE id {cases} END"
+        f" WHERE id IN ({_id_list(spec, next_times)}) AND time_acked IS NULL"
+    )
+
+
+def ack_sql(spec: MessageTableSpec, ids: Iterable[bytes], now_ns: int) -> str:
+    return (
+        f"UPDATE {quote_identifier(spec.name)} SET time_acked = {now_ns}, time_next = NULL"
+        f" WHERE id IN ({_id_list(spec, ids)}) AND time_acked IS NULL"
+    )
+
+
+def purge_sql(spec: MessageTableSpec, cutoff_ns: int) -> str:
+    return (
+        f"DELETE FROM {quote_identifier(spec.name)} WHERE time_acked < {cutoff_ns}"
+        f" LIMIT {PURGE_BATCH_ROWS}"
+    )

@@ -1,0 +1,371 @@
+"""CDC benchmark: the VStream over 2 shards beside the raw python-mysql-replication reader,
+in the same run, on the same binlogs.
+
+* Throughput: a backlog is written to both shards first (single-row transactions, then
+  batched 100-row transactions); each reader then drains it from the same start position.
+  The raw readers run one thread per shard at the same time, as the VStream does, so both
+  share the GIL the same way. Rates are per shard.
+* Latency: writer processes commit single-row transactions at a fixed total rate (1k/s over
+  the 2 shards) while a reader streams live; latency is from the moment the writer's COMMIT
+  returned to the moment the row reached the consumer (raw: ``fetchone`` returned the rows
+  event; VStream: the transaction group was yielded), p50/p99.
+
+Run: ``python -m tests.benchmarks cdc`` (not part of the default test suite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from proxy.cdc import GtidPosition, Vgtid, VStream
+from proxy.cdc.replica_ids import next_replica_server_id
+from tests.benchmarks.harness import local_cluster, machine
+
+TABLE = "cdc_bench"
+SHARDS = (("commerce", "-80"), ("commerce", "80-"))
+SINGLE_ROW_TXNS = 6000  # per shard
+BATCHED_TXNS = 200  # per shard, 100 rows each
+BATCH_ROWS = 100
+LATENCY_RATE = 1000.0  # commits/s over both shards
+LATENCY_SECONDS = 6.0
+DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+  id BIGINT NOT NULL PRIMARY KEY, label VARCHAR(64), amount DECIMAL(10,2), written_at DATETIME(6)
+) ENGINE=InnoDB"""
+EVENTS = [
+    MariadbGtidEvent,
+    QueryEvent,
+    XidEvent,
+    WriteRowsEvent,
+    UpdateRowsEvent,
+    DeleteRowsEvent,
+    HeartbeatLogEvent,
+]
+
+
+def connect(ep, **kw) -> pymysql.Connection:
+    return pymysql.connect(
+        host=ep.host, port=ep.port, user=ep.user, password=ep.password, database=ep.database, **kw
+    )
+
+
+def gtid_pos(ep) -> GtidPosition:
+    conn = connect(ep)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
+            return GtidPosition.parse(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def write_backlog(ep, first_id: int, single: int, batches: int) -> None:
+    conn = connect(ep, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for i in range(single):
+                cur.execute(
+                    f"INSERT INTO {TABLE} VALUES (%s, 'single', 1.25, NOW(6))", (first_id + i,)
+                )
+            base = first_id + single
+            for b in range(batches):
+                values = ",".join(
+                    f"({base + b * BATCH_ROWS + r}, 'batched', 2.5, NOW(6))"
+                    for r in range(BATCH_ROWS)
+                )
+                cur.execute(f"INSERT INTO {TABLE} VALUES {values}")
+    finally:
+        conn.close()
+
+
+# -- raw reader --------------------------------------------------------------------------
+
+
+def raw_stream(ep, start: GtidPosition) -> BinLogStreamReader:
+    return BinLogStreamReader(
+        connection_settings={
+            "host": ep.host,
+            "port": ep.port,
+            "user": ep.user,
+            "password": ep.password,
+        },
+        server_id=next_replica_server_id(),
+        blocking=True,
+        is_mariadb=True,
+        auto_position=str(start),
+        only_events=EVENTS,
+        only_schemas=[ep.database],
+        slave_heartbeat=1.0,
+        enable_logging=False,
+    )
+
+
+@dataclass
+class Drain:
+    rows: int = 0
+    txns: int = 0
+    seconds: float = 0.0
+
+
+def raw_drain(ep, start: GtidPosition, end: GtidPosition, out: Drain) -> None:
+    """Read from ``start`` until the transaction ``end`` is committed, decoding every row."""
+    last = max(end, key=lambda g: g.domain)
+    stream = raw_stream(ep, start)
+    t0 = time.perf_counter()
+    seq = -1
+    try:
+        while True:
+            event = stream.fetchone()
+            if isinstance(event, MariadbGtidEvent):
+                seq = event.gtid_seq_no if event.domain_id == last.domain else -1
+            elif isinstance(event, WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent):
+                out.rows += len(event.rows)
+            elif isinstance(event, XidEvent):
+                out.txns += 1
+                if seq >= last.seq:
+                    break
+    finally:
+        out.seconds = time.perf_counter() - t0
+        stream.close()
+
+
+def raw_throughput(cluster, starts, ends) -> dict[tuple[str, str], Drain]:
+    results = {key: Drain() for key in SHARDS}
+    threads = [
+        threading.Thread(
+            target=raw_drain, args=(cluster.endpoint(*key), starts[key], ends[key], results[key])
+        )
+        for key in SHARDS
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+async def vstream_throughput(cluster, starts, ends) -> dict[tuple[str, str], Drain]:
+    endpoints = {key: cluster.endpoint(*key) for key in SHARDS}
+    start = Vgtid.from_positions(starts)
+    results = {key: Drain() for key in SHARDS}
+    remaining = set(SHARDS)
+    t0 = time.perf_counter()
+    async with VStream(endpoints, [f"commerce.{TABLE}"], start=start) as stream:
+        async for group in stream:
+            key = (group.keyspace, group.shard)
+            drain = results[key]
+            drain.rows += group.row_count
+            drain.txns += 1
+            position = GtidPosition.parse(group.vgtid.position_of(*key))
+            if all(position.includes(g) for g in ends[key]):
+                drain.seconds = time.perf_counter() - t0
+                remaining.discard(key)
+                if not remaining:
+                    break
+    return results
+
+
+# -- latency -----------------------------------------------------------------------------
+
+
+def paced_writer(ep_tuple, first_id: int, rate: float, seconds: float, results) -> None:
+    """A separate process: single-row autocommit inserts at ``rate``/s; reports commit times."""
+    host, port, user, password, database = ep_tuple
+    conn = pymysql.connect(
+        host=host, port=port, user=user, password=password, database=database, autocommit=True
+    )
+    acks: list[tuple[int, float]] = []
+    try:
+        with conn.cursor() as cur:
+            interval = 1.0 / rate
+            t0 = time.monotonic()
+            i = 0
+            while time.monotonic() - t0 < seconds:
+                target = t0 + i * interval
+                delay = target - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                row_id = first_id + i
+                cur.execute(f"INSERT INTO {TABLE} VALUES (%s, 'live', 3, NOW(6))", (row_id,))
+                acks.append((row_id, time.time()))
+                i += 1
+    finally:
+        conn.close()
+    results.put(acks)
+
+
+def start_writers(cluster, first_id: int):
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = []
+    for n, key in enumerate(SHARDS):
+        ep = cluster.endpoint(*key)
+        proc = ctx.Process(
+            target=paced_writer,
+            args=(
+                (ep.host, ep.port, ep.user, ep.password, ep.database),
+                first_id + n * 10_000_000,
+                LATENCY_RATE / len(SHARDS),
+                LATENCY_SECONDS,
+                queue,
+            ),
+        )
+        proc.start()
+        procs.append(proc)
+    return procs, queue
+
+
+def collect_acks(procs, queue) -> dict[int, float]:
+    acks: dict[int, float] = {}
+    for _ in procs:
+        acks.update(dict(queue.get(timeout=LATENCY_SECONDS + 60)))
+    for proc in procs:
+        proc.join()
+    return acks
+
+
+def raw_latency(cluster, first_id: int) -> tuple[dict[int, float], dict[int, float]]:
+    seen: dict[int, float] = {}
+    stop = threading.Event()
+    streams = []
+
+    def read(key) -> None:
+        ep = cluster.endpoint(*key)
+        stream = raw_stream(ep, gtid_pos(ep))
+        streams.append(stream)
+        while not stop.is_set():
+            event = stream.fetchone()
+            if isinstance(event, WriteRowsEvent):
+                now = time.time()
+                for row in event.rows:
+                    seen[row["values"]["id"]] = now
+        stream.close()
+
+    threads = [threading.Thread(target=read, args=(key,)) for key in SHARDS]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    procs, queue = start_writers(cluster, first_id)
+    acks = collect_acks(procs, queue)
+    time.sleep(1.5)  # heartbeats (1 s) wake the readers so they can see the stop flag
+    stop.set()
+    for t in threads:
+        t.join()
+    return acks, seen
+
+
+async def vstream_latency(cluster, first_id: int) -> tuple[dict[int, float], dict[int, float]]:
+    endpoints = {key: cluster.endpoint(*key) for key in SHARDS}
+    seen: dict[int, float] = {}
+    async with VStream(endpoints, [f"commerce.{TABLE}"], heartbeat_interval=0.5) as stream:
+        # Like the raw readers, let the binlog connections come up before writing.
+        warmup_end = time.monotonic() + 1.0
+        async for _heartbeat in stream:
+            if time.monotonic() >= warmup_end:
+                break
+        procs, queue = start_writers(cluster, first_id)
+        acks_future = asyncio.get_running_loop().run_in_executor(None, collect_acks, procs, queue)
+        async for group in stream:
+            now = time.time()
+            for event in group.row_events():
+                for change in event.changes:
+                    seen[change.after["id"]] = now
+            if acks_future.done() and len(seen) >= len(acks_future.result()):
+                break
+        acks = await acks_future
+    return acks, seen
+
+
+def percentiles(acks: dict[int, float], seen: dict[int, float]) -> tuple[float, float, int]:
+    lat = sorted((seen[i] - t) * 1000 for i, t in acks.items() if i in seen)
+    missing = sum(1 for i in acks if i not in seen)
+    p50 = statistics.median(lat)
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    return p50, p99, missing
+
+
+# -- main --------------------------------------------------------------------------------
+
+
+def main() -> None:
+    print(machine())
+    with local_cluster() as cluster:
+        for key in SHARDS:
+            conn = connect(cluster.endpoint(*key), autocommit=True)
+            with conn.cursor() as cur:
+                cur.execute(DDL)
+            conn.close()
+
+        starts = {key: gtid_pos(cluster.endpoint(*key)) for key in SHARDS}
+        t0 = time.perf_counter()
+        writers = [
+            threading.Thread(
+                target=write_backlog,
+                args=(cluster.endpoint(*key), 1 + n * 100_000_000, SINGLE_ROW_TXNS, 0),
+            )
+            for n, key in enumerate(SHARDS)
+        ]
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join()
+        mids = {key: gtid_pos(cluster.endpoint(*key)) for key in SHARDS}
+        writers = [
+            threading.Thread(
+                target=write_backlog,
+                args=(
+                    cluster.endpoint(*key),
+                    50_000_000 + n * 100_000_000,
+                    0,
+                    BATCHED_TXNS,
+                ),
+            )
+            for n, key in enumerate(SHARDS)
+        ]
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join()
+        ends = {key: gtid_pos(cluster.endpoint(*key)) for key in SHARDS}
+        print(f"backlog written in {time.perf_counter() - t0:.1f} s")
+
+        print("\nThroughput per shard (2 shards read concurrently), rows/s and txns/s:")
+        print(f"{'shape':<22}{'reader':<10}{'rows/s':>10}{'txns/s':>10}{'ratio':>8}")
+        for shape, begin, finish in (
+            ("single-row txns", starts, mids),
+            (f"{BATCH_ROWS}-row txns", mids, ends),
+        ):
+            raw = raw_throughput(cluster, begin, finish)
+            vs = asyncio.run(vstream_throughput(cluster, begin, finish))
+            raw_rate = statistics.mean(d.rows / d.seconds for d in raw.values())
+            vs_rate = statistics.mean(d.rows / d.seconds for d in vs.values())
+            raw_tx = statistics.mean(d.txns / d.seconds for d in raw.values())
+            vs_tx = statistics.mean(d.txns / d.seconds for d in vs.values())
+            print(f"{shape:<22}{'raw':<10}{raw_rate:>10.0f}{raw_tx:>10.0f}")
+            print({k: (d.rows, d.txns, round(d.seconds, 2)) for k, d in raw.items()}, {k: (d.rows, d.txns, round(d.seconds, 2)) for k, d in vs.items()})
+            print(
+                f"{shape:<22}{'vstream':<10}{vs_rate:>10.0f}{vs_tx:>10.0f}{vs_rate / raw_rate:>8.2f}"
+            )
+
+        print(f"\nCommit-to-event latency at {LATENCY_RATE:.0f} commits/s over 2 shards:")
+        raw_acks, raw_seen = raw_latency(cluster, 200_000_000)
+        raw_p50, raw_p99, raw_missing = percentiles(raw_acks, raw_seen)
+        vs_acks, vs_seen = asyncio.run(vstream_latency(cluster, 300_000_000))
+        vs_p50, vs_p99, vs_missing = percentiles(vs_acks, vs_seen)
+        print(f"{'reader':<10}{'commits':>9}{'p50 ms':>9}{'p99 ms':>9}{'missing':>9}")
+        print(f"{'raw':<10}{len(raw_acks):>9}{raw_p50:>9.2f}{raw_p99:>9.2f}{raw_missing:>9}")
+        print(f"{'vstream':<10}{len(vs_acks):>9}{vs_p50:>9.2f}{vs_p99:>9.2f}{vs_missing:>9}")
+        print(f"ratios vstream/raw: p50 {vs_p50 / raw_p50:.2f}, p99 {vs_p99 / raw_p99:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Shared benchmark scaffolding: a local cluster in a temp dir, proxy processes, and
+a closed-loop load generator (threads with mysqlclient, which releases the GIL
+while waiting on the socket) reporting QPS and latency percentiles."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import MySQLdb
+
+from proxy.cluster import LocalCluster
+from tests.conftest import example_cluster_config
+from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.node()} · {os.cpu_count()} cores · {cpu} · Python {platform.python_version()}"
+
+
+@contextmanager
+def local_cluster() -> Iterator[LocalCluster]:
+    with tempfile.TemporaryDirectory(prefix="shardgate-bench-") as tmp:
+        config = example_cluster_config(Path(tmp) / "data")
+        cluster = LocalCluster(config)
+        asyncio.run(cluster.start())
+        try:
+            yield cluster
+        finally:
+            asyncio.run(cluster.stop())
+
+
+@contextmanager
+def proxies(cluster: LocalCluster, workers: int = 1) -> Iterator[ProxyProcess]:
+    port = free_port()
+    log = Path(tempfile.mkdtemp(prefix="shardgate-bench-proxy-")) / "proxy.log"
+    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env={"SHARDGATE_LOG_LEVEL": "WARNING"}) for _ in range(workers)]
+    try:
+        yield procs[0]
+    finally:
+        for p in procs:
+            stop_proxy(p)
+
+
+@dataclass
+class LoadResult:
+    qps: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+def closed_loop(
+    connect: Callable[[], MySQLdb.Connection],
+    op: Callable[[MySQLdb.cursors.Cursor, int], None],
+    clients: int,
+    seconds: float,
+) -> LoadResult:
+    """``clients`` threads, each on its own connection, running ``op`` back to back."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
+    conns = [connect() for _ in range(clients)]
+    start_evt = threading.Event()
+    stop_at = [0.0]
+
+    def worker(i: int) -> None:
+        cur = conns[i].cursor()
+        lat = latencies[i]
+        n = i * 1_000_003
+        start_evt.wait()
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= stop_at[0]:
+                break
+            try:
+                op(cur, n)
+            except MySQLdb.Error:
+                errors[i] += 1
+            lat.append(time.perf_counter() - t0)
+            n += 1
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    begin = time.perf_counter()
+    stop_at[0] = begin + seconds
+    start_evt.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - begin
+    for c in conns:
+        c.close()
+    flat = sorted(x for lat in latencies for x in lat)
+    if not flat:
+        return LoadResult(0.0, 0.0, 0.0, sum(errors))
+    return LoadResult(
+        qps=len(flat) / elapsed,
+        p50_ms=statistics.median(flat) * 1000,
+        p99_ms=flat[min(len(flat) - 1, int(len(flat) * 0.99))] * 1000,
+        errors=sum(errors),
+    )

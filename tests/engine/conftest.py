@@ -1,0 +1,68 @@
+"""Engine fixtures: the example cluster's vschema plus a test table, a VCursor over it,
+and an "oracle" database (one plain MariaDB database holding the same rows)."""
+
+from __future__ import annotations
+
+import copy
+
+import aiomysql
+import pytest_asyncio
+
+from proxy.engine.result import Result
+from tests.engine.shard_vcursor import ShardVCursor, fields_of
+from vschema.loader import build_vschema
+
+ITEMS_DDL = """CREATE TABLE IF NOT EXISTS items (
+  id BIGINT NOT NULL PRIMARY KEY,
+  customer_id BIGINT,
+  grp VARCHAR(20),
+  name VARCHAR(40),
+  qty INT,
+  price DECIMAL(10,2),
+  score DOUBLE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"""
+
+ORACLE_DB = "engine_oracle"
+
+
+def engine_vschema(config):
+    docs = {}
+    for name, kc in config.keyspaces.items():
+        doc = copy.deepcopy(kc.vschema)
+        if name == "commerce":
+            doc["tables"]["items"] = {"column_vindexes": [{"column": "id", "name": "hash"}]}
+        docs[name] = (doc, list(kc.shards))
+    return build_vschema(docs, config.routing_rules or None)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def vcursor(local_cluster):
+    vs = engine_vschema(local_cluster.config)
+    vc = ShardVCursor(vs, local_cluster.endpoints)
+    for shard in vs.shards("commerce"):
+        await vc.execute_shard("commerce", shard, ITEMS_DDL)
+        await vc.execute_shard("commerce", shard, "DELETE FROM items")
+    yield vc
+    await vc.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def oracle(vcursor):
+    """Run SQL in one plain database (on the lookup instance) that holds all the rows."""
+    shard = vcursor.vschema.shards("lookup")[0]
+    ep = vcursor._endpoints[("lookup", shard)]
+    await vcursor.execute_shard("lookup", shard, f"CREATE DATABASE IF NOT EXISTS {ORACLE_DB}")
+    conn = await aiomysql.connect(host=ep.host, port=ep.port, user=ep.user, password=ep.password,
+                                  db=ORACLE_DB, autocommit=True, conv={}, use_unicode=False,
+                                  charset="utf8mb4")
+
+    async def run(sql: str) -> Result:
+        async with conn.cursor() as cur:
+            await cur.execute(sql)
+            rows = [tuple(r) for r in await cur.fetchall()] if cur.description else []
+            return Result(fields=fields_of(cur), rows=rows)
+
+    await run(ITEMS_DDL)
+    await run("DELETE FROM items")
+    yield run
+    conn.close()

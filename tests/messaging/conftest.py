@@ -1,0 +1,176 @@
+"""Fixtures for messaging tests: shard pools over the session's real local cluster, message
+tables created per test (small ack waits and poll intervals so behaviour shows in < 1 s), and
+a service/manager harness that reads deliveries the way the front end does."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import pytest
+import pytest_asyncio
+
+from proxy.engine.result import Result
+from proxy.messaging.service import MessagingService
+from proxy.pools import ShardAddress, ShardPool, ShardPools
+
+FAST = "vt_ack_wait=0.5,vt_purge_after=1,vt_batch_size=2,vt_cache_size=10,vt_poller_interval=0.2"
+MESSAGE_DDL = """CREATE TABLE {name} (
+  id BIGINT NOT NULL,
+  priority TINYINT NOT NULL DEFAULT 50,
+  epoch BIGINT NOT NULL DEFAULT 0,
+  time_next BIGINT DEFAULT 0,
+  time_acked BIGINT DEFAULT NULL,
+  tenant_id BIGINT,
+  message JSON{extra},
+  PRIMARY KEY (id),
+  INDEX poller_idx (time_acked, priority, time_next DESC)
+) ENGINE=InnoDB COMMENT '{comment}'"""
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def shard_pools(local_cluster) -> AsyncIterator[ShardPools]:
+    addresses = [
+        ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
+        for (ks, shard), e in sorted(local_cluster.endpoints.items())
+    ]
+    pools = ShardPools(addresses, maxsize=16)
+    try:
+        yield pools
+    finally:
+        await pools.close()
+
+
+async def run_sql(pool: ShardPool, sql: str) -> Result:
+    async with pool.connection() as sc:
+        return await sc.execute(sql)
+
+
+@dataclass
+class TableMaker:
+    pools: ShardPools
+    created: list[tuple[str, str, str]]
+    prefix: str
+
+    async def create(
+        self,
+        keyspace: str = "lookup",
+        comment: str = f"vitess_message,{FAST}",
+        extra: str = "",
+        suffix: str = "",
+        shards: list[str] | None = None,
+    ) -> str:
+        """A fresh message table on every given shard (default: all shards of the keyspace)."""
+        name = (self.prefix + suffix)[:64]
+        for shard in shards or [s for ks, s in self.pools.pools if ks == keyspace]:
+            pool = self.pools.get(keyspace, shard)
+            await run_sql(pool, f"DROP TABLE IF EXISTS {name}")
+            await run_sql(pool, MESSAGE_DDL.format(name=name, extra=extra, comment=comment))
+            self.created.append((keyspace, shard, name))
+        return name
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def tables(shard_pools, request) -> AsyncIterator[TableMaker]:
+    prefix = "m_" + re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:50]
+    maker = TableMaker(shard_pools, [], prefix)
+    try:
+        yield maker
+    finally:
+        for ks, shard, name in maker.created:
+            await run_sql(shard_pools.get(ks, shard), f"DROP TABLE IF EXISTS {name}")
+
+
+SHARDS = {"commerce": ["-80", "80-"], "lookup": ["0"]}
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def service(shard_pools) -> AsyncIterator[MessagingService]:
+    svc = MessagingService(shard_pools, SHARDS)
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        await svc.stop()
+
+
+class Stream:
+    """A subscription read the way the front end reads it: fields, then batch by batch.
+
+    A read that times out stays pending and is picked up by the next read, so waiting for
+    "nothing arrives" never cancels (and thereby ends) the subscription."""
+
+    def __init__(self, it: AsyncIterator[Result]) -> None:
+        self.it = it
+        self.fields: list = []
+        self._pending: asyncio.Future[Result] | None = None
+
+    async def open(self) -> Stream:
+        first = await self.it.__anext__()
+        self.fields = first.fields
+        return self
+
+    async def _next(self, timeout: float) -> Result | None:
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self.it.__anext__())
+        done, _ = await asyncio.wait({self._pending}, timeout=timeout)
+        if not done:
+            return None
+        result = self._pending.result()
+        self._pending = None
+        return result
+
+    async def batch(self, timeout: float = 5.0) -> list[tuple]:
+        result = await self._next(timeout)
+        if result is None:
+            raise TimeoutError(f"no batch within {timeout}s")
+        return [tuple(None if v is None else v.decode() for v in row) for row in result.rows]
+
+    async def rows(self, count: int, timeout: float = 5.0) -> list[tuple]:
+        got: list[tuple] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count:
+            got.extend(await self.batch(max(deadline - time.monotonic(), 0.001)))
+        return got
+
+    async def nothing_for(self, seconds: float) -> None:
+        result = await self._next(seconds)
+        assert result is None, f"unexpected delivery: {result.rows if result else None}"
+
+    async def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            try:
+                await self._pending
+            except (asyncio.CancelledError, StopAsyncIteration):
+                pass
+            self._pending = None
+        await self.it.aclose()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def subscribe(service) -> AsyncIterator[Callable[..., Awaitable[Stream]]]:
+    opened: list[Stream] = []
+
+    async def open_stream(keyspace: str, table: str, shards=None, where=None) -> Stream:
+        s = await Stream(service.subscribe(keyspace, table, shards, where)).open()
+        opened.append(s)
+        return s
+
+    try:
+        yield open_stream
+    finally:
+        for s in opened:
+            await s.close()
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+@pytest.fixture
+def lookup_pool(shard_pools) -> ShardPool:
+    return shard_pools.get("lookup", "0")

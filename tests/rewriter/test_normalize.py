@@ -1,0 +1,107 @@
+"""The normaliser: literals become bind variables, the shape is stable across values."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from rewriter.normalize import normalize
+
+
+def test_integer_literal_becomes_bind_variable():
+    assert normalize("select * from t where id = 42") == ("select * from t where id = :vtg1", {"vtg1": 42})
+
+
+def test_decimal_literal_keeps_its_scale():
+    shape, bv = normalize("select * from t where price = 1.50")
+    assert shape == "select * from t where price = :vtg1"
+    assert bv == {"vtg1": Decimal("1.50")} and str(bv["vtg1"]) == "1.50"
+
+
+def test_string_escapes_are_resolved():
+    shape, bv = normalize(r"select * from t where a = 'it''s \n\t\\ \' \"q\" \Z \0 \%'")
+    assert shape == "select * from t where a = :vtg1"
+    assert bv["vtg1"] == "it's \n\t\\ ' \"q\" \x1a \0 \\%"
+
+
+def test_double_quoted_string_is_a_literal():
+    assert normalize('select * from t where a = "x"')[1] == {"vtg1": "x"}
+
+
+def test_hex_string_literal_becomes_bytes():
+    assert normalize("select * from t where b = X'0aff'")[1] == {"vtg1": b"\x0a\xff"}
+
+
+def test_negative_number_after_operator_is_one_value():
+    shape, bv = normalize("select * from t where a = -5 and b - 2 > 0")
+    assert shape == "select * from t where a = :vtg1 and b - :vtg2 > :vtg3"
+    assert bv == {"vtg1": -5, "vtg2": 2, "vtg3": 0}
+
+
+def test_in_list_becomes_one_list_bind_variable():
+    shape, bv = normalize("select * from t where id in (1, 2, 3)")
+    assert shape == "select * from t where id in (::vtg1)"
+    assert bv == {"vtg1": [1, 2, 3]}
+
+
+def test_in_lists_of_different_lengths_share_a_shape():
+    assert normalize("select * from t where id in (1)")[0] == normalize("select * from t where id in (4, 5, 6, 7)")[0]
+
+
+def test_in_subquery_is_not_a_list():
+    shape, _ = normalize("select * from t where id in (select id from u where x = 1)")
+    assert shape == "select * from t where id in (select id from u where x = :vtg1)"
+
+
+def test_comments_are_dropped_and_whitespace_folded():
+    shape, _ = normalize("select  /* hi */ a\n\tfrom t -- trailing\n where b = 1 # more")
+    assert shape == "select a from t where b = :vtg1"
+
+
+def test_optimizer_hints_and_versioned_comments_are_kept():
+    shape, _ = normalize("select /*+ MAX_EXECUTION_TIME(1) */ a from t /*!40001 SQL_NO_CACHE */")
+    assert "/*+ MAX_EXECUTION_TIME(1) */" in shape and "/*!40001 SQL_NO_CACHE */" in shape
+
+
+def test_equal_literals_share_a_bind_variable():
+    shape, bv = normalize("select * from t where a = 7 and b = 7 and c = '7'")
+    assert shape == "select * from t where a = :vtg1 and b = :vtg1 and c = :vtg2"
+    assert bv == {"vtg1": 7, "vtg2": "7"}
+
+
+def test_order_by_and_group_by_positions_stay_literal():
+    shape, bv = normalize("select a, count(*) from t where x = 3 group by 1 order by 2 desc, 1 limit 5")
+    assert shape == "select a, count(*) from t where x = :vtg1 group by 1 order by 2 desc, 1 limit :vtg2"
+    assert bv == {"vtg1": 3, "vtg2": 5}
+
+
+def test_type_arguments_stay_literal():
+    shape, _ = normalize("select cast(a as decimal(10,2)), convert(b, char(3)) from t")
+    assert shape == "select cast(a as decimal(10,2)), convert(b, char(3)) from t"
+
+
+@pytest.mark.parametrize("sql", [
+    "select * from t where d > date '2020-01-01'",
+    "select * from t where s = _utf8mb4'x'",
+    "select date_add(d, interval 3 day) from t",
+    "select * from t where f = 1e3",
+    "select * from t where h = 0x1F",
+])
+def test_syntax_literals_are_kept(sql):
+    assert normalize(sql) == (sql, {})
+
+
+def test_quoted_identifiers_are_not_touched():
+    assert normalize("select `1`, `a b` from `t`") == ("select `1`, `a b` from `t`", {})
+
+
+def test_insert_values_are_normalized():
+    shape, bv = normalize("insert into t (a, b) values (1, 'x'), (2, 'y')")
+    assert shape == "insert into t (a, b) values (:vtg1, :vtg2), (:vtg3, :vtg4)"
+    assert bv == {"vtg1": 1, "vtg2": "x", "vtg3": 2, "vtg4": "y"}
+
+
+def test_unterminated_string_is_an_error():
+    with pytest.raises(ValueError):
+        normalize("select 'abc")

@@ -1,0 +1,124 @@
+"""Plans with work at the proxy above a multi-shard route."""
+
+from __future__ import annotations
+
+import pytest
+
+from rewriter import errors
+from tests.rewriter.helpers import explain
+
+
+def test_limit_is_pushed_as_offset_plus_count(vschema):
+    plan = explain(vschema, "select * from customer order by email limit 10 offset 5")
+    assert (plan["OperatorType"], plan["Count"], plan["Offset"]) == ("Limit", "INT64(10)", "INT64(5)")
+    route = plan["Inputs"][0]
+    assert route["Query"].endswith("LIMIT :__upper_limit")
+
+
+def test_order_by_merges_shard_streams(vschema):
+    plan = explain(vschema, "select customer_id, email from customer order by email desc")
+    assert plan["OperatorType"] == "Route"
+    assert plan["OrderBy"] == "1 DESC"
+    assert plan["Query"].endswith("ORDER BY email DESC")
+
+
+def test_order_by_column_not_selected_adds_hidden_column(vschema):
+    plan = explain(vschema, "select customer_id from customer order by tenant_id")
+    assert plan["Query"].startswith("SELECT customer_id, tenant_id FROM customer")
+    assert (plan["OrderBy"], plan["ResultColumns"]) == ("-1 ASC", -1)
+
+
+def test_single_shard_query_with_limit_is_sent_whole(vschema):
+    plan = explain(vschema, "select * from customer where customer_id = 1 order by email limit 3")
+    assert plan["OperatorType"] == "Route"
+    assert plan["Query"] == "select * from customer where customer_id = 1 order by email limit 3"
+
+
+def test_count_star_sums_partial_counts(vschema):
+    plan = explain(vschema, "select count(*) from customer")
+    assert (plan["OperatorType"], plan["Variant"]) == ("Aggregate", "Scalar")
+    assert plan["Aggregates"] == "sum_count_star(0) AS count(*)"
+
+
+def test_avg_is_split_into_sum_and_count(vschema):
+    plan = explain(vschema, "select avg(tenant_id) from customer")
+    assert plan["Aggregates"] == "avg(0,1) AS avg(tenant_id)"
+    assert plan["Inputs"][0]["Query"] == "SELECT SUM(tenant_id), COUNT(tenant_id) FROM customer"
+
+
+def test_group_by_is_ordered_at_the_shards(vschema):
+    plan = explain(vschema, "select tenant_id, count(*) from customer group by tenant_id")
+    assert (plan["Variant"], plan["GroupBy"]) == ("Ordered", "0")
+    route = plan["Inputs"][0]
+    assert route["Query"].endswith("GROUP BY tenant_id ORDER BY tenant_id")
+    assert route["OrderBy"] == "0 ASC"
+
+
+def test_count_distinct_groups_by_the_distinct_column(vschema):
+    plan = explain(vschema, "select tenant_id, count(distinct email) from customer group by tenant_id")
+    assert plan["Aggregates"] == "count_distinct(1) AS count(distinct email)"
+    assert plan["Inputs"][0]["Query"].endswith("GROUP BY tenant_id, email ORDER BY tenant_id, email")
+
+
+def test_having_becomes_a_filter_over_aggregates(vschema):
+    plan = explain(vschema, "select tenant_id from customer group by tenant_id having count(*) > 2")
+    assert plan["OperatorType"] == "SimpleProjection"  # drops the hidden count(*)
+    assert plan["Inputs"][0]["OperatorType"] == "Filter"
+    assert plan["Inputs"][0]["Predicate"] == "COUNT(*) > 2"
+
+
+def test_order_by_aggregate_sorts_in_memory(vschema):
+    plan = explain(vschema, "select tenant_id, count(*) c from customer group by tenant_id order by c desc limit 3")
+    assert plan["OperatorType"] == "Limit"
+    assert plan["Inputs"][0]["OperatorType"] == "Sort"
+    assert plan["Inputs"][0]["OrderBy"] == "1 DESC"
+
+
+def test_distinct_is_applied_at_the_proxy(vschema):
+    plan = explain(vschema, "select distinct tenant_id from customer")
+    assert plan["OperatorType"] == "Distinct"
+    assert plan["Inputs"][0]["Query"] == "SELECT DISTINCT tenant_id FROM customer"
+
+
+def test_cross_shard_join_is_a_nested_loop_with_join_vars(vschema):
+    plan = explain(vschema, "select c.email, o.sku from customer c join corder o on o.order_id = c.tenant_id")
+    join = plan["Inputs"][0]
+    assert (join["OperatorType"], join["Variant"]) == ("Join", "Join")
+    assert join["JoinVars"] == {"c_tenant_id": 1}
+    right = join["Inputs"][1]
+    assert right["OperatorType"] == "VindexLookup"  # order_id has a lookup vindex
+    assert right["Inputs"][1]["Query"] == "SELECT o.sku FROM corder AS o WHERE o.order_id = :c_tenant_id"
+
+
+def test_left_join_across_keyspaces(vschema):
+    plan = explain(vschema, "select c.email, p.name from customer c left join product p on p.id = c.tenant_id")
+    join = plan["Inputs"][0]
+    assert join["Variant"] == "LeftJoin"
+    assert join["Inputs"][1]["Variant"] == "Unsharded"
+
+
+def test_join_routes_right_side_by_vindex_of_join_var(vschema):
+    plan = explain(vschema, "select p.name, c.email from product p join customer c on c.customer_id = p.id")
+    right = plan["Inputs"][0]["Inputs"][1]
+    assert (right["Variant"], right["Values"]) == ("EqualUnique", [":p_id"])
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("select * from customer c join product p on p.id = c.tenant_id", "'*' expression in cross-shard query"),
+    ("select count(*) from customer c join product p on p.id = c.tenant_id", "aggregation on top of a cross-shard join"),
+    ("select c.email from customer c left join product p on p.id = c.tenant_id where p.name = 'x'",
+     "WHERE condition on the outer side of a LEFT JOIN"),
+    ("select email from customer where customer_id in (select customer_id from corder)",
+     "unsupported"),
+    ("select count(*) + 1 from customer", "expression over aggregates"),
+    ("select group_concat(email) from customer", "unsupported"),
+    ("select * from (select tenant_id, count(*) from customer group by tenant_id) t",
+     "derived table with aggregation"),
+    ("select email from customer union all select name from product order by 1", "ORDER BY or LIMIT on a UNION"),
+])
+def test_constructs_the_planner_cannot_do_correctly_are_refused(vschema, sql, message):
+    with pytest.raises(errors.Unsupported) as e:
+        explain(vschema, sql)
+    assert e.value.code == 1235
+    assert e.value.message.startswith("VT12001: unsupported: ")
+    assert message in e.value.message

@@ -1,0 +1,186 @@
+"""Functional vindexes beyond the shared vectors: value types, NULL, out-of-range
+values, verify and reverse mapping, registry."""
+
+from __future__ import annotations
+
+import hashlib
+from decimal import Decimal
+
+import pytest
+
+from vschema.errors import UnknownVindexType, VindexError
+from vschema.vindexes import VINDEX_TYPES, FunctionalVindex, LookupVindex, create_vindex
+from vschema.vindexes.unicode_collation import loose_collation_key
+
+
+def functional(vtype: str) -> FunctionalVindex:
+    vindex = create_vindex(f"my_{vtype}", vtype)
+    assert isinstance(vindex, FunctionalVindex)
+    return vindex
+
+
+HASH_OF_1 = bytes.fromhex("166b40b44aba4bd6")
+HASH_OF_MINUS_1 = bytes.fromhex("355550b2150e2451")
+
+
+# -- hash --------------------------------------------------------------------------
+@pytest.mark.parametrize("value", [1, "1", b"1", Decimal("1"), True])
+def test_hash_maps_every_form_of_an_integer_literal_alike(value: object) -> None:
+    assert functional("hash").map([value]) == [HASH_OF_1]
+
+
+def test_hash_takes_a_negative_number_as_its_twos_complement() -> None:
+    assert functional("hash").map([-1, "-1", 2**64 - 1]) == [HASH_OF_MINUS_1] * 3
+
+
+def test_hash_maps_null_to_no_shard() -> None:
+    assert functional("hash").map([None]) == [None]
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", 1.5, Decimal("1.5"), 2**64, -(2**63) - 1, ""])
+def test_hash_of_a_value_without_uint64_form_is_an_error_naming_the_vindex(value: object) -> None:
+    with pytest.raises(VindexError, match=r"vindex my_hash \(hash\): cannot map value"):
+        functional("hash").map([value])
+
+
+def test_hash_reverse_map_recovers_the_value() -> None:
+    vindex = create_vindex("h", "hash")
+    ksids = vindex.map([0, 42, 2**64 - 1])  # type: ignore[attr-defined]
+    assert vindex.reverse_map(ksids) == [0, 42, 2**64 - 1]  # type: ignore[attr-defined]
+
+
+def test_hash_verify_compares_each_value_with_its_keyspace_id() -> None:
+    assert functional("hash").verify([1, 2], [HASH_OF_1, HASH_OF_1]) == [True, False]
+
+
+def test_verify_with_mismatched_lengths_is_an_error() -> None:
+    with pytest.raises(VindexError, match="verify got 2 values but 1 keyspace ids"):
+        functional("hash").verify([1, 2], [HASH_OF_1])
+
+
+# -- numeric and reverse_bits ------------------------------------------------------
+def test_numeric_keyspace_id_is_the_big_endian_value() -> None:
+    assert functional("numeric").map([0x0102030405060708]) == [bytes(range(1, 9))]
+
+
+@pytest.mark.parametrize("value", [None, -1, 2**64, "abc", 1.1, Decimal("2.5")])
+def test_numeric_maps_unconvertible_values_to_no_shard(value: object) -> None:
+    assert functional("numeric").map([value]) == [None]
+
+
+def test_numeric_reverse_map_rejects_keyspace_ids_not_8_bytes_long() -> None:
+    with pytest.raises(VindexError, match="length of keyspace id is not 8: 3"):
+        create_vindex("n", "numeric").reverse_map([b"abc"])  # type: ignore[attr-defined]
+
+
+def test_reverse_bits_mirrors_the_bits_and_reverses_back() -> None:
+    vindex = create_vindex("r", "reverse_bits")
+    assert vindex.map([1, 2**63]) == [bytes.fromhex("8000000000000000"), bytes(7) + b"\x01"]  # type: ignore[attr-defined]
+    assert vindex.reverse_map(vindex.map([12345])) == [12345]  # type: ignore[attr-defined]
+
+
+def test_reverse_bits_maps_negative_numbers_to_no_shard() -> None:
+    assert functional("reverse_bits").map([-5, None]) == [None, None]
+
+
+# -- byte-oriented vindexes --------------------------------------------------------
+def test_xxhash_hashes_the_literal_text_of_integers() -> None:
+    vindex = functional("xxhash")
+    assert vindex.map([1]) == vindex.map(["1"]) == vindex.map([b"1"])
+
+
+def test_xxhash_maps_null_as_the_empty_string() -> None:
+    assert functional("xxhash").map([None]) == functional("xxhash").map([b""])
+
+
+def test_binary_keyspace_id_is_the_value_itself() -> None:
+    assert functional("binary").map([b"\x00\xffab", "é", None]) == [
+        b"\x00\xffab",
+        "é".encode(),
+        None,
+    ]
+
+
+def test_binary_md5_hashes_the_raw_bytes() -> None:
+    assert functional("binary_md5").map([b"test1"]) == [hashlib.md5(b"test1").digest()]
+
+
+def test_null_vindex_sends_every_value_including_null_to_keyspace_id_zero() -> None:
+    assert functional("null").map([1, "x", None]) == [b"\x00"] * 3
+    assert functional("null").verify([7, 7], [b"\x00", b"\x01"]) == [True, False]
+
+
+# -- unicode_loose_* ---------------------------------------------------------------
+@pytest.mark.parametrize("vtype", ["unicode_loose_md5", "unicode_loose_xxhash"])
+def test_unicode_loose_ignores_case_accents_width_and_trailing_spaces(vtype: str) -> None:
+    vindex = functional(vtype)
+    ids = vindex.map(["Straße", "STRASSE", "ｓｔｒａｓｓｅ", "strasse  ", "stráSSe"])
+    assert len(set(ids)) == 1
+
+
+@pytest.mark.parametrize("vtype", ["unicode_loose_md5", "unicode_loose_xxhash"])
+def test_unicode_loose_distinguishes_different_letters_and_leading_spaces(vtype: str) -> None:
+    ids = functional(vtype).map(["Test", "Best", " Test", "Tes"])
+    assert len(set(ids)) == 4
+
+
+@pytest.mark.parametrize("vtype", ["unicode_loose_md5", "unicode_loose_xxhash"])
+def test_unicode_loose_rejects_invalid_utf8_naming_the_vindex(vtype: str) -> None:
+    with pytest.raises(VindexError, match=rf"vindex my_{vtype} \({vtype}\): .*invalid UTF-8"):
+        functional(vtype).map([b"\xff\xfe"])
+
+
+def test_cjk_ideographs_get_x_text_implicit_weights() -> None:
+    # x/text gives an unlisted unified ideograph the primary rune + 0x10000, encoded in
+    # 3 bytes with the top bit set: U+4E2D -> 0x014E2D -> 81 4E 2D.
+    assert loose_collation_key("中文".encode()) == bytes.fromhex("814e2d816587")
+
+
+def test_unassigned_code_points_get_the_other_implicit_offset() -> None:
+    # U+0378 is unassigned: primary 0x378 + 0x50000.
+    assert loose_collation_key("\u0378".encode()) == bytes.fromhex("850378")
+
+
+def test_combining_marks_have_no_primary_weight() -> None:
+    assert loose_collation_key("e\u0301".encode()) == loose_collation_key(b"e")
+
+
+# -- registry ----------------------------------------------------------------------
+EXPECTED_COST_AND_UNIQUENESS = {
+    "numeric": (0, True),
+    "null": (0, True),
+    "binary": (0, True),
+    "hash": (1, True),
+    "xxhash": (1, True),
+    "binary_md5": (1, True),
+    "unicode_loose_md5": (1, True),
+    "unicode_loose_xxhash": (1, True),
+    "reverse_bits": (1, True),
+    "lookup_unique": (10, True),
+    "lookup_hash_unique": (10, True),
+    "consistent_lookup_unique": (10, True),
+    "lookup": (20, False),
+    "lookup_hash": (20, False),
+    "consistent_lookup": (20, False),
+}
+
+
+def test_registry_knows_every_vindex_type_of_the_brief() -> None:
+    assert set(VINDEX_TYPES) == set(EXPECTED_COST_AND_UNIQUENESS)
+
+
+@pytest.mark.parametrize("vtype", sorted(EXPECTED_COST_AND_UNIQUENESS))
+def test_vindex_cost_and_uniqueness_match_vitess(vtype: str) -> None:
+    params = {"table": "lookup.t_idx", "from": "c", "to": "keyspace_id"}
+    vindex = create_vindex("v", vtype, params if "lookup" in vtype else None)
+    assert (vindex.cost, vindex.unique) == EXPECTED_COST_AND_UNIQUENESS[vtype]
+    assert vindex.needs_lookup is ("lookup" in vtype)
+    assert isinstance(vindex, LookupVindex) is ("lookup" in vtype)
+    assert (vindex.name, vindex.type_name) == ("v", vtype)
+
+
+def test_unknown_vindex_type_is_an_error_naming_vindex_and_type() -> None:
+    with pytest.raises(
+        UnknownVindexType, match=r"vindexType 'hashh' not found \(vindex user_idx\)"
+    ):
+        create_vindex("user_idx", "hashh")
