@@ -7,12 +7,14 @@ CONFIG ?= examples/local/cluster.yaml
 
 .PHONY: run test lint bench sysdeps clean
 
-# System packages the project needs: MariaDB server + client (local shards, CLI tests)
-# and the MariaDB client headers (to build mysqlclient). Installed only when missing.
+# System packages the project needs, installed only when missing: MariaDB server + client
+# (local shards, CLI tests), the MariaDB client headers (to build mysqlclient), and Go's
+# x/text collation tables (the unicode_loose_* vindexes use the same table as Vitess).
 SYSPKGS_CHECK = \
 	command -v mariadbd >/dev/null 2>&1 || need="$$need mariadb-server"; \
 	command -v mariadb >/dev/null 2>&1 || need="$$need mariadb-client"; \
-	pkg-config --exists libmariadb 2>/dev/null || need="$$need libmariadb-dev pkg-config"
+	pkg-config --exists libmariadb 2>/dev/null || need="$$need libmariadb-dev pkg-config"; \
+	test -f /usr/share/gocode/src/golang.org/x/text/collate/tables.go || need="$$need golang-golang-x-text-dev"
 
 sysdeps:
 	@need=""; $(SYSPKGS_CHECK); \

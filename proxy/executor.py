@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from proxy.engine.result import Result
+from proxy.engine.sequence import SequenceAllocator
 from proxy.pools import ShardPools
 from proxy.transaction import ShardTransaction
 
@@ -25,7 +26,7 @@ class SessionVCursor:
         vschema_getter: Callable[[], VSchema],
         pools: ShardPools,
         transaction_getter: Callable[[], ShardTransaction | None],
-        sequences: object | None = None,
+        sequences: SequenceAllocator,
     ) -> None:
         self._vschema = vschema_getter
         self.pools = pools
@@ -75,8 +76,12 @@ class SessionVCursor:
             pool.release(sc)
 
     async def next_sequence_values(self, keyspace: str, table: str, count: int) -> int:
-        if self.sequences is None:
-            from proxy.errors import UnsupportedError
+        shard = self.vschema.shards(keyspace)[0]
+        pool = self.pools.get(keyspace, shard)
 
-            raise UnsupportedError("sequences are not available")
-        return await self.sequences.reserve(keyspace, table, count)  # type: ignore[attr-defined]
+        async def run_autocommit(sql: str) -> Result:
+            # A reservation must not roll back with the session's transaction.
+            async with pool.connection() as sc:
+                return await sc.execute(sql)
+
+        return await self.sequences.next_values(keyspace, table, count, run_autocommit)

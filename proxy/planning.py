@@ -3,13 +3,10 @@ end, the planner (``rewriter``, pure) and the engine (``proxy.engine``)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
-from proxy.engine.result import local_result
-from proxy.errors import ER_NO_DB_ERROR, ProxyError, UnsupportedError
+from proxy.errors import ProxyError, UnsupportedError
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -17,7 +14,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_VEXPLAIN = re.compile(r"^vexplain\s+(?:(?P<kind>plan|queries|all|trace|keys)\s+)?(?P<q>.+?)\s*;?$", re.I | re.S)
 _STREAMED = {"select", "with", "show", "explain", "describe", "desc", "table", "values", "("}
 
 
@@ -37,40 +33,32 @@ class Planner:
             # An unsharded keyspace holds every table it names: the statement goes
             # as written, and the shard's own errors (1146, ...) reach the client.
             return await self.proxy.send(session, target[0], target[1], sql, stream=kw in _STREAMED)
-        from rewriter import plan_query
-        from rewriter.errors import Unsupported
+        return await self.execute_planned(session, sql, kw)
 
-        try:
-            plan, bindvars = plan_query(sql, self.proxy.vschema, session.keyspace)
-        except Unsupported as e:
-            raise UnsupportedError(str(e)) from e
-        except ProxyError:
-            raise
-        return await self._execute(session, plan, bindvars, kw)
-
-    async def _execute(self, session: ProxySession, plan: Any, bindvars: dict[str, Any], kw: str) -> Outcome:
+    async def execute_planned(self, session: ProxySession, sql: str, kw: str) -> Outcome:
         from proxy import engine
 
+        plan, bindvars = self.plan(session, sql)
         if kw in _STREAMED:
             return engine.stream(plan, session.vcursor, bindvars)
         return await engine.execute(plan, session.vcursor, bindvars)
 
-    async def proxy_statement(self, session: ProxySession, sql: str) -> Outcome | None:
-        m = _VEXPLAIN.match(sql)
-        if m:
-            kind = (m.group("kind") or "plan").lower()
-            if kind != "plan":
-                raise UnsupportedError(f"VEXPLAIN {kind.upper()} is not supported; use VEXPLAIN PLAN")
-            from rewriter import plan_query
-            from rewriter.vexplain import vexplain
+    def plan(self, session: ProxySession, sql: str) -> tuple[Any, dict[str, Any]]:
+        from rewriter import PlanningError, plan_query
 
-            plan, _ = plan_query(m.group("q"), self.proxy.vschema, session.keyspace)
-            return local_result(["JSON"], [(json.dumps(vexplain(plan), indent=2),)])
+        try:
+            return plan_query(sql, self.proxy.vschema, session.keyspace)
+        except PlanningError as e:
+            raise ProxyError(e.code, e.message) from e
+
+    async def proxy_statement(self, session: ProxySession, sql: str) -> Outcome | None:
         kw = sql.split(None, 1)[0].lower()
+        if kw == "vexplain":
+            return await self.execute_planned(session, sql, "select")
         if kw in ("stream", "vstream"):
             if session.workload != "olap":
-                raise ProxyError(1235, f"{kw.upper()} is supported only for OLAP workload: run SET WORKLOAD = OLAP first")
+                raise ProxyError(
+                    1235, f"{kw.upper()} is supported only for OLAP workload: run SET WORKLOAD = OLAP first"
+                )
             raise UnsupportedError(f"{kw.upper()} is not available in this build")
-        if session.keyspace is None:
-            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
         return None

@@ -29,13 +29,14 @@ from mysql_mimic.auth import (
 )
 from mysql_mimic.control import LocalControl
 from mysql_mimic.server import MysqlServer
-from mysql_mimic.stream import MysqlStream
 
 from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.engine.result import Result, local_result
+from proxy.engine.sequence import SequenceAllocator
 from proxy.errors import ER_NO_DB_ERROR, ProxyError, UnsupportedError
 from proxy.pools import ShardAddress, ShardPools
 from proxy.session import Outcome, ProxySession
+from proxy.tls_stream import TlsUpgradableStream
 
 if TYPE_CHECKING:
     from proxy.config import ClusterConfig, ShardEndpoint
@@ -105,7 +106,7 @@ class Proxy:
             for (ks, shard), e in sorted(self.endpoints.items())
         ]
         self.pools = ShardPools(addresses, maxsize=pool_size)
-        self.sequences: Any = None
+        self.sequences = SequenceAllocator()
         self._global_vars: dict[str, Any] = {}
         self.planner: Any = None
         self._try_load_planner()
@@ -187,7 +188,7 @@ class ProxyServer(MysqlServer):
         self.proxy = proxy
 
     async def _client_connected_cb(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        stream = MysqlStream(reader, writer)
+        stream = TlsUpgradableStream(reader, writer)
         session = self.session_factory()
         connection = ProxyConnection(
             stream=stream,

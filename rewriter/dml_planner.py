@@ -220,25 +220,59 @@ def plan_update(stmt: exp.Update, ctx: PlanContext) -> Plan:
     _check_no_other_tables(stmt, ref, ctx)
     table = ref.table
     cvs = list(getattr(table, "column_vindexes", None) or [])
-    assigned = set()
+    assigned: dict[str, exp.Expression] = {}
     for a in stmt.expressions:
         if isinstance(a, exp.EQ) and isinstance(a.this, exp.Column):
-            assigned.add(a.this.name.lower())
+            assigned[a.this.name.lower()] = a.expression
+    changed_lookups: list[tuple[Any, tuple[Val | None, ...]]] = []
     if cvs:
         primary = cvs[0]
         if any(c.lower() in assigned for c in primary.columns):
             raise unsupported(
                 f"you cannot UPDATE primary vindex columns; invalid update on vindex: {primary.name}")
         for cv in cvs[1:]:
-            if getattr(cv, "owned", False) and any(c.lower() in assigned for c in cv.columns):
-                raise unsupported(f"update of a column of owned lookup vindex {cv.name}")
+            if not any(c.lower() in assigned for c in cv.columns):
+                continue
+            if not getattr(cv, "owned", False):
+                continue  # a non-owned lookup is maintained by its owner table
+            new_vals: list[Val | None] = []
+            for c in cv.columns:
+                e = assigned.get(c.lower())
+                if e is None:
+                    new_vals.append(None)
+                    continue
+                v = value_of(e, ctx.list_vars)
+                if v is None:
+                    raise unsupported(f"update of lookup vindex column {c} to an expression")
+                new_vals.append(v)
+            changed_lookups.append((cv, tuple(new_vals)))
     op, choice = _dml_route(stmt, ref, ctx)
     if stmt.args.get("limit") is not None and op not in (DMLOpcode.EqualUnique, DMLOpcode.ByDestination):
         raise unsupported("multi shard UPDATE with LIMIT")
-    upd = Update(op, ref.keyspace, ref.name, _whole_statement(stmt, ref, ctx), target_ksid=ref.pinned)
+    owned_select = _owned_rows_query(stmt, ref, [cv for cv, _ in changed_lookups]) if changed_lookups else None
+    upd = Update(op, ref.keyspace, ref.name, _whole_statement(stmt, ref, ctx), target_ksid=ref.pinned,
+                 owned_lookups=changed_lookups, owned_select=owned_select)
     if choice is not None and op not in (DMLOpcode.Scatter, DMLOpcode.None_):
         upd.vindex_name, upd.vindex, upd.values, upd.in_var = choice.vindex_name, choice.vindex, list(choice.values), choice.in_var
     return upd
+
+
+def _owned_rows_query(stmt: exp.Expression, ref: TableRef, owned: list[Any]) -> SqlTemplate:
+    """``SELECT <primary vindex cols>, <lookup cols> FROM t WHERE <same> FOR UPDATE``: the
+    rows a DML will touch, to maintain their lookup rows."""
+    primary = ref.table.column_vindexes[0]
+    cols: list[str] = []
+    for cv in [primary, *owned]:
+        for c in cv.columns:
+            if c not in cols:
+                cols.append(c)
+    sel = exp.Select(expressions=[exp.column(c) for c in cols])
+    sel.set("from_", exp.From(this=stmt.this.copy()))
+    if stmt.args.get("where") is not None:
+        sel.set("where", stmt.args["where"].copy())
+    sel.set("locks", [exp.Lock(update=True)])
+    rewrite_table_node(TableRef(sel.args["from_"].this, ref.alias, ref.keyspace, True, ref.name, ref.table))
+    return parse_template(to_sql(sel))
 
 
 def plan_delete(stmt: exp.Delete, ctx: PlanContext) -> Plan:
@@ -256,21 +290,7 @@ def plan_delete(stmt: exp.Delete, ctx: PlanContext) -> Plan:
     if stmt.args.get("limit") is not None and op not in (DMLOpcode.EqualUnique, DMLOpcode.ByDestination):
         raise unsupported("multi shard DELETE with LIMIT")
     owned = [cv for cv in (getattr(ref.table, "column_vindexes", None) or [])[1:] if getattr(cv, "owned", False)]
-    owned_select = None
-    if owned:
-        primary = ref.table.column_vindexes[0]
-        cols: list[str] = []
-        for cv in [primary, *owned]:
-            for c in cv.columns:
-                if c not in cols:
-                    cols.append(c)
-        sel = exp.Select(expressions=[exp.column(c) for c in cols])
-        sel.set("from_", exp.From(this=stmt.this.copy()))
-        if stmt.args.get("where") is not None:
-            sel.set("where", stmt.args["where"].copy())
-        sel.set("locks", [exp.Lock(update=True)])
-        rewrite_table_node(TableRef(sel.args["from_"].this, ref.alias, ref.keyspace, True, ref.name, ref.table))
-        owned_select = parse_template(to_sql(sel))
+    owned_select = _owned_rows_query(stmt, ref, owned) if owned else None
     dl = Delete(op, ref.keyspace, ref.name, _whole_statement(stmt, ref, ctx), target_ksid=ref.pinned,
                 owned_lookups=owned, owned_select=owned_select)
     if choice is not None and op not in (DMLOpcode.Scatter, DMLOpcode.None_):

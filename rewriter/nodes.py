@@ -316,9 +316,10 @@ class Update(Plan):
     vindex: Any = None
     values: list[Val] = field(default_factory=list)
     in_var: str | None = None
-    # owned lookup vindexes whose columns change: re-map rows (unsupported for now)
     target_ksid: bytes | None = None
     target_shard: str | None = None
+    # owned lookup vindexes whose columns change: (column vindex, new value per column or
+    # None if that column is not assigned); owned_select reads the affected rows first
     owned_lookups: list[Any] = field(default_factory=list)
     owned_select: SqlTemplate | None = None
 

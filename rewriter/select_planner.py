@@ -193,6 +193,10 @@ def single_route(sel: exp.Expression, scope_sel: exp.Select | None, ctx: PlanCon
     if all(r.system for r in refs):
         return RouteInfo(Opcode.DBA, refs[0].keyspace, refs[0].sharded, tables=refs)
     if any(r.system for r in refs):
+        # system schemas exist on every MySQL server: fine next to one unsharded keyspace
+        user = [r for r in refs if not r.system]
+        if len({r.keyspace for r in user}) == 1 and not user[0].sharded:
+            return RouteInfo(Opcode.Unsharded, user[0].keyspace, False, tables=refs)
         return None
     keyspaces = {r.keyspace for r in refs}
     if len(keyspaces) != 1:
@@ -325,7 +329,11 @@ def plan_select(sel: exp.Expression, ctx: PlanContext) -> Plan:
         return plan_join(sel, ctx)
     changed = _strip_qualifiers(sel, info.tables, ctx)
     single = info.opcode in SINGLE_SHARD or (info.opcode is Opcode.ByDestination) or info.opcode is Opcode.None_
-    if single or not needs_proxy_work(sel):
+    if single:
+        sql = to_sql(sel) if changed or not ctx.source else ctx.source
+        return make_route(info, sql, _field_query(sel))
+    _check_scatter_safe(sel)
+    if not needs_proxy_work(sel):
         sql = to_sql(sel) if changed or not ctx.source else ctx.source
         return make_route(info, sql, _field_query(sel))
     return plan_scatter_select(sel, info, ctx)
@@ -339,13 +347,42 @@ def needs_proxy_work(sel: exp.Select) -> bool:
     return any(_has_aggregate(e) for e in sel.expressions)
 
 
+# MySQL aggregate functions sqlglot may parse as anonymous functions
+_AGG_NAMES = frozenset({
+    "bit_and", "bit_or", "bit_xor", "std", "stddev", "stddev_pop", "stddev_samp", "var_pop",
+    "var_samp", "variance", "json_arrayagg", "json_objectagg", "group_concat", "count", "sum",
+    "avg", "min", "max",
+})
+
+
+def _is_aggregate_call(node: exp.Expression) -> bool:
+    if isinstance(node, exp.AggFunc):
+        return True
+    return isinstance(node, exp.Anonymous) and str(node.this).lower() in _AGG_NAMES
+
+
 def _has_aggregate(e: exp.Expression) -> bool:
-    for node in e.walk():
-        if isinstance(node, (*_AGG_TYPES, exp.GroupConcat)):
+    """Whether ``e`` aggregates in its own scope (subqueries aggregate on their own)."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if _is_aggregate_call(node):
             return True
-        if isinstance(node, exp.Subquery | exp.Select) and node is not e:
-            continue
+        for child in node.iter_expressions():
+            if isinstance(child, exp.Subquery | exp.Select):
+                continue
+            stack.append(child)
     return False
+
+
+def _check_scatter_safe(sel: exp.Select) -> None:
+    """Constructs whose per-shard results cannot be combined into the right answer."""
+    for node in sel.walk():
+        if isinstance(node, exp.Window):
+            raise unsupported("window functions across shards")
+    group = sel.args.get("group")
+    if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
+        raise unsupported("GROUP BY WITH ROLLUP across shards")
 
 
 def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
@@ -369,7 +406,11 @@ def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
         inner.set("order", None)  # ordering inside a derived table has no meaning in SQL
     _strip_qualifiers(sel, inner_info.tables, ctx)
     single = inner_info.opcode in SINGLE_SHARD or inner_info.opcode in (Opcode.ByDestination, Opcode.None_)
-    if single or not needs_proxy_work(sel):
+    if single:
+        return make_route(inner_info, to_sql(sel), _field_query(sel))
+    _check_scatter_safe(sel)
+    _check_scatter_safe(inner)
+    if not needs_proxy_work(sel):
         return make_route(inner_info, to_sql(sel), _field_query(sel))
     return plan_scatter_select(sel, inner_info, ctx)
 
@@ -612,6 +653,8 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx:
     def output_for(e: exp.Expression, name: str) -> AggSpec:
         if isinstance(e, _AGG_TYPES):
             return _agg_spec(b, e, name)
+        if _is_aggregate_call(e):
+            raise unsupported(f"aggregate function {to_sql(e)} across shards")
         if _has_aggregate(e):
             raise unsupported(f"expression over aggregates across shards: {to_sql(e)}")
         return AggSpec(AGG_ANY_VALUE, b.push(e), name)

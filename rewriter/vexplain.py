@@ -141,7 +141,7 @@ def describe(node: P.Plan) -> dict[str, Any]:
         d = {"OperatorType": type(node).__name__, "Variant": str(node.opcode),
              "Keyspace": _keyspace(node.keyspace, node.opcode is not P.DMLOpcode.Unsharded),
              "TargetTabletType": "PRIMARY"}
-        if isinstance(node, P.Delete) and node.owned_lookups:
+        if node.owned_lookups:
             d["OwnedVindexQuery"] = node.owned_select.text() if node.owned_select else ""
         d["Query"] = node.query.text()
         d["Table"] = node.table

@@ -41,6 +41,7 @@ from vschema.model import (
     Table,
     VSchema,
 )
+from vschema.vindexes.base import Vindex
 from vschema.vindexes.lookup import LookupVindex
 from vschema.vindexes.registry import create_vindex
 
@@ -162,7 +163,7 @@ def load_keyspace(name: str, vschema: Mapping[str, Any] | None, shards: Sequence
     )
 
 
-def _load_vindex(where: str, vname: str, vdoc: object):
+def _load_vindex(where: str, vname: str, vdoc: object) -> Vindex:
     here = f"{where}: vindex {vname}"
     vdoc = _check_fields(here, vdoc, _VINDEX_FIELDS)
     vtype = _string(f"{here}: type", vdoc.get("type", ""))
@@ -175,9 +176,15 @@ def _load_vindex(where: str, vname: str, vdoc: object):
     if owner is not None:
         _string(f"{here}: owner", owner)
     try:
-        return create_vindex(vname, vtype, params, owner)
+        vindex = create_vindex(vname, vtype, params, owner)
     except VindexError as exc:
         raise InvalidVSchema(f"{where}: {exc}") from exc
+    if vindex.unknown_params:
+        logger.warning(
+            "vindex has parameters its type does not use",
+            extra={"where": where, "vindex": vname, "params": vindex.unknown_params},
+        )
+    return vindex
 
 
 def _load_table(
@@ -186,7 +193,7 @@ def _load_table(
     sharded: bool,
     tname: str,
     tdoc: object,
-    vindexes: Mapping[str, Any],
+    vindexes: Mapping[str, Vindex],
 ) -> Table:
     here = f"{where}: table {tname}"
     tdoc = _check_fields(here, tdoc or {}, _TABLE_FIELDS)

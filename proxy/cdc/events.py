@@ -6,6 +6,9 @@ FIELD precedes the first ROW of a table in a stream and again after the table's 
 change. Table names are ``keyspace.table``. Unlike Vitess (whose VGTID event precedes
 COMMIT), our VGTID comes last: saving it after handling the group resumes with neither
 loss nor repeat.
+
+Events are plain (non-frozen) dataclasses because thousands are made per second per shard
+(frozen ones cost twice as much to build); consumers must treat them as read-only.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class Field:
     unsigned: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RowChange:
     """One row's images: ``before`` is None for inserts, ``after`` is None for deletes."""
 
@@ -54,7 +57,7 @@ class RowChange:
     after: Row | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class VEvent:
     """Common to every event: the shard it comes from and its binlog timestamp (whole s)."""
 
@@ -64,25 +67,25 @@ class VEvent:
     timestamp: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class BeginEvent(VEvent):
     type: ClassVar[VEventType] = VEventType.BEGIN
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CommitEvent(VEvent):
     type: ClassVar[VEventType] = VEventType.COMMIT
     gtid: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FieldEvent(VEvent):
     type: ClassVar[VEventType] = VEventType.FIELD
     table_name: str
     fields: tuple[Field, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class RowEvent(VEvent):
     type: ClassVar[VEventType] = VEventType.ROW
     table_name: str
@@ -90,20 +93,20 @@ class RowEvent(VEvent):
     changes: tuple[RowChange, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class DdlEvent(VEvent):
     type: ClassVar[VEventType] = VEventType.DDL
     statement: str
     gtid: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class VgtidEvent(VEvent):
     type: ClassVar[VEventType] = VEventType.VGTID
     vgtid: Vgtid
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class HeartbeatEvent(VEvent):
     """Sent by the stream itself after ``heartbeat_interval`` idle seconds (shard is "")."""
 

@@ -51,16 +51,23 @@ class Gtid:
 
 
 class GtidPosition:
-    """The last committed GTID per domain of one shard; immutable."""
+    """The last committed GTID per domain of one shard; immutable.
+
+    Built once per transaction on the hot path, so the text form is computed lazily.
+    """
 
     __slots__ = ("_by_domain", "_text")
 
     def __init__(self, gtids: Iterable[Gtid] = ()) -> None:
-        by_domain: dict[int, Gtid] = {}
-        for gtid in gtids:
-            by_domain[gtid.domain] = gtid
-        self._by_domain = by_domain
-        self._text = ",".join(str(by_domain[d]) for d in sorted(by_domain))
+        self._by_domain: dict[int, Gtid] = {gtid.domain: gtid for gtid in gtids}
+        self._text: str | None = None
+
+    @classmethod
+    def _of(cls, by_domain: dict[int, Gtid]) -> GtidPosition:
+        position = cls.__new__(cls)
+        position._by_domain = by_domain
+        position._text = None
+        return position
 
     @classmethod
     def parse(cls, text: str) -> GtidPosition:
@@ -72,16 +79,20 @@ class GtidPosition:
         return cls(Gtid.parse(part) for part in text.split(",") if part.strip())
 
     def __str__(self) -> str:
-        return self._text
+        text = self._text
+        if text is None:
+            by_domain = self._by_domain
+            text = self._text = ",".join(str(by_domain[d]) for d in sorted(by_domain))
+        return text
 
     def __repr__(self) -> str:
-        return f"GtidPosition({self._text!r})"
+        return f"GtidPosition({str(self)!r})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GtidPosition) and self._by_domain == other._by_domain
 
     def __hash__(self) -> int:
-        return hash(self._text)
+        return hash(str(self))
 
     def __bool__(self) -> bool:
         return bool(self._by_domain)
@@ -96,9 +107,9 @@ class GtidPosition:
 
     def advanced_to(self, gtid: Gtid) -> GtidPosition:
         """The position after committing ``gtid``."""
-        merged = dict(self._by_domain)
-        merged[gtid.domain] = gtid
-        return GtidPosition(merged.values())
+        by_domain = self._by_domain.copy()
+        by_domain[gtid.domain] = gtid
+        return GtidPosition._of(by_domain)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +125,34 @@ class ShardGtid:
 
 
 class Vgtid:
-    """The position of every shard of a stream; immutable, JSON-serialisable."""
+    """The position of every shard of a stream; immutable, JSON-serialisable.
 
-    __slots__ = ("shard_gtids",)
+    One is made per delivered transaction, so a VGTID made from positions keeps them and
+    builds its entries only when asked.
+    """
+
+    __slots__ = ("_positions", "_shard_gtids")
 
     def __init__(self, shard_gtids: Iterable[ShardGtid]) -> None:
-        self.shard_gtids: tuple[ShardGtid, ...] = tuple(shard_gtids)
+        self._shard_gtids: tuple[ShardGtid, ...] | None = tuple(shard_gtids)
+        self._positions: dict[tuple[str, str], GtidPosition] | None = None
 
     @classmethod
     def from_positions(cls, positions: Mapping[tuple[str, str], GtidPosition]) -> Vgtid:
-        return cls(ShardGtid(ks, shard, str(pos)) for (ks, shard), pos in positions.items())
+        vgtid = cls.__new__(cls)
+        vgtid._shard_gtids = None
+        vgtid._positions = dict(positions)
+        return vgtid
+
+    @property
+    def shard_gtids(self) -> tuple[ShardGtid, ...]:
+        entries = self._shard_gtids
+        if entries is None:
+            assert self._positions is not None
+            entries = self._shard_gtids = tuple(
+                ShardGtid(ks, shard, str(pos)) for (ks, shard), pos in self._positions.items()
+            )
+        return entries
 
     @classmethod
     def from_json(cls, text: str | list | dict) -> Vgtid:
@@ -158,6 +187,9 @@ class Vgtid:
         return json.dumps(self.to_json_obj(), separators=(",", ":"))
 
     def position_of(self, keyspace: str, shard: str) -> str | None:
+        if self._positions is not None:
+            position = self._positions.get((keyspace, shard))
+            return None if position is None else str(position)
         for sg in self.shard_gtids:
             if sg.keyspace == keyspace and sg.shard == shard:
                 return sg.gtid

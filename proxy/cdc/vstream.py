@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,7 +52,9 @@ class _Failure:
     error: BaseException
 
 
-_QueueItem = tuple[ShardKey, ShardTransaction | _PositionAdvance] | _Failure
+_Payload = ShardTransaction | _PositionAdvance
+# A shard's items in binlog order, or the failure that ends the stream.
+_QueueItem = tuple[ShardKey, list[_Payload]] | _Failure
 
 
 class VStream:
@@ -68,7 +71,7 @@ class VStream:
         max_skew_hold: float = DEFAULT_MAX_HOLD,
         shard_delays: Mapping[ShardKey, float] | None = None,
         shard_heartbeat_period: float = 1.0,
-        queue_size: int = 256,
+        queue_size: int = 16,
     ) -> None:
         """
         endpoints: every shard of the cluster, by (keyspace, shard).
@@ -93,6 +96,8 @@ class VStream:
         self._max_skew_hold = max_skew_hold
         self.aligner: SkewAligner | None = None
         self._queue: asyncio.Queue[_QueueItem] = asyncio.Queue(maxsize=queue_size)
+        self._pending: deque[_Payload] = deque()
+        self._pending_key: ShardKey = ("", "")
         self._readers: dict[ShardKey, ShardBinlogReader] = {}
         self._pumps: list[asyncio.Task[None]] = []
         self._positions: dict[ShardKey, GtidPosition] = {}
@@ -193,18 +198,20 @@ class VStream:
             await self.open()
         if self._closed:
             raise StopAsyncIteration
-        queue = self._queue
+        pending = self._pending
         while True:
-            if queue.empty():
+            if not pending:
                 item = await self._next_or_heartbeat()
                 if item is None:
                     return self._heartbeat_group()
-            else:
-                item = queue.get_nowait()
-            if isinstance(item, _Failure):
-                await self.aclose()
-                raise item.error
-            key, payload = item
+                if isinstance(item, _Failure):
+                    await self.aclose()
+                    raise item.error
+                self._pending_key, batch = item
+                pending.extend(batch)
+                continue
+            key = self._pending_key
+            payload = pending.popleft()
             self._positions[key] = payload.position
             if isinstance(payload, _PositionAdvance):
                 self._vgtid = Vgtid.from_positions(self._positions)
@@ -212,8 +219,11 @@ class VStream:
             return self._deliver(key, payload)
 
     async def _next_or_heartbeat(self) -> _QueueItem | None:
+        queue = self._queue
+        if not queue.empty():
+            return queue.get_nowait()
         if self._heartbeat_interval <= 0:
-            return await self._queue.get()
+            return await queue.get()
         remaining = self._last_sent + self._heartbeat_interval - time.monotonic()
         if remaining <= 0:
             return None
@@ -256,28 +266,11 @@ class VStream:
     # -- per-shard pump ------------------------------------------------------------------
 
     async def _pump(self, key: ShardKey, reader: ShardBinlogReader) -> None:
-        queue = self._queue
-        aligner = self.aligner
-        delay = self._shard_delays.get(key, 0.0)
-        last_position = reader.start_position
         try:
-            async for batch in reader.batches():
-                for item in batch:
-                    if delay > 0:
-                        wait = item.received_at + delay - time.time()
-                        if wait > 0:
-                            await asyncio.sleep(wait)
-                    if isinstance(item, ShardHeartbeat):
-                        if aligner is not None:
-                            aligner.update(key, item.received_at)
-                        if item.position != last_position:
-                            last_position = item.position
-                            await queue.put((key, _PositionAdvance(item.position)))
-                        continue
-                    if aligner is not None:
-                        await aligner.wait_for_turn(key, item.commit_time, key)
-                    last_position = item.position
-                    await queue.put((key, item))
+            if self.aligner is None and self._shard_delays.get(key, 0.0) <= 0:
+                await self._pump_batches(key, reader)
+            else:
+                await self._pump_each(key, reader)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # handed to the consumer, who raises it
@@ -285,8 +278,49 @@ class VStream:
                 "shard stream failed",
                 extra={"keyspace": key[0], "shard": key[1], "error": str(exc)},
             )
-            await queue.put(_Failure(exc))
+            await self._queue.put(_Failure(exc))
             return
         # A reader only ends cleanly when closed; if it ends otherwise, say so.
         if not self._closed:
-            await queue.put(_Failure(CdcError(f"{key[0]}/{key[1]}: binlog stream ended")))
+            await self._queue.put(_Failure(CdcError(f"{key[0]}/{key[1]}: binlog stream ended")))
+
+    async def _pump_batches(self, key: ShardKey, reader: ShardBinlogReader) -> None:
+        """No alignment, no delay: hand over whatever the reader has, in one queue item."""
+        queue = self._queue
+        last_position = reader.start_position
+        async for batch in reader.batches():
+            ready: list[_Payload] = []
+            for item in batch:
+                if isinstance(item, ShardHeartbeat):
+                    if item.position != last_position:
+                        last_position = item.position
+                        ready.append(_PositionAdvance(item.position))
+                    continue
+                last_position = item.position
+                ready.append(item)
+            if ready:
+                await queue.put((key, ready))
+
+    async def _pump_each(self, key: ShardKey, reader: ShardBinlogReader) -> None:
+        """Item by item: the artificial delay and skew alignment apply per transaction."""
+        queue = self._queue
+        aligner = self.aligner
+        delay = self._shard_delays.get(key, 0.0)
+        last_position = reader.start_position
+        async for batch in reader.batches():
+            for item in batch:
+                if delay > 0:
+                    wait = item.received_at + delay - time.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                if isinstance(item, ShardHeartbeat):
+                    if aligner is not None:
+                        aligner.update(key, item.received_at)
+                    if item.position != last_position:
+                        last_position = item.position
+                        await queue.put((key, [_PositionAdvance(item.position)]))
+                    continue
+                if aligner is not None:
+                    await aligner.wait_for_turn(key, item.commit_time, key)
+                last_position = item.position
+                await queue.put((key, [item]))

@@ -7,13 +7,15 @@ import logging
 import shutil
 import signal
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from proxy.cluster.binaries import MariaDBBinaries, find_mariadb_binaries
 from proxy.cluster.datadir import ensure_template, provision_data_dir
-from proxy.cluster.errors import ClusterError, PortInUse
-from proxy.cluster.instance import MariaDBInstance, running_pid_from_file
+from proxy.cluster.errors import PortInUse
+from proxy.cluster.instance import READY_TIMEOUT_S, MariaDBInstance, running_pid_from_file
 from proxy.cluster.layout import LocalShardSpec, ShardKey, cluster_endpoints, plan_local_shards
 from proxy.cluster.ports import port_is_free
 from proxy.cluster.schema import apply_schema_once
@@ -22,6 +24,17 @@ from proxy.config import ClusterConfig, ShardEndpoint
 logger = logging.getLogger(__name__)
 
 TEMPLATE_DIRNAME = ".template"
+
+
+async def _all_or_first_error(steps: list[Coroutine[Any, Any, Any]]) -> None:
+    """Run shard steps concurrently to the end (no shard is left half-started in the background
+    when another fails), then raise the first failure; later ones are logged."""
+    results = await asyncio.gather(*steps, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    for extra in errors[1:]:
+        logger.error("another shard failed too: %s", extra, exc_info=extra)
+    if errors:
+        raise errors[0]
 
 
 class LocalCluster:
@@ -41,8 +54,10 @@ class LocalCluster:
         *,
         mariadb_search_path: str | None = None,
         template_dir: Path | None = None,
+        ready_timeout_s: float = READY_TIMEOUT_S,
     ) -> None:
         self.config = config
+        self.ready_timeout_s = ready_timeout_s
         self._search_path = mariadb_search_path
         self._specs: dict[ShardKey, LocalShardSpec] = {s.key: s for s in plan_local_shards(config)}
         self._endpoints = cluster_endpoints(config)
@@ -114,12 +129,12 @@ class LocalCluster:
         self._check_ports_free(specs)
         fresh = await self._provision(binaries, specs)
         try:
-            await asyncio.gather(*(self._start_one(spec) for spec in specs))
-            await asyncio.gather(
-                *(
+            await _all_or_first_error([self._start_one(spec) for spec in specs])
+            await _all_or_first_error(
+                [
                     apply_schema_once(spec, self.config.keyspaces[spec.keyspace].schema_path)
                     for spec in specs
-                )
+                ]
             )
         except BaseException:
             # Only the shards this call started: a retry must not take down running ones.
@@ -155,12 +170,7 @@ class LocalCluster:
         # Signal all first, so an interrupted wait still leaves every shard shutting down.
         for instance in instances:
             instance.send_signal(signal.SIGTERM)
-        results = await asyncio.gather(
-            *(instance.stop() for instance in instances), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        await _all_or_first_error([instance.stop() for instance in instances])
 
     async def stop_shard(self, keyspace: str, shard: str, *, kill: bool = False) -> None:
         """Stop one shard: a clean shutdown, or with `kill=True` a SIGKILL crash."""
@@ -214,11 +224,4 @@ class LocalCluster:
     async def _start_one(self, spec: LocalShardSpec) -> None:
         instance = MariaDBInstance(spec, self._require_binaries())
         self._instances[spec.key] = instance
-        await instance.start()
-
-    def remove_data(self) -> None:
-        """Delete every local shard's data directory (the cluster must be stopped)."""
-        if self._instances:
-            raise ClusterError("stop the cluster before removing its data")
-        for spec in self._specs.values():
-            shutil.rmtree(spec.data_dir, ignore_errors=True)
+        await instance.start(self.ready_timeout_s)

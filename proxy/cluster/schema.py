@@ -27,10 +27,6 @@ def _quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def schema_applied(spec: LocalShardSpec) -> bool:
-    return spec.schema_marker.exists()
-
-
 def _recorded_digest(spec: LocalShardSpec) -> str | None:
     """The schema hash recorded when the schema was applied, None if it never was."""
     try:

@@ -11,30 +11,52 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from proxy.engine.destinations import map_values, targets
-from proxy.engine.lookup import delete_rows
+from proxy.engine.lookup import create_rows, delete_rows
 from proxy.engine.result import Result, decode_value
 from rewriter.nodes import Delete, Update
 
 
-async def _delete_owned_lookups(node: Delete, vcursor: Any, tg: list[tuple[str, Mapping[str, Any]]]) -> None:
+async def _owned_rows(node: Update | Delete, vcursor: Any,
+                      tg: list[tuple[str, Mapping[str, Any]]]) -> tuple[list[dict[str, Any]], list[bytes | None]]:
+    """The rows the statement will touch (locked) and their keyspace ids."""
     assert node.owned_select is not None
-    vs = vcursor.vschema
-    table = vs.find_table(node.table, node.keyspace)
-    primary = table.column_vindexes[0]
-    queries = [(shard, node.owned_select.render(bv)) for shard, bv in tg]
-    results = await vcursor.execute_multi(node.keyspace, queries)
+    primary = vcursor.vschema.find_table(node.table, node.keyspace).column_vindexes[0]
+    results = await vcursor.execute_multi(node.keyspace, [(s, node.owned_select.render(bv)) for s, bv in tg])
     rows: list[dict[str, Any]] = []
     for r in results:
         names = [f.name.lower() for f in r.fields]
         for row in r.rows:
             rows.append({n: (v if f.is_binary else decode_value(f, v))
                          for n, f, v in zip(names, r.fields, row, strict=True)})
-    if not rows:
-        return
-    ksids = map_values(primary.vindex, [row[primary.columns[0].lower()] for row in rows])
+    ksids = map_values(primary.vindex, [row[primary.columns[0].lower()] for row in rows]) if rows else []
+    return rows, ksids
+
+
+async def _delete_owned_lookups(node: Delete, vcursor: Any, tg: list[tuple[str, Mapping[str, Any]]]) -> None:
+    rows, ksids = await _owned_rows(node, vcursor, tg)
     for cv in node.owned_lookups:
         from_values = [tuple(row[c.lower()] for c in cv.columns) for row in rows]
         await delete_rows(vcursor, cv.vindex, node.keyspace, from_values, ksids)  # type: ignore[arg-type]
+
+
+async def _update_owned_lookups(node: Update, vcursor: Any, tg: list[tuple[str, Mapping[str, Any]]],
+                                bindvars: Mapping[str, Any]) -> None:
+    """For each row whose lookup columns change: delete the old lookup row, create the new."""
+    rows, ksids = await _owned_rows(node, vcursor, tg)
+    for cv, new_vals in node.owned_lookups:
+        old_from, new_from, row_ksids = [], [], []
+        for row, ksid in zip(rows, ksids, strict=True):
+            old = tuple(row[c.lower()] for c in cv.columns)
+            new = tuple(old[i] if v is None else v.resolve(bindvars) for i, v in enumerate(new_vals))
+            if old == new:
+                continue
+            old_from.append(old)
+            new_from.append(new)
+            row_ksids.append(ksid)
+        if not row_ksids:
+            continue
+        await delete_rows(vcursor, cv.vindex, node.keyspace, old_from, row_ksids)
+        await create_rows(vcursor, cv.vindex, node.keyspace, new_from, row_ksids)
 
 
 async def execute(node: Update | Delete, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
@@ -44,6 +66,8 @@ async def execute(node: Update | Delete, vcursor: Any, bindvars: Mapping[str, An
         return Result()
     if isinstance(node, Delete) and node.owned_lookups:
         await _delete_owned_lookups(node, vcursor, tg)
+    elif isinstance(node, Update) and node.owned_lookups:
+        await _update_owned_lookups(node, vcursor, tg, bindvars)
     if len(tg) == 1:
         shard, bv = tg[0]
         return await vcursor.execute_shard(node.keyspace, shard, node.query.render(bv))

@@ -73,8 +73,12 @@ async def stream(route: Route, vcursor: Any, bindvars: Mapping[str, Any],
             await s.aclose()
         return
     if route.order_by:
-        async for chunk in _merge_sorted(route, streams):
-            yield chunk
+        merged = _merge_sorted(route, streams)
+        try:
+            async for chunk in merged:
+                yield chunk
+        finally:
+            await merged.aclose()
         return
     sent_fields = False
     gen = interleave(streams)

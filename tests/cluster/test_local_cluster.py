@@ -425,3 +425,19 @@ async def test_a_failing_schema_statement_is_reported_and_leaves_no_half_made_da
     )
     async with LocalCluster(config, template_dir=template) as cluster:
         assert await query(cluster.endpoint("ks", "0"), "SELECT id FROM t") == [(1,), (2,)]
+
+
+async def test_a_shard_not_ready_in_time_is_an_error_quoting_its_log(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # mariadbd needs well over a millisecond to open its port, so a zero deadline always expires.
+    cluster = LocalCluster(
+        example_cluster_config(tmp_path / "data"),
+        template_dir=mariadb_template_dir(request.config, tmp_path),
+        ready_timeout_s=0,
+    )
+    with pytest.raises(ShardStartError) as caught:
+        await cluster.start()
+    assert "not ready on port" in str(caught.value)
+    assert "last lines of" in str(caught.value)
+    assert not any(cluster.is_running(s.keyspace, s.shard) for s in cluster.local_shards)

@@ -8,7 +8,10 @@ import copy
 import aiomysql
 import pytest_asyncio
 
+from proxy import engine
 from proxy.engine.result import Result
+from rewriter import plan_query
+from tests.engine.dataset import generated_rows
 from tests.engine.shard_vcursor import ShardVCursor, fields_of
 from vschema.loader import build_vschema
 
@@ -66,3 +69,21 @@ async def oracle(vcursor):
     await run("DELETE FROM items")
     yield run
     conn.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def loaded(vcursor, oracle):
+    rows = generated_rows()
+    cols = "id, customer_id, grp, name, qty, price, score"
+    for start in range(0, len(rows), 250):
+        sql = f"insert into items ({cols}) values " + ", ".join(rows[start:start + 250])
+        plan, bindvars = plan_query(sql, vcursor.vschema, "commerce")
+        res = await engine.execute(plan, vcursor, bindvars)
+        assert res.affected_rows == len(rows[start:start + 250])
+        await oracle(sql)
+    # a small unsharded table for cross-keyspace joins, in both places
+    for run in (lambda q: vcursor.execute_shard("lookup", "0", q), oracle):
+        await run("CREATE TABLE IF NOT EXISTS qty_labels (qty INT PRIMARY KEY, label VARCHAR(20))")
+        await run("DELETE FROM qty_labels")
+        await run("INSERT INTO qty_labels VALUES " + ", ".join(f"({q}, 'q{q % 4}')" for q in range(0, 25, 2)))
+    return True

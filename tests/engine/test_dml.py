@@ -159,3 +159,14 @@ async def test_duplicate_key_from_a_shard_reaches_the_caller_with_its_code(vcurs
     with pytest.raises(ProxyError) as e:
         await run(vcursor, "insert into customer (customer_id, email) values (9200, 'twice')")
     assert e.value.code == 1062
+
+
+async def test_update_of_owned_lookup_column_moves_the_lookup_row(vcursor):
+    await run(vcursor, "insert into corder (order_id, customer_id, sku) values (901, 51, 'mv')")
+    res = await run(vcursor, "update corder set order_id = 902 where order_id = 901")
+    assert res.affected_rows == 1
+    lookup = await vcursor.execute_shard("lookup", "0", "select order_id from corder_order_id_idx "
+                                         "where order_id in (901, 902)")
+    assert lookup.rows == [(b"902",)]
+    found = await run(vcursor, "select sku from corder where order_id = 902")
+    assert found.rows == [(b"mv",)]

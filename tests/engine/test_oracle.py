@@ -15,7 +15,6 @@ sequence of sort keys must match and the rows as multisets.
 
 from __future__ import annotations
 
-import random
 from decimal import Decimal
 
 import pytest
@@ -26,32 +25,7 @@ from proxy.engine.result import Result
 from rewriter import PlanCache, plan_query
 from rewriter.collation import BINARY_COLLATIONS, general_ci_key
 
-N_ROWS = 3000
 CACHE = PlanCache()
-GROUPS = ["a", "A", "b", "B ", "c", "e", "é", None, "Zeta", "zeta"]
-NAMES = ["anna", "Bob", "carl", "dave", "Éva", "frank", None, "gus", "hal", "ivy", "Ivy"]
-
-
-def generated_rows() -> list[str]:
-    rnd = random.Random(20261122)
-    rows = []
-    for i in range(1, N_ROWS + 1):
-        customer = rnd.randint(1, 60)
-        grp = rnd.choice(GROUPS)
-        name = rnd.choice(NAMES)
-        qty = rnd.choice([None, *range(0, 25)])
-        price = None if rnd.random() < 0.1 else Decimal(rnd.randint(0, 20000)) / 100
-        score = None if rnd.random() < 0.1 else rnd.choice([0.5, 1.25, 2.0, -3.5, 10.125])
-
-        def lit(v):
-            if v is None:
-                return "NULL"
-            if isinstance(v, str):
-                return "'" + v.replace("'", "''") + "'"
-            return str(v)
-
-        rows.append(f"({i}, {customer}, {lit(grp)}, {lit(name)}, {lit(qty)}, {lit(price)}, {lit(score)})")
-    return rows
 
 
 async def run_sharded(vcursor, sql: str) -> Result:
@@ -71,23 +45,6 @@ async def stream_sharded(vcursor, sql: str) -> Result:
             assert not chunk.fields, "only the first chunk carries fields"
         out.rows.extend(chunk.rows)
     return out
-
-
-@pytest.fixture(scope="module")
-async def loaded(vcursor, oracle):
-    rows = generated_rows()
-    cols = "id, customer_id, grp, name, qty, price, score"
-    for start in range(0, len(rows), 250):
-        sql = f"insert into items ({cols}) values " + ", ".join(rows[start:start + 250])
-        res = await run_sharded(vcursor, sql)
-        assert res.affected_rows == len(rows[start:start + 250])
-        await oracle(sql)
-    # a small unsharded table for cross-keyspace joins, in both places
-    for run in (lambda q: vcursor.execute_shard("lookup", "0", q), oracle):
-        await run("CREATE TABLE IF NOT EXISTS qty_labels (qty INT PRIMARY KEY, label VARCHAR(20))")
-        await run("DELETE FROM qty_labels")
-        await run("INSERT INTO qty_labels VALUES " + ", ".join(f"({q}, 'q{q % 4}')" for q in range(0, 25, 2)))
-    return True
 
 
 def _norm(field, raw):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from proxy import engine
 from rewriter import PlanCache, plan_query
-from tests.engine.test_oracle import loaded  # noqa: F401 - the 3000-row data set
 
 CACHE = PlanCache()
 
@@ -48,7 +47,7 @@ def planned(vcursor, sql):
     return plan_query(sql, vcursor.vschema, "commerce", CACHE)
 
 
-async def test_ordered_merge_reads_shards_incrementally(loaded, vcursor):  # noqa: F811
+async def test_ordered_merge_reads_shards_incrementally(loaded, vcursor):
     counting = CountingVCursor(vcursor)
     plan, bv = planned(vcursor, "select id, name from items order by id")
     stream = engine.stream(plan, counting, bv)
@@ -59,7 +58,7 @@ async def test_ordered_merge_reads_shards_incrementally(loaded, vcursor):  # noq
     assert counting.opened == counting.closed == 2
 
 
-async def test_merge_is_globally_ordered_across_chunks(loaded, vcursor):  # noqa: F811
+async def test_merge_is_globally_ordered_across_chunks(loaded, vcursor):
     plan, bv = planned(vcursor, "select id from items order by id desc")
     ids = []
     async for chunk in engine.stream(plan, vcursor, bv):
@@ -67,7 +66,7 @@ async def test_merge_is_globally_ordered_across_chunks(loaded, vcursor):  # noqa
     assert ids == list(range(3000, 0, -1))
 
 
-async def test_limit_closes_shard_streams_when_satisfied(loaded, vcursor):  # noqa: F811
+async def test_limit_closes_shard_streams_when_satisfied(loaded, vcursor):
     counting = CountingVCursor(vcursor)
     plan, bv = planned(vcursor, "select id from items order by id limit 3")
     rows = []
@@ -78,7 +77,7 @@ async def test_limit_closes_shard_streams_when_satisfied(loaded, vcursor):  # no
     assert counting.opened == counting.closed
 
 
-async def test_limit_over_unpushable_input_stops_reading(loaded, vcursor):  # noqa: F811
+async def test_limit_over_unpushable_input_stops_reading(loaded, vcursor):
     # DISTINCT at the proxy: the limit cannot be pushed, the stream is closed early instead
     counting = CountingVCursor(vcursor)
     plan, bv = planned(vcursor, "select distinct id from items order by id limit 2")
@@ -89,7 +88,7 @@ async def test_limit_over_unpushable_input_stops_reading(loaded, vcursor):  # no
     assert counting.opened == counting.closed == 2
 
 
-async def test_unordered_scatter_stream_returns_every_row_once(loaded, vcursor):  # noqa: F811
+async def test_unordered_scatter_stream_returns_every_row_once(loaded, vcursor):
     plan, bv = planned(vcursor, "select id from items")
     ids = []
     first = True
@@ -100,7 +99,7 @@ async def test_unordered_scatter_stream_returns_every_row_once(loaded, vcursor):
     assert sorted(ids) == list(range(1, 3001))
 
 
-async def test_in_list_is_cut_per_shard(loaded, vcursor):  # noqa: F811
+async def test_in_list_is_cut_per_shard(loaded, vcursor):
     vcursor.statements.clear()
     plan, bv = planned(vcursor, "select id from items where id in (1, 2, 3, 4, 5, 6, 7, 8)")
     res = await engine.execute(plan, vcursor, bv)
@@ -113,7 +112,7 @@ async def test_in_list_is_cut_per_shard(loaded, vcursor):  # noqa: F811
     assert sum(len(s[2].split(",")) for s in sent) == 8
 
 
-async def test_route_to_no_shard_still_returns_fields(loaded, vcursor):  # noqa: F811
+async def test_route_to_no_shard_still_returns_fields(loaded, vcursor):
     plan, bv = planned(vcursor, "select id, name from items where id in (-1)")
     res = await engine.execute(plan, vcursor, bv)
     assert [f.name for f in res.fields] == ["id", "name"] and res.rows == []

@@ -113,25 +113,24 @@ class Stream:
         self.fields = first.fields
         return self
 
-    async def _next(self, timeout: float) -> Result | None:
+    async def _next(self, within: float) -> Result | None:
         if self._pending is None:
             self._pending = asyncio.ensure_future(self.it.__anext__())
-        done, _ = await asyncio.wait({self._pending}, timeout=timeout)
+        done, _ = await asyncio.wait({self._pending}, timeout=within)
         if not done:
             return None
-        result = self._pending.result()
-        self._pending = None
-        return result
+        done_future, self._pending = self._pending, None
+        return done_future.result()
 
-    async def batch(self, timeout: float = 5.0) -> list[tuple]:
-        result = await self._next(timeout)
+    async def batch(self, within: float = 5.0) -> list[tuple]:
+        result = await self._next(within)
         if result is None:
-            raise TimeoutError(f"no batch within {timeout}s")
+            raise TimeoutError(f"no batch within {within}s")
         return [tuple(None if v is None else v.decode() for v in row) for row in result.rows]
 
-    async def rows(self, count: int, timeout: float = 5.0) -> list[tuple]:
+    async def rows(self, count: int, within: float = 5.0) -> list[tuple]:
         got: list[tuple] = []
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within
         while len(got) < count:
             got.extend(await self.batch(max(deadline - time.monotonic(), 0.001)))
         return got

@@ -74,3 +74,14 @@ def test_delete_by_vindex_equality(vschema):
 def test_delete_of_lookup_owner_reads_rows_first(vschema):
     plan = explain(vschema, "delete from corder where customer_id = 9")
     assert plan["OwnedVindexQuery"] == "SELECT customer_id, order_id FROM corder WHERE customer_id = 9 FOR UPDATE"
+
+
+def test_update_of_owned_lookup_column_reads_the_rows_first(vschema):
+    plan = explain(vschema, "update customer set email = 'new' where customer_id = 3")
+    assert (plan["Variant"], plan["Vindex"]) == ("EqualUnique", "hash")
+    assert plan["OwnedVindexQuery"] == "SELECT customer_id, email FROM customer WHERE customer_id = 3 FOR UPDATE"
+
+
+def test_update_of_lookup_column_to_an_expression_is_refused(vschema):
+    with pytest.raises(errors.Unsupported, match="update of lookup vindex column email to an expression"):
+        explain(vschema, "update customer set email = concat(email, 'x') where customer_id = 3")

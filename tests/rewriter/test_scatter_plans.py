@@ -122,3 +122,24 @@ def test_constructs_the_planner_cannot_do_correctly_are_refused(vschema, sql, me
     assert e.value.code == 1235
     assert e.value.message.startswith("VT12001: unsupported: ")
     assert message in e.value.message
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("select stddev(tenant_id) from customer", "aggregate function"),
+    ("select bit_xor(tenant_id) from customer", "aggregate function"),
+    ("select customer_id, row_number() over (order by customer_id) from customer", "window functions across shards"),
+    ("select tenant_id, count(*) from customer group by tenant_id with rollup", "WITH ROLLUP"),
+])
+def test_results_shards_cannot_combine_are_refused(vschema, sql, message):
+    with pytest.raises(errors.Unsupported, match=message):
+        explain(vschema, sql)
+
+
+def test_window_function_on_one_shard_is_sent_whole(vschema):
+    plan = explain(vschema, "select row_number() over (order by email) from customer where customer_id = 1")
+    assert (plan["OperatorType"], plan["Variant"]) == ("Route", "EqualUnique")
+
+
+def test_scalar_subquery_on_reference_table_stays_in_the_route(vschema):
+    plan = explain(vschema, "select (select count(*) from country) from customer")
+    assert (plan["OperatorType"], plan["Variant"]) == ("Route", "Scatter")

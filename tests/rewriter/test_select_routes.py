@@ -167,3 +167,35 @@ def test_shard_targeted_session_sends_verbatim(vschema):
     plan = explain(vschema, "select * from whatever_table", keyspace="customer:-80")
     assert plan["OperatorType"] == "Send"
     assert plan["TargetDestination"] == "Shard(-80)"
+
+
+def test_pinned_table_goes_to_its_keyspace_id(vschema):
+    plan = explain(vschema, "select * from pinned_settings")
+    assert (plan["Variant"], plan["TargetDestination"]) == ("ByDestination", "KeyspaceID(90)")
+
+
+def test_routing_rule_redirects_and_keeps_the_written_name_as_alias(vschema):
+    plan = explain(vschema, "select old_customer.email from old_customer where customer_id = 3")
+    assert (plan["Keyspace"]["Name"], plan["Variant"]) == ("customer", "EqualUnique")
+    assert plan["Query"] == "SELECT old_customer.email FROM customer AS old_customer WHERE customer_id = 3"
+
+
+def test_routing_rule_without_target_disables_the_table(vschema):
+    with pytest.raises(errors.PlanningError, match="retired has been disabled"):
+        explain(vschema, "select * from retired")
+
+
+def test_ambiguous_unqualified_name_names_the_keyspaces():
+    from vschema.loader import build_vschema
+
+    vs = build_vschema({
+        "ks1": ({"sharded": False, "tables": {"t": {}}}, ["0"]),
+        "ks2": ({"sharded": False, "tables": {"t": {}}}, ["0"]),
+    })
+    with pytest.raises(errors.AmbiguousTable, match="ks1, ks2"):
+        explain(vs, "select * from t")
+
+
+def test_system_table_subquery_next_to_unsharded_table_is_one_route(vschema):
+    plan = explain(vschema, "select * from product where name in (select table_name from information_schema.tables)")
+    assert (plan["OperatorType"], plan["Variant"]) == ("Route", "Unsharded")

@@ -46,11 +46,16 @@ CUSTOMER = {
             "auto_increment": {"column": "order_id", "sequence": "commerce.corder_seq"},
         },
         "country": {"type": "reference"},
+        "pinned_settings": {"pinned": "90"},
     },
 }
 
 
 def make_vschema():
     return build_vschema(
-        {"commerce": (COMMERCE, ["0"]), "customer": (CUSTOMER, ["-80", "80-"])}
+        {"commerce": (COMMERCE, ["0"]), "customer": (CUSTOMER, ["-80", "80-"])},
+        {"rules": [
+            {"from_table": "old_customer", "to_tables": ["customer.customer"]},
+            {"from_table": "retired", "to_tables": []},
+        ]},
     )

@@ -24,8 +24,8 @@ def doc(name: str) -> dict[str, Any]:
 def example_vschema():
     return build_vschema(
         {
-            "customer": (doc("vschema_customer_sharded.json"), ["-80", "80-"]),
-            "commerce": (doc("vschema_commerce_seq.json"), ["0"]),
+            "customer": (doc("customer_sharded.json"), ["-80", "80-"]),
+            "commerce": (doc("commerce_sequences.json"), ["0"]),
         }
     )
 
@@ -55,30 +55,58 @@ def test_auto_increment_sequences_resolve_into_the_unsharded_keyspace() -> None:
 
 
 def test_qualified_sequence_name_resolves_in_that_keyspace() -> None:
-    customer = doc("vschema_customer_sharded.json")
+    customer = doc("customer_sharded.json")
     customer["tables"]["customer"]["auto_increment"]["sequence"] = "commerce.customer_seq"
     vschema = build_vschema(
-        {"customer": (customer, ["-"]), "commerce": (doc("vschema_commerce_seq.json"), ["0"])}
+        {"customer": (customer, ["-"]), "commerce": (doc("commerce_sequences.json"), ["0"])}
     )
     seq = vschema.keyspace("customer").tables["customer"].auto_increment.sequence_table  # type: ignore[union-attr]
     assert seq is not None and seq.qualified_name == "commerce.customer_seq"
 
 
-def test_vitess_shipment_example_with_owned_lookup_vindexes_loads() -> None:
-    vschema = build_vschema(
+def user_vschema():
+    return build_vschema(
         {
-            "shipment": (doc("shipment_sharded.json"), ["-40", "40-80", "80-c0", "c0-"]),
-            "lookup": (doc("shipment_lookup.json"), ["0"]),
+            "user": (doc("user_sharded.json"), ["-40", "40-80", "80-c0", "c0-"]),
+            "lookup": (doc("lookup_unsharded.json"), ["0"]),
         }
     )
-    shipment = vschema.keyspace("shipment").tables["shipment"]
-    assert [cv.name for cv in shipment.column_vindexes] == ["hash", "tracking_shipment_idx"]
-    owned = shipment.owned_vindexes
-    assert [cv.name for cv in owned] == ["tracking_shipment_idx"]
-    vindex = owned[0].vindex
-    assert isinstance(vindex, LookupVindex)
-    assert vindex.owner == "shipment" and vindex.owner_columns == ["trackingid"]
-    assert [cv.name for cv in shipment.ordered_vindexes] == ["hash", "tracking_shipment_idx"]
+
+
+def test_owned_lookup_vindexes_load_with_their_owner_columns() -> None:
+    user = user_vschema().keyspace("user").tables["user"]
+    assert [cv.name for cv in user.column_vindexes] == ["hash", "email_idx", "phone_idx"]
+    assert [cv.name for cv in user.owned_vindexes] == ["email_idx", "phone_idx"]
+    email = user.owned_vindexes[0].vindex
+    assert isinstance(email, LookupVindex) and email.consistent
+    assert (email.owner, email.owner_keyspace, email.owner_columns) == ("user", "user", ["email"])
+    assert (email.table_keyspace, email.table_name) == ("lookup", "user_email_idx")
+
+
+def test_lookup_not_owned_by_the_table_using_it_is_not_owned() -> None:
+    tag = user_vschema().keyspace("user").tables["user_tag"]
+    assert [cv.owned for cv in tag.column_vindexes] == [False, False]
+
+
+def test_column_vindexes_order_by_cost_for_the_planner() -> None:
+    order = user_vschema().keyspace("user").tables["user_order"]
+    assert [(cv.name, cv.cost) for cv in order.ordered_vindexes] == [
+        ("hash", 1),
+        ("order_sku_idx", 20),
+    ]
+
+
+def test_unicode_loose_md5_can_be_a_primary_vindex() -> None:
+    tag = user_vschema().keyspace("user").tables["user_tag"]
+    assert tag.primary_vindex is not None and tag.primary_vindex.type_name == "unicode_loose_md5"
+
+
+def test_qualified_and_unqualified_sequences_resolve_to_the_unsharded_keyspace() -> None:
+    ks = user_vschema().keyspace("user")
+    for table, seq in (("user", "user_seq"), ("user_order", "order_seq")):
+        ai = ks.tables[table].auto_increment
+        assert ai is not None and ai.sequence_table is not None
+        assert ai.sequence_table.qualified_name == f"lookup.{seq}"
 
 
 def test_unsharded_keyspace_without_vschema_document_loads() -> None:
@@ -142,15 +170,15 @@ def test_multi_column_vindex_with_columns_list_loads() -> None:
 
 
 # -- round trip ------------------------------------------------------------------
-def test_vschema_to_json_round_trips_the_shipment_example() -> None:
-    original = doc("shipment_sharded.json")
-    lookup = doc("shipment_lookup.json")
-    first = build_vschema({"shipment": (original, ["-80", "80-"]), "lookup": (lookup, ["0"])})
-    persisted = vschema_to_json(first.keyspace("shipment"))
+def test_vschema_to_json_round_trips_a_keyspace() -> None:
+    original = doc("user_sharded.json")
+    lookup = doc("lookup_unsharded.json")
+    first = build_vschema({"user": (original, ["-80", "80-"]), "lookup": (lookup, ["0"])})
+    persisted = vschema_to_json(first.keyspace("user"))
     assert json.loads(json.dumps(persisted)) == persisted
-    second = build_vschema({"shipment": (persisted, ["-80", "80-"]), "lookup": (lookup, ["0"])})
-    assert vschema_to_json(second.keyspace("shipment")) == persisted
-    assert persisted["tables"]["shipment"] == original["tables"]["shipment"]
+    second = build_vschema({"user": (persisted, ["-80", "80-"]), "lookup": (lookup, ["0"])})
+    assert vschema_to_json(second.keyspace("user")) == persisted
+    assert persisted["tables"] == original["tables"]
     assert persisted["vindexes"] == original["vindexes"]
 
 
@@ -321,7 +349,7 @@ def test_unresolvable_sequence_is_rejected_naming_keyspace_and_table() -> None:
     ):
         build_vschema(
             {
-                "customer": (doc("vschema_customer_sharded.json"), ["-"]),
+                "customer": (doc("customer_sharded.json"), ["-"]),
                 "other": ({"sharded": True, "tables": {}}, ["-"]),
             }
         )
@@ -335,7 +363,7 @@ def test_sequence_pointing_at_a_normal_table_is_rejected() -> None:
     ):
         build_vschema(
             {
-                "customer": (doc("vschema_customer_sharded.json"), ["-"]),
+                "customer": (doc("customer_sharded.json"), ["-"]),
                 "commerce": (commerce, ["0"]),
             }
         )

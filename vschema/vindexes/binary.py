@@ -1,4 +1,7 @@
-"""``binary``: the keyspace id is the value's bytes themselves (cost 0 in current Vitess)."""
+"""``binary``: the keyspace id is the value's bytes themselves (cost 0 in current Vitess).
+
+As in Vitess, NULL has the empty byte string as keyspace id, which the first shard holds.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +14,7 @@ class BinaryVindex(FunctionalVindex):
     cost = 0
     unique = True
 
-    def keyspace_id(self, value: object) -> bytes | None:
-        if value is None:
-            return None
+    def keyspace_id(self, value: object) -> bytes:
         try:
             return to_bytes(value)
         except ValueConversionError as exc:

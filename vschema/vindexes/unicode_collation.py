@@ -163,7 +163,9 @@ def _first_boundary(data: bytes, start: int) -> int:
 class _ContractionScanner:
     """Matches the longest contraction in x/text's contraction trie (``ctScanner``)."""
 
-    def __init__(self, entries: tuple[tuple[int, int, int, int], ...], index: int, n: int, s: bytes):
+    def __init__(
+        self, entries: tuple[tuple[int, int, int, int], ...], index: int, n: int, s: bytes
+    ):
         self.entries = entries
         self.states = index
         self.n = n

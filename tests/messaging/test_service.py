@@ -1,0 +1,119 @@
+"""The service's table handling: errors, live reload, shards, SHOW VITESS_MESSAGES."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.errors import ProxyError
+from proxy.messaging.errors import MessageTableError, MessageTableNotFound, NotAMessageTable
+from tests.messaging.conftest import FAST, Stream, run_sql
+
+
+async def test_unknown_table_is_not_found_in_schema(service):
+    with pytest.raises(MessageTableNotFound) as e:
+        await Stream(service.subscribe("lookup", "no_such_table")).open()
+    assert (e.value.code, e.value.message) == (1146, "table no_such_table not found in schema")
+
+
+async def test_plain_table_is_not_a_message_table(service):
+    with pytest.raises(NotAMessageTable) as e:
+        await Stream(service.subscribe("lookup", "product")).open()
+    assert e.value.message == "'product' is not a message table"
+
+
+async def test_invalid_message_table_fails_alone_with_its_error(tables, service, subscribe, lookup_pool):
+    broken = await tables.create(comment="vitess_message,vt_ack_wait=1", suffix="_bad")
+    good = await tables.create(suffix="_good")
+    with pytest.raises(MessageTableError) as e:
+        await Stream(service.subscribe("lookup", broken)).open()
+    assert e.value.message == "attribute vt_purge_after not specified for message table"
+    s = await subscribe("lookup", good)
+    await run_sql(lookup_pool, f"INSERT INTO {good} (id) VALUES (1)")
+    assert (await s.rows(1))[0][0] == "1"
+
+
+async def test_extra_columns_are_streamed_with_their_types(tables, subscribe, lookup_pool):
+    name = await tables.create(extra=",\n  msg1 VARCHAR(128),\n  msg2 BIGINT")
+    s = await subscribe("lookup", name)
+    assert [f.name for f in s.fields] == ["id", "tenant_id", "message", "msg1", "msg2"]
+    assert [f.type for f in s.fields][3:] == [253, 8]
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id, tenant_id, message, msg1, msg2) VALUES (1, 3, '{{}}', 'hello world', 3)")
+    assert await s.rows(1) == [("1", "3", "{}", "hello world", "3")]
+
+
+async def test_message_cols_shape_the_stream(tables, subscribe, lookup_pool):
+    name = await tables.create(comment=f"vitess_message,vt_message_cols=id|msg1,{FAST}", extra=",\n  msg1 VARCHAR(128),\n  msg2 BIGINT")
+    s = await subscribe("lookup", name)
+    assert [f.name for f in s.fields] == ["id", "msg1"]
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id, msg1, msg2) VALUES (1, 'hello world', 3)")
+    assert await s.rows(1) == [("1", "hello world")]
+
+
+async def test_changed_comment_takes_effect_without_disconnecting(tables, service, subscribe, lookup_pool):
+    name = await tables.create()
+    s = await subscribe("lookup", name)
+    slow = FAST.replace("vt_batch_size=2", "vt_batch_size=5")
+    await run_sql(lookup_pool, f"ALTER TABLE {name} COMMENT 'vitess_message,{slow}'")
+    await service.reload("lookup")
+    assert service.managers[("lookup", "0", name)].spec.batch_size == 5
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1), (2), (3), (4), (5)")
+    assert len(await s.batch()) > 2
+
+
+async def test_dropped_table_ends_its_streams_with_an_error(tables, service, subscribe, lookup_pool):
+    name = await tables.create()
+    s = await subscribe("lookup", name)
+    await run_sql(lookup_pool, f"DROP TABLE {name}")
+    await service.reload("lookup")
+    with pytest.raises(ProxyError) as e:
+        await s.batch()
+    assert "was dropped" in e.value.message
+
+
+async def test_sharded_stream_covers_every_shard(tables, subscribe, shard_pools):
+    name = await tables.create(keyspace="commerce")
+    s = await subscribe("commerce", name)
+    await run_sql(shard_pools.get("commerce", "-80"), f"INSERT INTO {name} (id) VALUES (1)")
+    await run_sql(shard_pools.get("commerce", "80-"), f"INSERT INTO {name} (id) VALUES (2)")
+    assert sorted(r[0] for r in await s.rows(2)) == ["1", "2"]
+
+
+async def test_shard_targeted_stream_covers_only_that_shard(tables, subscribe, shard_pools):
+    name = await tables.create(keyspace="commerce")
+    s = await subscribe("commerce", name, shards=["80-"])
+    await run_sql(shard_pools.get("commerce", "-80"), f"INSERT INTO {name} (id) VALUES (1)")
+    await run_sql(shard_pools.get("commerce", "80-"), f"INSERT INTO {name} (id) VALUES (2)")
+    assert [r[0] for r in await s.rows(1)] == ["2"]
+    await s.nothing_for(0.5)
+
+
+async def test_stream_statement_resolves_keyspace_and_target_shard(tables, service, shard_pools):
+    name = await tables.create(keyspace="commerce")
+    s = await Stream(service.stream(f"stream * from {name}", "commerce", "-80")).open()
+    try:
+        await run_sql(shard_pools.get("commerce", "80-"), f"INSERT INTO {name} (id) VALUES (2)")
+        await run_sql(shard_pools.get("commerce", "-80"), f"INSERT INTO {name} (id) VALUES (1)")
+        assert [r[0] for r in await s.rows(1)] == ["1"]
+    finally:
+        await s.close()
+
+
+async def test_show_rows_report_counters_per_table_and_shard(tables, service, subscribe, lookup_pool):
+    name = await tables.create()
+    s = await subscribe("lookup", name)
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1)")
+    await s.rows(1)
+    await service.managers[("lookup", "0", name)].ack([b"1"])
+    result = service.show_rows()
+    names = [f.name for f in result.fields]
+    row = next(dict(zip(names, r, strict=True)) for r in result.rows if r[2] == name.encode())
+    assert (row["Shard"], row["Sent"], row["Acked"], row["Subscribers"], row["InFlight"]) == (b"0", b"1", b"1", b"1", b"0")
+
+
+async def test_subscriber_count_follows_streams(tables, service, subscribe):
+    name = await tables.create(keyspace="commerce")
+    first = await subscribe("commerce", name)
+    await subscribe("commerce", name)
+    assert [len(service.managers[("commerce", s, name)].receivers) for s in ("-80", "80-")] == [2, 2]
+    await first.close()
+    assert [len(service.managers[("commerce", s, name)].receivers) for s in ("-80", "80-")] == [1, 1]
