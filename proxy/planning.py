@@ -4,9 +4,11 @@ end, the planner (``rewriter``, pure) and the engine (``proxy.engine``)."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
-from proxy.errors import ProxyError, UnsupportedError
+from proxy.engine.result import Result
+from proxy.errors import ER_NO_DB_ERROR, ProxyError, UnsupportedError
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -14,6 +16,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+_DDL = {"create", "drop", "alter", "truncate", "rename"}
+# The first table name a DDL statement acts on, with its keyspace qualifier if any.
+_DDL_TARGET = re.compile(
+    r"\b(?:table|view|on|into)\s+(?:if\s+(?:not\s+)?exists\s+)?(?P<qual>`?(?P<ks>[\w-]+)`?\.)(?=`?\w)",
+    re.I,
+)
 _STREAMED = {"select", "with", "show", "explain", "describe", "desc", "table", "values", "("}
 
 
@@ -28,6 +36,8 @@ class Planner:
         return None
 
     async def run(self, session: ProxySession, sql: str, kw: str) -> Outcome:
+        if kw in _DDL:
+            return await self.ddl(session, sql)
         target = self._unsharded_target(session)
         if target is not None:
             # An unsharded keyspace holds every table it names: the statement goes
@@ -50,6 +60,24 @@ class Planner:
             return plan_query(sql, self.proxy.vschema, session.keyspace)
         except PlanningError as e:
             raise ProxyError(e.code, e.message) from e
+
+    async def ddl(self, session: ProxySession, sql: str) -> Result:
+        """DDL goes to every shard of its keyspace, as Vitess's direct DDL does.
+
+        DDL commits implicitly in MySQL, so an open transaction is committed first."""
+        m = _DDL_TARGET.search(sql)
+        keyspace = m.group("ks") if m and m.group("ks") in self.proxy.vschema.keyspaces else session.keyspace
+        if keyspace is None:
+            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+        if m and m.group("ks") == keyspace:
+            # Shards name their database themselves; drop the keyspace qualifier.
+            sql = sql[: m.start("qual")] + sql[m.end("qual") :]
+        if session.in_transaction:
+            await session.commit()
+        shards = self.proxy.shard_names(keyspace)
+        results = await session.vcursor.execute_multi(keyspace, [(shard, sql) for shard in shards])
+        await self.proxy.schema_changed(keyspace, sql)
+        return Result(affected_rows=results[0].affected_rows if results else 0)
 
     async def proxy_statement(self, session: ProxySession, sql: str) -> Outcome | None:
         kw = sql.split(None, 1)[0].lower()

@@ -165,6 +165,10 @@ class Proxy:
                 self._global_vars[n.lower()] = decode_value(f, v)
         return {n.lower(): self._global_vars[n.lower()] for n in names}
 
+    async def schema_changed(self, keyspace: str, ddl: str) -> None:
+        """DDL ran on every shard of ``keyspace``: refresh what depends on the schema."""
+        logger.info("schema changed", extra={"keyspace": keyspace, "ddl": ddl[:200]})
+
     async def show_messages(self, session: ProxySession) -> Result:
         raise UnsupportedError("SHOW VITESS_MESSAGES: messaging is not enabled in this build")
 

@@ -70,6 +70,15 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
     list_vars = frozenset(k for k, v in bindvars.items() if isinstance(v, list))
     # '::v' (list) keeps its length as ' :v' so sqlglot positions match the source text
     source = shape.replace("::", " :") if list_vars else shape
-    result = plan(source, vschema, keyspace, list_vars=list_vars)
+    try:
+        result = plan(source, vschema, keyspace, list_vars=list_vars)
+    except PlanningError as normalized_error:
+        # The message quotes the normalised text (":vtg1"); plan the client's own text
+        # to report the same refusal with its literals.
+        try:
+            plan(sql, vschema, keyspace)
+        except PlanningError as literal_error:
+            raise literal_error from None
+        raise normalized_error
     cache.put(key, result)
     return result, bindvars

@@ -181,11 +181,24 @@ class Distinct(Plan):
 
 @dataclass(eq=False)
 class Filter(Plan):
-    """Keep rows where ``predicate(row_values, bindvars)`` is true (HAVING)."""
+    """Keep rows where ``predicate(row_values, bindvars)`` is true (HAVING, or WHERE over
+    a derived table). With ``names`` the predicate's values are those columns of the
+    input, found by name at execution (the input's width may be unknown at plan time)."""
 
     predicate: Callable[[list[Any], Mapping[str, Any]], Any]
     input: Plan
     text: str = ""
+    names: list[str] | None = None
+
+
+@dataclass(eq=False)
+class ProjectNames(Plan):
+    """Select input columns by name (``None``: every column, for ``*``), renaming them
+    to ``aliases`` where given. Names are matched case-insensitively at execution."""
+
+    columns: list[str | None]
+    aliases: list[str | None]
+    input: Plan
 
 
 @dataclass(eq=False)

@@ -44,6 +44,7 @@ from rewriter.nodes import (
     Opcode,
     OrderKey,
     Plan,
+    ProjectNames,
     Route,
     Truncate,
     Val,
@@ -324,6 +325,9 @@ def plan_select(sel: exp.Expression, ctx: PlanContext) -> Plan:
         derived = _derived_passthrough(sel, ctx)
         if derived is not None:
             return derived
+        derived = _derived_over_plan(sel, ctx)
+        if derived is not None:
+            return derived
         from rewriter.join_planner import plan_join
 
         return plan_join(sel, ctx)
@@ -396,7 +400,7 @@ def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     if not isinstance(inner, exp.Select):
         return None
     if needs_proxy_work(inner) and not _only_order_by(inner):
-        raise unsupported("derived table with aggregation, DISTINCT or LIMIT across shards")
+        return None  # the inner result needs the proxy: _derived_over_plan
     inner_info = single_route(inner, inner, ctx)
     if inner_info is None:
         return None
@@ -413,6 +417,64 @@ def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     if not needs_proxy_work(sel):
         return make_route(inner_info, to_sql(sel), _field_query(sel))
     return plan_scatter_select(sel, inner_info, ctx)
+
+
+def _derived_over_plan(sel: exp.Select, ctx: PlanContext) -> Plan | None:
+    """``SELECT cols FROM (<any plannable query>) alias [WHERE ...] [LIMIT n]``: the inner
+    query is planned on its own (aggregation, joins, ...) and the outer projection and
+    filter run at the proxy over its rows, by column name. This is what Spark's JDBC
+    ``query`` option sends (``SELECT * FROM (<q>) SPARK_GEN_SUBQ_0 WHERE 1=0``)."""
+    sources = from_sources(sel)
+    if len(sources) != 1 or not isinstance(sources[0], exp.Subquery) or sel.args.get("joins"):
+        return None
+    if (sel.args.get("group") or sel.args.get("having") or sel.args.get("order")
+            or any(_has_aggregate(e) for e in sel.expressions)):
+        raise unsupported("aggregation or ORDER BY over a derived table that spans shards")
+    alias = sources[0].alias_or_name
+    where = sel.args.get("where")
+    for node in [*sel.expressions, *([where] if where is not None else [])]:
+        for sub in node.find_all(exp.Subquery, exp.Select, exp.Window):
+            raise unsupported(f"subquery or window in a query over a derived table: {to_sql(sub)}")
+    sub_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.counter)
+    inner_plan = plan_select(sources[0].this, sub_ctx)
+
+    def own_column(col: exp.Column) -> str:
+        if col.table and col.table != alias:
+            raise errors.PlanningError(f"Unknown column '{col.table}.{col.name}' in 'field list'")
+        return col.name
+
+    plan: Plan = inner_plan
+    if where is not None:
+        names: list[str] = []
+
+        def resolve(e: exp.Expression) -> int | None:
+            if isinstance(e, exp.Column):
+                name = own_column(e).lower()
+                if name not in names:
+                    names.append(name)
+                return names.index(name)
+            return None
+
+        plan = Filter(compile_expr(where.this, resolve), plan, text=to_sql(where.this), names=names)
+    columns: list[str | None] = []
+    aliases: list[str | None] = []
+    for e in sel.expressions:
+        out_alias = e.alias if isinstance(e, exp.Alias) else None
+        inner_e = e.this if isinstance(e, exp.Alias) else e
+        if isinstance(inner_e, exp.Star) or (isinstance(inner_e, exp.Column) and isinstance(inner_e.this, exp.Star)):
+            columns.append(None)
+        elif isinstance(inner_e, exp.Column):
+            columns.append(own_column(inner_e))
+        else:
+            raise unsupported(f"expression {to_sql(inner_e)} over a derived table that spans shards")
+        aliases.append(out_alias)
+    plan = ProjectNames(columns, aliases, plan)
+    if sel.args.get("distinct"):
+        plan = Distinct(plan)
+    count, offset = _limit_vals(sel, ctx)
+    if count is not None:
+        plan = Limit(count, offset, plan)
+    return plan
 
 
 def _only_order_by(sel: exp.Select) -> bool:

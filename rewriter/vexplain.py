@@ -86,6 +86,9 @@ def describe(node: P.Plan) -> dict[str, Any]:
     if isinstance(node, P.SimpleProjection):
         return {"OperatorType": "SimpleProjection", "Columns": ",".join(str(c) for c in node.columns),
                 "Inputs": [describe(node.input)]}
+    if isinstance(node, P.ProjectNames):
+        cols = [("*" if c is None else c) + (f" AS {a}" if a else "") for c, a in zip(node.columns, node.aliases, strict=True)]
+        return {"OperatorType": "SimpleProjection", "Columns": ", ".join(cols), "Inputs": [describe(node.input)]}
     if isinstance(node, P.Truncate):
         return {"OperatorType": "SimpleProjection", "ColumnsToTruncate": node.count,
                 "Inputs": [describe(node.input)]}

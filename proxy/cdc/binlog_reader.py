@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 import threading
 import time
@@ -357,9 +358,22 @@ class ShardBinlogReader:
                     else:
                         self.stats.transactions += 1
                     channel.put(item)
+                    if not _more_to_read(stream):
+                        channel.announce()
         finally:
             self._stream = None
             stream.close()
+
+
+def _more_to_read(stream: BinLogStreamReader) -> bool:
+    """Whether the next read will return at once (bytes already arrived): then the
+    consumer need not be woken yet, the next transaction will join this batch."""
+    conn = getattr(stream, "_stream_connection", None)
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return False
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -1,11 +1,13 @@
 """A bounded channel from one producer thread to the asyncio loop, drained in batches.
 
 The binlog reader is a blocking library, so it runs in its own thread. Waking the loop
-costs a ``call_soon_threadsafe`` (a self-pipe write); we only pay it when the consumer is
-actually waiting, and the consumer takes everything queued at once, so a busy shard is
-handed over in batches while an idle one is handed each item immediately. The bound
-gives backpressure: a consumer held back (skew, slow client) stops the reader thread,
-which stops reading the socket.
+costs a ``call_soon_threadsafe`` (a self-pipe write) and, worse, a handoff of the GIL
+between the threads. So ``put`` does not wake the consumer by itself: the producer calls
+``announce()`` when it is about to block (nothing more to read right now), and ``put``
+wakes only once ``wake_batch`` items are waiting. A busy shard is thus handed over in
+batches while an idle one is handed each item immediately. The bound gives
+backpressure: a consumer held back (skew, slow client) stops the reader thread, which
+stops reading the socket.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ class ChannelClosed(Exception):
 
 
 class ThreadToLoopChannel(Generic[T]):
-    def __init__(self, loop: asyncio.AbstractEventLoop, capacity: int) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, capacity: int, wake_batch: int = 64
+    ) -> None:
         self._loop = loop
         self._capacity = capacity
+        self._wake_batch = min(wake_batch, capacity)
         self._items: deque[T] = deque()
         self._cond = threading.Condition()
         self._waiter: asyncio.Future[None] | None = None
@@ -37,14 +42,29 @@ class ThreadToLoopChannel(Generic[T]):
     # -- producer thread side ------------------------------------------------------------
 
     def put(self, item: T) -> None:
-        """Queue ``item``; blocks while the channel is full; raises ChannelClosed."""
+        """Queue ``item``; blocks while the channel is full; raises ChannelClosed. Wakes
+        the consumer only when ``wake_batch`` items are waiting (see ``announce``)."""
         with self._cond:
-            while len(self._items) >= self._capacity and not self._closed:
-                self._cond.wait()
+            items = self._items
+            if len(items) >= self._capacity:
+                # Full: make sure the consumer knows before we wait for it.
+                wake = self._claim_wakeup()
+                if wake:
+                    self._loop.call_soon_threadsafe(self._wake)
+                while len(items) >= self._capacity and not self._closed:
+                    self._cond.wait()
             if self._closed:
                 raise ChannelClosed
-            self._items.append(item)
-            wake = self._claim_wakeup()
+            items.append(item)
+            wake = len(items) >= self._wake_batch and self._claim_wakeup()
+        if wake:
+            self._loop.call_soon_threadsafe(self._wake)
+
+    def announce(self) -> None:
+        """Wake the consumer if it waits and items are queued (the producer is about to
+        block, so nothing would otherwise deliver them)."""
+        with self._cond:
+            wake = bool(self._items) and self._claim_wakeup()
         if wake:
             self._loop.call_soon_threadsafe(self._wake)
 

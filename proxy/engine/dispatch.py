@@ -44,6 +44,7 @@ def _registry() -> dict[type, ModuleType]:
             P.Filter: filter,
             P.SimpleProjection: projection,
             P.Truncate: projection,
+            P.ProjectNames: projection,
             P.Join: join,
             P.Concatenate: concatenate,
             P.Send: send,

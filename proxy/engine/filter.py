@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
+from proxy.engine.projection import column_by_name
 from proxy.engine.result import Result, decode_value
 from proxy.engine.stream_util import collect
 from rewriter.nodes import Filter
@@ -18,14 +19,20 @@ async def execute(node: Filter, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
 async def stream(node: Filter, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     fields = None
+    picks: list[int] | None = None  # column per predicate value (when names are used)
     first = True
     try:
         async for chunk in source:
             if fields is None and chunk.fields:
                 fields = chunk.fields
+                if node.names is not None:
+                    picks = [column_by_name(fields, n) for n in node.names]
             rows = []
             for row in chunk.rows:
-                values = [decode_value(f, v) for f, v in zip(fields or [], row, strict=False)]
+                if picks is not None:
+                    values = [decode_value(fields[i], row[i]) for i in picks]  # type: ignore[index]
+                else:
+                    values = [decode_value(f, v) for f, v in zip(fields or [], row, strict=False)]
                 if node.predicate(values, bindvars):
                     rows.append(row)
             if first:

@@ -50,7 +50,7 @@ async def query(endpoint: ShardEndpoint, sql: str) -> list[tuple[object, ...]]:
             await cur.execute(sql)
             return list(await cur.fetchall())
     finally:
-        conn.close()
+        await conn.ensure_closed()
 
 
 def process_exists(pid: int) -> bool:
@@ -234,6 +234,17 @@ async def test_endpoints_list_every_shard_of_the_configuration(
         ("lookup", "0"),
     ]
     assert local_cluster.endpoint("commerce", "80-").port == local_cluster.local_shards[1].port
+
+
+async def test_session_cluster_stays_clear_of_a_make_run_cluster(
+    local_cluster: LocalCluster,
+) -> None:
+    example = load_config(EXAMPLE_CLUSTER_YAML)
+    assert local_cluster.config.local is not None and example.local is not None
+    assert local_cluster.config.local.data_dir != example.local.data_dir
+    taken = {example.listen.port, *range(example.local.base_port, example.local.base_port + 3)}
+    used = {local_cluster.config.listen.port, *(s.port for s in local_cluster.local_shards)}
+    assert not taken & used
 
 
 # -- private clusters ------------------------------------------------------------------------

@@ -111,6 +111,12 @@ QUERIES = {
     "distinct_two_columns": ("select distinct grp, qty from items", "unordered"),
     "derived_table_over_sharded": ("select id from (select * from items) as t where 1 = 0", "unordered"),
     "derived_table_with_filter": ("select t.id, t.qty from (select id, qty from items where qty = 3) as t", "unordered"),
+    "derived_over_aggregation": ("select * from (select customer_id, count(*) as n from items group by customer_id) t "
+                                 "where n > 50", "unordered"),
+    "derived_over_join_schema_probe": ("select * from (select a.id, b.name from items a join items b "
+                                       "on b.id = a.customer_id) SPARK_GEN_SUBQ_0 where 1=0", "unordered"),
+    "derived_projection_and_filter": ("select t.customer_id as c from (select customer_id, sum(qty) as s from items "
+                                      "group by customer_id) t where s is null or s > 500", "unordered"),
     "self_join_same_vindex": ("select a.id, b.qty from items a join items b on a.id = b.id where a.qty = 4", "unordered"),
     "cross_shard_join": ("select a.id, b.id from items a join items b on a.customer_id = b.id where a.qty = 7", "unordered"),
     "cross_shard_join_ordered_limit": ("select a.id, b.name from items a join items b on b.id = a.customer_id order by a.id limit 30", "ordered"),

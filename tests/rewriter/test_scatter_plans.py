@@ -112,8 +112,10 @@ def test_join_routes_right_side_by_vindex_of_join_var(vschema):
      "unsupported"),
     ("select count(*) + 1 from customer", "expression over aggregates"),
     ("select group_concat(email) from customer", "unsupported"),
-    ("select * from (select tenant_id, count(*) from customer group by tenant_id) t",
-     "derived table with aggregation"),
+    ("select t.n + 1 from (select tenant_id, count(*) n from customer group by tenant_id) t",
+     "over a derived table that spans shards"),
+    ("select * from (select tenant_id, count(*) n from customer group by tenant_id) t order by n",
+     "ORDER BY over a derived table"),
     ("select email from customer union all select name from product order by 1", "ORDER BY or LIMIT on a UNION"),
 ])
 def test_constructs_the_planner_cannot_do_correctly_are_refused(vschema, sql, message):
@@ -143,3 +145,11 @@ def test_window_function_on_one_shard_is_sent_whole(vschema):
 def test_scalar_subquery_on_reference_table_stays_in_the_route(vschema):
     plan = explain(vschema, "select (select count(*) from country) from customer")
     assert (plan["OperatorType"], plan["Variant"]) == ("Route", "Scatter")
+
+
+def test_query_over_aggregated_derived_table_filters_and_projects_at_the_proxy(vschema):
+    plan = explain(vschema, "select * from (select tenant_id, count(*) as n from customer group by tenant_id) "
+                            "SPARK_GEN_SUBQ_0 where 1 = 0")
+    assert (plan["OperatorType"], plan["Columns"]) == ("SimpleProjection", "*")
+    assert plan["Inputs"][0]["OperatorType"] == "Filter"
+    assert plan["Inputs"][0]["Inputs"][0]["OperatorType"] == "Aggregate"

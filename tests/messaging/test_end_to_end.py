@@ -1,0 +1,322 @@
+"""Vitess's messaging acceptance scenarios (B1-B9) and our guarantees, through a real proxy
+process, real MariaDB shards and real clients (aiomysql SSCursor, PyMySQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pymysql
+import pytest
+import pytest_asyncio
+
+from proxy.messaging.client import MessageQueue
+from tests.messaging.conftest import run_sql
+from tests.messaging.proxy_harness import (
+    SHARDED_TABLE,
+    ProxyStream,
+    clear_tables,
+    connect,
+    end_proxy,
+    launch_proxy,
+    prepare_tables,
+    restore_tables,
+    sql,
+)
+
+NS = 1_000_000_000
+LONGLONG = 8
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def e2e_proxy(local_cluster, shard_pools, tmp_path_factory) -> AsyncIterator:
+    comment = await prepare_tables(shard_pools)
+    log_dir = tmp_path_factory.mktemp("messaging-proxy")
+    p = launch_proxy(local_cluster, log_dir, "proxy")
+    try:
+        yield p
+    finally:
+        end_proxy(p)
+        await restore_tables(shard_pools, comment)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def proxy(e2e_proxy, shard_pools) -> AsyncIterator:
+    await clear_tables(shard_pools)
+    yield e2e_proxy
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def streams(proxy) -> AsyncIterator:
+    opened: list[ProxyStream] = []
+
+    async def open_stream(db: str, statement: str, p=None) -> ProxyStream:
+        s = await ProxyStream.open(p or proxy, db, statement)
+        opened.append(s)
+        return s
+
+    try:
+        yield open_stream
+    finally:
+        for s in opened:
+            await s.close()
+
+
+async def insert(proxy, db: str, table: str, rows: str, columns: str = "id, tenant_id, message") -> int:
+    affected, _ = await sql(proxy, db, f"INSERT INTO {table} ({columns}) VALUES {rows}")
+    return affected
+
+
+async def ack(proxy, db: str, table: str, ids: str) -> int:
+    affected, _ = await sql(
+        proxy, db, f"UPDATE {table} SET time_acked = {time.time_ns()}, time_next = NULL WHERE id IN ({ids}) AND time_acked IS NULL"
+    )
+    return affected
+
+
+# -- B1-B5 on the sharded table ---------------------------------------------------------------
+
+
+async def test_b1_fresh_stream_fields_are_id_tenant_id_message(streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    assert s.names == ["id", "tenant_id", "message"]
+    assert [d[1] for d in s.fields][:2] == [LONGLONG, LONGLONG]
+
+
+async def test_b2_insert_is_delivered(proxy, streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    await insert(proxy, "commerce", SHARDED_TABLE, "(1, 1, '{\"message\": \"hello world\"}')")
+    [(mid, tenant, message)] = await s.rows(1)
+    assert (mid, tenant, json.loads(message)) == (1, 1, {"message": "hello world"})
+
+
+async def test_b3_b4_unacked_message_is_resent_with_growing_epoch_and_backoff(proxy, streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    start = time.time_ns()
+    await insert(proxy, "commerce", SHARDED_TABLE, "(1, 1, '{}')")
+    await s.rows(1)
+    _, [(time_next, epoch)] = await sql(proxy, "commerce", f"select time_next, epoch from {SHARDED_TABLE} where id = 1")
+    assert epoch == 1 and start < time_next < start + int(4.4 * NS)
+    await s.rows(1, within=6)
+    _, [(time_next, epoch)] = await sql(proxy, "commerce", f"select time_next, epoch from {SHARDED_TABLE} where id = 1")
+    assert epoch == 2 and start + 2 * NS < time_next < start + int(8.8 * NS)
+
+
+async def test_b5_ack_affects_one_row_and_purge_removes_it(proxy, streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    await insert(proxy, "commerce", SHARDED_TABLE, "(1, 1, '{}')")
+    await s.rows(1)
+    affected, _ = await sql(
+        proxy, "commerce", f"update {SHARDED_TABLE} set time_acked = 123, time_next = null where id = 1 and time_acked is null"
+    )
+    assert affected == 1
+    await asyncio.sleep(4.2)
+    _, rows = await sql(proxy, "commerce", f"select time_acked, epoch from {SHARDED_TABLE} where id = 1")
+    assert rows == []
+
+
+# -- B6/B7: extra columns and vt_message_cols (unsharded keyspace) -----------------------------
+
+
+async def test_b6_extra_columns_are_streamed_and_acked(proxy, streams):
+    s = await streams("lookup", "stream * from vitess_message3")
+    assert s.names == ["id", "tenant_id", "message", "msg1", "msg2"]
+    await insert(proxy, "lookup", "vitess_message3", "(1, 3, '{\"m\": 1}', 'hello world', 3)", "id, tenant_id, message, msg1, msg2")
+    [row] = await s.rows(1)
+    assert (row[0], row[1], row[3], row[4]) == (1, 3, "hello world", 3)
+    assert await ack(proxy, "lookup", "vitess_message3", "1") == 1
+
+
+async def test_b7_message_cols_stream_exactly_those_columns(proxy, streams):
+    s = await streams("lookup", "stream * from vitess_message4")
+    assert s.names == ["id", "msg1"]
+    await insert(proxy, "lookup", "vitess_message4", "(1, 'hello world', 3)", "id, msg1, msg2")
+    assert await s.rows(1) == [(1, "hello world")]
+    assert await ack(proxy, "lookup", "vitess_message4", "1") == 1
+
+
+# -- B8/B9: sharded and unsharded delivery, subscriber counts ----------------------------------
+
+
+@pytest.mark.parametrize(("db", "table"), [("lookup", "unsharded_message"), ("commerce", SHARDED_TABLE)])
+async def test_b8_messages_arrive_and_only_unacked_ones_come_back(proxy, streams, db, table):
+    await insert(proxy, db, table, "(4, 1, '{}'), (1, 1, '{}')")
+    s = await streams(db, f"stream * from {table}")
+    assert len(s.names) == 3
+    assert sorted(r[0] for r in await s.rows(2)) == [1, 4]
+    assert await ack(proxy, db, table, "4") == 1
+    assert [r[0] for r in await s.rows(1, within=6)] == [1]
+    assert await ack(proxy, db, table, "1, 4") == 1
+
+
+def subscribers_per_shard(proxy, table: str) -> dict[str, int]:
+    conn = proxy.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW VITESS_MESSAGES")
+            names = [d[0] for d in cur.description]
+            rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    finally:
+        conn.close()
+    return {r["Shard"]: int(r["Subscribers"]) for r in rows if r["Table"] == table}
+
+
+async def test_b9_subscriber_counts_follow_streams(proxy, streams):
+    assert subscribers_per_shard(proxy, SHARDED_TABLE) == {"-80": 0, "80-": 0}
+    first = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    second = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    await asyncio.sleep(0.2)
+    assert subscribers_per_shard(proxy, SHARDED_TABLE) == {"-80": 2, "80-": 2}
+    await insert(proxy, "commerce", SHARDED_TABLE, "(2, 1, '{}'), (5, 1, '{}')")
+    got = [r[0] for r in await first.rows(1)] + [r[0] for r in await second.rows(1)]
+    assert sorted(got) == [2, 5]
+    assert await ack(proxy, "commerce", SHARDED_TABLE, "2, 5") == 2
+    await first.close()
+    await asyncio.sleep(1.0)
+    assert subscribers_per_shard(proxy, SHARDED_TABLE) == {"-80": 1, "80-": 1}
+
+
+# -- our guarantees ----------------------------------------------------------------------------
+
+
+async def test_stream_under_oltp_is_refused_with_a_clear_error(proxy):
+    with pytest.raises(pymysql.err.MySQLError) as e:
+        await ProxyStream.open(proxy, "commerce", f"stream * from {SHARDED_TABLE}", olap=False)
+    assert "OLAP" in str(e.value)
+
+
+async def test_stream_of_a_plain_table_is_refused(proxy):
+    with pytest.raises(pymysql.err.MySQLError) as e:
+        await ProxyStream.open(proxy, "commerce", "stream * from customer")
+    assert "'customer' is not a message table" in str(e.value)
+
+
+async def test_commit_through_proxy_reaches_a_waiting_subscriber_at_once(proxy, streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    await asyncio.sleep(1.2)  # past the subscriber's first poll: only notify can be this fast
+    sent = time.monotonic()
+    await insert(proxy, "commerce", SHARDED_TABLE, "(7, 1, '{}')")
+    await s.rows(1)
+    assert time.monotonic() - sent < 0.3
+
+
+async def test_message_inserted_in_a_transaction_is_delivered_only_after_commit(proxy, streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    conn = await connect(proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("BEGIN")
+            await cur.execute(f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES (8, 1, '{{}}')")
+            await s.nothing_for(1.5)
+            await cur.execute("COMMIT")
+        assert [r[0] for r in await s.rows(1)] == [8]
+    finally:
+        conn.close()
+
+
+async def test_rolled_back_message_is_never_delivered(proxy, streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    conn = await connect(proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("BEGIN")
+            await cur.execute(f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES (9, 1, '{{}}')")
+            await cur.execute("ROLLBACK")
+    finally:
+        conn.close()
+    await s.nothing_for(2.2)
+
+
+async def test_row_inserted_directly_on_a_shard_is_delivered(proxy, streams, shard_pools):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    await run_sql(shard_pools.get("commerce", "80-"), f"INSERT INTO {SHARDED_TABLE} (id, tenant_id) VALUES (10, 1)")
+    assert [r[0] for r in await s.rows(1, within=3)] == [10]
+
+
+async def test_where_filter_through_the_proxy(proxy, streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE} where tenant_id = 7")
+    await insert(proxy, "commerce", SHARDED_TABLE, "(11, 8, '{}'), (12, 7, '{}')")
+    assert [r[0] for r in await s.rows(1)] == [12]
+    await s.nothing_for(0.8)
+
+
+async def test_disconnecting_subscriber_loses_nothing(proxy, streams):
+    gone = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    await insert(proxy, "commerce", SHARDED_TABLE, "(13, 1, '{}'), (14, 1, '{}')")
+    taken = [r[0] for r in await gone.rows(1)]
+    await gone.close()
+    stays = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    got: set[int] = set()
+    deadline = time.monotonic() + 8
+    while not {13, 14} <= got and time.monotonic() < deadline:
+        got.update(r[0] for r in await stays.rows(1, within=deadline - time.monotonic()))
+    assert set(taken) <= got == {13, 14}
+
+
+async def test_kill_9_with_messages_in_flight_loses_nothing(local_cluster, proxy, tmp_path):
+    victim = launch_proxy(local_cluster, tmp_path, "victim")
+    ids = list(range(100, 120))
+    try:
+        s = await ProxyStream.open(victim, "commerce", f"stream * from {SHARDED_TABLE}")
+        await insert(victim, "commerce", SHARDED_TABLE, ", ".join(f"({i}, 1, '{{}}')" for i in ids))
+        await s.rows(2)
+        victim.proc.kill()  # SIGKILL: claimed, sent, unacked messages die with it
+        victim.proc.wait()
+        await s.close()
+    finally:
+        end_proxy(victim)
+    heir = launch_proxy(local_cluster, tmp_path, "heir")
+    try:
+        s = await ProxyStream.open(heir, "commerce", f"stream * from {SHARDED_TABLE}")
+        got: set[int] = set()
+        deadline = time.monotonic() + 15
+        while not set(ids) <= got and time.monotonic() < deadline:
+            batch = [r[0] for r in await s.rows(1, within=max(deadline - time.monotonic(), 0.01))]
+            got.update(batch)
+            await ack(heir, "commerce", SHARDED_TABLE, ", ".join(map(str, batch)))
+        await s.close()
+    finally:
+        end_proxy(heir)
+    assert set(ids) <= got
+
+
+async def test_two_proxies_never_deliver_one_message_twice_within_ack_wait(local_cluster, proxy, streams, tmp_path):
+    other = launch_proxy(local_cluster, tmp_path, "other")
+    try:
+        subs = [await streams("commerce", f"stream * from {SHARDED_TABLE}", p) for p in (proxy, other, proxy, other)]
+        ids = list(range(200, 240))
+        await insert(proxy, "commerce", SHARDED_TABLE, ", ".join(f"({i}, 1, '{{}}')" for i in ids))
+        received: Counter[int] = Counter()
+
+        async def drain(s: ProxyStream) -> None:
+            # Within 0.9 s (< ack_wait 1 s) nothing may arrive twice, acked or not.
+            end = time.monotonic() + 0.9
+            while time.monotonic() < end:
+                try:
+                    rows = await s.rows(1, within=end - time.monotonic())
+                except TimeoutError:
+                    return
+                received.update(r[0] for r in rows)
+
+        await asyncio.gather(*(drain(s) for s in subs))
+        assert len(received) > 0
+        assert max(received.values()) == 1
+    finally:
+        end_proxy(other)
+
+
+async def test_client_library_producer_and_worker_round_trip(proxy):
+    async with MessageQueue(SHARDED_TABLE, host=proxy.host, port=proxy.port, db="commerce") as producer:
+        await producer.enqueue([{"id": 300, "tenant_id": 1, "message": "{}"}, {"id": 301, "tenant_id": 2, "message": "{}"}])
+    got = []
+    async with MessageQueue(SHARDED_TABLE, host=proxy.host, port=proxy.port, db="commerce") as worker:
+        async with asyncio.timeout(5):
+            async for msg in worker:
+                got.append(msg.id)
+                assert await worker.ack([msg.id]) == 1
+                if len(got) == 2:
+                    break
+    assert sorted(got) == [300, 301]
