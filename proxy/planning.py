@@ -88,5 +88,9 @@ class Planner:
                 raise ProxyError(
                     1235, f"{kw.upper()} is supported only for OLAP workload: run SET WORKLOAD = OLAP first"
                 )
+            if kw == "vstream":
+                from proxy.vstream_statement import vstream
+
+                return vstream(self.proxy, session, sql)
             raise UnsupportedError(f"{kw.upper()} is not available in this build")
         return None

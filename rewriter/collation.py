@@ -20,6 +20,8 @@ BINARY_COLLATIONS = frozenset({63, 46, 47, 48, 65, 83, 84, 93, 94, 95, 98})
 def _char_weight(ch: str) -> str:
     if ch < "\x80":
         return ch.upper()
+    if ch > "\uffff":
+        return "\ufffd"  # general_ci gives every supplementary character one weight
     base = unicodedata.normalize("NFD", ch)[0]
     if base == "ß":
         return "S"

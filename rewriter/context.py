@@ -9,8 +9,6 @@ from typing import Any
 
 from sqlglot import exp
 
-from rewriter.sqltemplate import SqlTemplate, parse_template
-
 DIALECT = "mysql"
 
 
@@ -26,49 +24,85 @@ class PlanContext:
         self.counter[0] += 1
         return f"{prefix}{self.counter[0]}"
 
-    def expr_text(self, e: exp.Expression) -> str:
-        """The client's own text of an expression when positions are known (MySQL
-        names result columns after it), else the generated SQL."""
-        text = source_text(self.source, e)
-        return text if text is not None else e.sql(dialect=DIALECT)
 
 
 def to_sql(e: exp.Expression) -> str:
     return e.sql(dialect=DIALECT)
 
 
-def to_template(e: exp.Expression) -> SqlTemplate:
-    return parse_template(to_sql(e))
+_SELECT_MODIFIERS = frozenset({
+    "distinct", "all", "distinctrow", "high_priority", "straight_join", "sql_small_result",
+    "sql_big_result", "sql_buffer_result", "sql_no_cache", "sql_cache", "sql_calc_found_rows",
+})
+_LIST_END = frozenset({"from", "into", "where", "group", "having", "order", "limit", "union",
+                       "window", "for", "lock", "procedure"})
 
 
-def source_text(source: str, e: exp.Expression) -> str | None:
-    """The slice of ``source`` an expression was parsed from, if sqlglot kept positions."""
-    if not source:
-        return None
-    starts: list[int] = []
-    ends: list[int] = []
-    for node in e.walk():
-        meta = node.meta if hasattr(node, "_meta") and node._meta else None
-        if meta and "start" in meta and "end" in meta:
-            starts.append(meta["start"])
-            ends.append(meta["end"])
-    if not starts:
-        return None
-    start, end = min(starts), max(ends) + 1
-    # placeholders are parsed from ':name' with the colon before the recorded start
-    while start > 0 and source[start - 1] == ":":
-        start -= 1
-    text = source[start:end]
-    # a function's closing parentheses come after the last recorded token
-    opens = text.count("(") - text.count(")")
-    while opens > 0 and end < len(source):
-        c = source[end]
-        end += 1
-        if c == ")":
-            opens -= 1
-        elif c not in " \t\r\n":
+def select_item_texts(source: str, count: int) -> list[str] | None:
+    """The text of each top-level select item of ``source`` (a SELECT statement), as the
+    client wrote it: MySQL names result columns after it. None when the text cannot
+    be split into exactly ``count`` items."""
+    n = len(source)
+    i = 0
+    words = 0
+    items: list[str] = []
+    start = -1
+    depth = 0
+    while i < n:
+        c = source[i]
+        if c in " \t\r\n":
+            i += 1
+            continue
+        if c in "'\"`":
+            j = i + 1
+            while j < n and source[j] != c:
+                j += 2 if source[j] == "\\" and c != "`" else 1
+            if start < 0:
+                start = i
+            i = j + 1
+            continue
+        if source.startswith("/*", i):
+            j = source.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        if c.isalpha() or c == "_":
+            j = i
+            while j < n and (source[j].isalnum() or source[j] in "_$"):
+                j += 1
+            word = source[i:j].lower()
+            if words == 0:
+                if word != "select":
+                    return None
+                words = 1
+                i = j
+                continue
+            if depth == 0 and start < 0 and word in _SELECT_MODIFIERS:
+                i = j
+                continue
+            if depth == 0 and word in _LIST_END and (i == 0 or not source[i - 1].isalnum()):
+                break
+            if start < 0:
+                start = i
+            i = j
+            continue
+        if words == 0:
             return None
-    text = source[start:end]
-    if text.count("(") != text.count(")"):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "," and depth == 0:
+            if start < 0:
+                return None
+            items.append(source[start:i].strip())
+            start = -1
+            i += 1
+            continue
+        if start < 0:
+            start = i
+        i += 1
+    if start >= 0:
+        items.append(source[start:i].strip())
+    if len(items) != count:
         return None
-    return text
+    return items

@@ -21,6 +21,7 @@ from rewriter.nodes import (
     Delete,
     DMLOpcode,
     Insert,
+    InsertSelect,
     Opcode,
     Plan,
     Update,
@@ -83,16 +84,75 @@ def plan_insert(stmt: exp.Insert, ctx: PlanContext) -> Plan:
     if not ref.sharded:
         if isinstance(values, exp.Values) and auto is not None:
             return _plan_insert_rows(stmt, ref, columns, values, ctx)
+        if not isinstance(values, exp.Values) and (auto is not None or not _all_in_keyspace(stmt, ref, ctx)):
+            return _plan_insert_select(stmt, ref, columns, ctx)
         _check_single_keyspace_unsharded(stmt, ref, ctx)
         tpl = _whole_statement(stmt, ref, ctx)
         return Insert(DMLOpcode.Unsharded, ref.keyspace, ref.name, tpl, [], tpl, [], query=tpl)
     if ref.is_reference:
         raise unsupported("DML on reference table in a sharded keyspace")
     if not isinstance(values, exp.Values):
-        raise unsupported("INSERT ... SELECT into a sharded table")
+        return _plan_insert_select(stmt, ref, columns, ctx)
     if not columns:
         raise unsupported("VT09004: INSERT should contain column list or the table should have authoritative columns in vschema")
     return _plan_insert_rows(stmt, ref, columns, values, ctx)
+
+
+def _all_in_keyspace(stmt: exp.Expression, ref: TableRef, ctx: PlanContext) -> bool:
+    return all(t.keyspace == ref.keyspace and not t.sharded for t in _all_tables_in(stmt, ctx))
+
+
+def _plan_insert_select(stmt: exp.Insert, ref: TableRef, columns: list[str], ctx: PlanContext) -> Plan:
+    """INSERT ... SELECT whose rows must be routed (or numbered) by the proxy."""
+    from rewriter.select_planner import plan_select
+
+    query = stmt.expression
+    if not isinstance(query, exp.Select | exp.Union | exp.Subquery):
+        raise unsupported("INSERT form")
+    if not columns:
+        raise unsupported("VT09004: INSERT should contain column list or the table should have "
+                          "authoritative columns in vschema")
+    source = plan_select(query.copy(), PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.counter))
+    lower = [c.lower() for c in columns]
+    table: Any = ref.table
+    columns = list(columns)
+    auto_column = None
+    auto_appended = False
+    sequence = None
+    auto = getattr(table, "auto_increment", None)
+    if auto is not None:
+        seq_table = getattr(auto, "sequence_table", None)
+        seq_ks = seq_table.keyspace if seq_table is not None else auto.sequence.split(".", 1)[0]
+        seq_name = seq_table.name if seq_table is not None else auto.sequence.rsplit(".", 1)[-1]
+        sequence = (seq_ks, seq_name)
+        if auto.column.lower() not in lower:
+            columns.append(auto.column)
+            lower.append(auto.column.lower())
+            auto_appended = True
+        auto_column = lower.index(auto.column.lower())
+    vindex_columns: list[tuple[str, Any, tuple[int, ...], bool]] = []
+    if ref.sharded:
+        cvs = list(getattr(table, "column_vindexes", None) or [])
+        for k, cv in enumerate(cvs):
+            owned = k > 0 and getattr(cv, "owned", False)
+            if k > 0 and not owned:
+                continue
+            missing = [c for c in cv.columns if c.lower() not in lower]
+            if missing:
+                if k == 0 and ref.pinned is None:
+                    raise errors.PlanningError(
+                        f"VT09003: INSERT query does not have sharding column '{missing[0]}' in the column list")
+                continue
+            vindex_columns.append((cv.name, cv.vindex, tuple(lower.index(c.lower()) for c in cv.columns), owned))
+    rewrite_table_node(ref)
+    target = ref.node
+    prefix = ("INSERT " + ("IGNORE " if stmt.args.get("ignore") else "") + "INTO " + to_sql(target)
+              + " (" + ", ".join(to_sql(exp.to_identifier(c)) for c in columns) + ") VALUES ")
+    conflict = stmt.args.get("conflict")
+    suffix = " " + to_sql(conflict) if conflict is not None else ""
+    return InsertSelect(ref.keyspace, ref.name, ref.sharded, columns, source, parse_template(prefix),
+                        parse_template(suffix), vindex_columns, auto_column, auto_appended, sequence,
+                        bool(stmt.args.get("ignore")), ref.pinned)
 
 
 def _plan_insert_rows(stmt: exp.Insert, ref: TableRef, columns: list[str], values: exp.Values,

@@ -129,6 +129,24 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
     if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
         f = compile_expr(e.this, resolve)
         return lambda row, bv: 1 if f(row, bv) is None else 0
+    if isinstance(e, exp.Div):
+        fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
+
+        def div(row: list[Any], bv: Mapping[str, Any]) -> Any:
+            a, b = fa(row, bv), fb(row, bv)
+            if a is None or b is None:
+                return None
+            if isinstance(a, str):
+                a = _to_number(a)
+            if isinstance(b, str):
+                b = _to_number(b)
+            if b == 0:
+                return None  # MySQL: division by zero is NULL
+            if isinstance(a, float) or isinstance(b, float):
+                return float(a) / float(b)
+            return Decimal(a) / Decimal(b)
+
+        return div
     if isinstance(e, exp.Add | exp.Sub | exp.Mul):
         op2 = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul}[type(e)]
         fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
@@ -182,4 +200,54 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
             return None if saw_null else 0
 
         return in_
-    raise unsupported(f"expression in HAVING evaluated at the proxy: {e.sql(dialect='mysql')}")
+    raise unsupported(f"expression evaluated at the proxy: {e.sql(dialect='mysql')}")
+
+
+KindFn = Callable[[Callable[[int], tuple[str, int]], Mapping[str, Any]], tuple[str, int]]
+
+
+def _literal_kind(v: Any) -> tuple[str, int]:
+    if isinstance(v, bool | int):
+        return ("int", 0)
+    if isinstance(v, Decimal):
+        exp_ = v.as_tuple().exponent
+        return ("decimal", -exp_ if isinstance(exp_, int) and exp_ < 0 else 0)
+    if isinstance(v, float):
+        return ("double", 0)
+    return ("string", 0)
+
+
+def compile_kind(e: exp.Expression, resolve: Callable[[exp.Expression], int | None]) -> KindFn:
+    """The MySQL result type of an arithmetic expression, from its operands' types:
+    any DOUBLE -> DOUBLE; ``/`` -> DECIMAL with the dividend's scale + 4
+    (``div_precision_increment``); ``*`` adds scales; ``+``/``-`` keep the larger one;
+    integers stay BIGINT."""
+    idx = resolve(e)
+    if idx is not None:
+        return lambda kind_of, bv, i=idx: kind_of(i)
+    if isinstance(e, exp.Paren | exp.Neg):
+        return compile_kind(e.this, resolve)
+    if isinstance(e, exp.Literal):
+        if e.is_string:
+            return lambda kind_of, bv: ("string", 0)
+        k = _literal_kind(int(e.this) if e.this.lstrip("-").isdigit() else Decimal(e.this))
+        return lambda kind_of, bv: k
+    if isinstance(e, exp.Placeholder):
+        name = e.name
+        return lambda kind_of, bv: _literal_kind(bv[name])
+    if isinstance(e, exp.Add | exp.Sub | exp.Mul | exp.Div):
+        ka, kb = compile_kind(e.this, resolve), compile_kind(e.expression, resolve)
+        op = type(e)
+
+        def kind(kind_of: Callable[[int], tuple[str, int]], bv: Mapping[str, Any]) -> tuple[str, int]:
+            (a, sa), (b, sb) = ka(kind_of, bv), kb(kind_of, bv)
+            if "double" in (a, b) or "string" in (a, b):
+                return ("double", 0)
+            if op is exp.Div:
+                return ("decimal", min(sa + 4, 30))
+            if op is exp.Mul:
+                return ("decimal", sa + sb) if "decimal" in (a, b) else ("int", 0)
+            return ("decimal", max(sa, sb)) if "decimal" in (a, b) else ("int", 0)
+
+        return kind
+    raise unsupported(f"expression computed at the proxy: {e.sql(dialect='mysql')}")

@@ -5,13 +5,17 @@ predicate is evaluated by the route of the last table (in FROM order) it mention
 with columns of earlier tables passed as bind variables taken from each left row
 (``:<alias>_<column>``, as Vitess names them). The joined row is the concatenation
 of all routes' columns; ORDER BY sorts it at the proxy, then the select list is
-projected, DISTINCT and LIMIT applied.
+projected, DISTINCT and LIMIT applied. Aggregation over a join is planned by
+``select_planner.plan_aggregation``: the join returns one "partial" per row
+(``COUNT(*)`` -> 1, ``COUNT(x)`` -> ``x IS NOT NULL``, ``SUM/MIN/MAX(x)`` -> ``x``),
+sorted by the group keys at the proxy and aggregated like shard partials.
 
 Supported: inner joins and LEFT JOINs with ON conditions, select items that are
-columns of one table (optionally aliased), ORDER BY/LIMIT/DISTINCT. Refused with
-VT12001 (never answered wrongly): ``*`` (the column lists are not known without an
-authoritative schema), aggregation/GROUP BY/HAVING, USING/NATURAL joins, derived
-tables and subqueries, WHERE conditions on the nullable side of a LEFT JOIN.
+expressions over one table (optionally aliased), ORDER BY/LIMIT/DISTINCT,
+aggregates. Refused with VT12001 (never answered wrongly): ``*`` (the column lists
+are not known without an authoritative schema), expressions over several tables,
+USING/NATURAL/RIGHT joins, derived tables and subqueries, WHERE conditions on the
+nullable side of a LEFT JOIN.
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     if len(refs) < 2:
         raise unsupported("subquery on a sharded table that does not stay within one route")
     if sel.args.get("group") or sel.args.get("having") or any(_has_aggregate(e) for e in sel.expressions):
-        raise unsupported("aggregation on top of a cross-shard join")
+        from rewriter.select_planner import plan_aggregation
+
+        return plan_aggregation(sel, ctx, None)
     if sel.args.get("with_") or sel.args.get("with"):
         raise unsupported("WITH in a cross-shard join")
     for node in sel.walk():
@@ -166,6 +172,11 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
                 t = ts.pop()
                 c = need(t, e)
         order_cols.append((t, c, bool(o.args.get("desc")), to_sql(e)))
+
+    # a table that only filters (no column needed) still returns one column per row
+    for t in range(len(refs)):
+        if not cols[t]:
+            need(t, exp.Literal.number(1))
 
     # one route per table
     routes: list[Plan] = []

@@ -91,18 +91,21 @@ class Plan:
 
 @dataclass(eq=False)
 class Route(Plan):
+    """Send ``query`` to the shards ``opcode`` picks: ``values`` mapped through ``vindex``
+    (EqualUnique/Equal: one value; IN: a list bind var or a list of values; MultiEqual:
+    several values); ``order_by`` set means the shards sort and the proxy merges."""
+
     opcode: Opcode
     keyspace: str
     sharded: bool
     query: SqlTemplate
-    field_query: str = ""
+    field_query: str = ""  # the query with WHERE 1 != 1: columns without rows
     table: str = ""
     vindex_name: str = ""
     vindex: Any = None
     values: list[Val] = field(default_factory=list)
-    # IN: the list bind var replaced per shard by the values that map to that shard
+    # IN over a list bind var: each shard gets only the values that map to it
     in_var: str | None = None
-    # MultiEqual/IN: which value list to map (a list bind var or a list of Vals)
     order_by: list[OrderKey] = field(default_factory=list)
     truncate: int = 0  # hidden columns to drop at the end of each row
     target_ksid: bytes | None = None  # ByDestination (pinned tables)
@@ -146,6 +149,7 @@ AGG_AVG = "avg"
 AGG_COUNT_DISTINCT = "count_distinct"
 AGG_SUM_DISTINCT = "sum_distinct"
 AGG_ANY_VALUE = "any_value"
+AGG_COMPUTED = "computed"  # placeholder column filled by a Projection above
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,10 +197,11 @@ class Filter(Plan):
 
 @dataclass(eq=False)
 class ProjectNames(Plan):
-    """Select input columns by name (``None``: every column, for ``*``), renaming them
-    to ``aliases`` where given. Names are matched case-insensitively at execution."""
+    """Select input columns by name (``None``: every column, for ``*``; a ``Val``: a
+    constant column such as Spark's ``SELECT 1 FROM (...)``), renaming them to
+    ``aliases`` where given. Names are matched case-insensitively at execution."""
 
-    columns: list[str | None]
+    columns: list[str | Val | None]
     aliases: list[str | None]
     input: Plan
 
@@ -217,14 +222,30 @@ class Truncate(Plan):
     input: Plan
 
 
+ValueKind = tuple[str, int]  # ("int" | "decimal" | "double" | "string", scale)
+
+
+@dataclass(frozen=True, slots=True)
+class Computed:
+    """A column the proxy computes from other columns of the same row.
+
+    ``fn(values, bindvars)`` gets the decoded row; ``result_kind(kind_of_column, bindvars)``
+    gives the MySQL result type (kind and scale) from the kinds of the input columns."""
+
+    column: int
+    fn: Callable[[list[Any], Mapping[str, Any]], Any]
+    result_kind: Callable[[Callable[[int], ValueKind], Mapping[str, Any]], ValueKind]
+    name: str
+    text: str = ""
+
+
 @dataclass(eq=False)
 class Projection(Plan):
-    """Compute output columns from expressions over the input row."""
+    """Replace some columns of each input row by computed values (expressions over
+    aggregates, e.g. ``sum(a) / count(*)``); the other columns pass through."""
 
-    names: list[str]
-    exprs: list[Callable[[list[Any], Mapping[str, Any]], Any]]
+    computed: list[Computed]
     input: Plan
-    texts: list[str] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -238,6 +259,20 @@ class Join(Plan):
     vars: dict[str, int]
     left_join: bool = False
     table_name: str = ""
+
+
+@dataclass(eq=False)
+class PulloutSubquery(Plan):
+    """Run an uncorrelated subquery first and bind its result for ``outer`` (Vitess's
+    ``UncorrelatedSubquery``). ``kind``: ``"in"`` (``values_var`` = list of its values,
+    ``has_values_var`` = 1 if any), ``"exists"`` (``has_values_var`` only) or ``"value"``
+    (``values_var`` = its single value or NULL; more than one row is error 1242)."""
+
+    kind: str
+    values_var: str
+    has_values_var: str
+    subquery: Plan
+    outer: Plan
 
 
 @dataclass(eq=False)
@@ -302,15 +337,39 @@ class Insert(Plan):
     suffix: SqlTemplate
     columns: list[str]
     vindex_values: list[VindexValues] = field(default_factory=list)  # primary first
-    # auto_increment: (column, sequence keyspace, sequence table, per-row Val or None, bind var names)
     auto_increment: AutoIncrement | None = None
     query: SqlTemplate | None = None  # unsharded: the whole statement
     ignore: bool = False
     target_ksid: bytes | None = None  # pinned table
 
 
+@dataclass(eq=False)
+class InsertSelect(Plan):
+    """``INSERT INTO t (cols) SELECT ...`` where the rows must be routed one by one:
+    the SELECT runs first, then its rows are inserted like a multi-row INSERT.
+    ``vindex_columns``: per column vindex (primary first, then owned lookups) the
+    positions of its columns in ``columns``; ``auto_column``: position of the
+    auto_increment column (appended when the statement did not name it)."""
+
+    keyspace: str
+    table: str
+    sharded: bool
+    columns: list[str]
+    source: Plan
+    prefix: SqlTemplate
+    suffix: SqlTemplate
+    vindex_columns: list[tuple[str, Any, tuple[int, ...], bool]] = field(default_factory=list)
+    auto_column: int | None = None
+    auto_appended: bool = False
+    sequence: tuple[str, str] | None = None  # (keyspace, table)
+    ignore: bool = False
+    target_ksid: bytes | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class AutoIncrement:
+    """Fill ``column`` from the sequence table for rows that gave no value (or NULL)."""
+
     column: str
     sequence_keyspace: str
     sequence_table: str

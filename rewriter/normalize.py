@@ -21,12 +21,15 @@ including plan-cache hits.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
 _WS = " \t\r\n\f\v"
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 _DIGITS = frozenset("0123456789")
+_WS_RUN = re.compile(r"[ \t\r\n\f\v]+")
+_WORD_RUN = re.compile(r"[A-Za-z0-9_$\u0080-\U0010ffff]+")
 _ESCAPES = {
     "0": "\0",
     "'": "'",
@@ -110,6 +113,9 @@ def _read_string(sql: str, i: int, n: int) -> tuple[str, int]:
     """Read a quoted string starting at sql[i] (the quote); return (value, index after)."""
     q = sql[i]
     i += 1
+    end = sql.find(q, i)
+    if end >= 0 and (end + 1 >= n or sql[end + 1] != q) and sql.find("\\", i, end) < 0:
+        return sql[i:end], end + 1  # the common case: no escapes, no doubled quote
     parts: list[str] = []
     start = i
     while i < n:
@@ -236,7 +242,7 @@ def normalize(sql: str) -> tuple[str, dict[str, Any]]:
         c = sql[i]
         if c in _WS:
             s.space = True
-            i += 1
+            i = _WS_RUN.match(sql, i).end()  # type: ignore[union-attr]
             continue
         if c == "/" and sql.startswith("/*", i):
             j = sql.find("*/", i + 2)
@@ -257,6 +263,8 @@ def normalize(sql: str) -> tuple[str, dict[str, Any]]:
             keep = s.last_word in _KEEP_STRING_AFTER and s.prev_kind == "word"
             if s.prev_kind == "word" and s.last_word.startswith("_"):
                 keep = True  # charset introducer: _utf8mb4'..'
+            if s.prev_kind == "word" and not s.space and s.last_word in ("n", "b"):
+                keep = True  # N'national' and b'0101' literals
             if keep:
                 s.emit(sql[i:end], "value")
             elif s.prev_was_string_var:  # 'a' 'b' is one string in MySQL
@@ -316,9 +324,7 @@ def normalize(sql: str) -> tuple[str, dict[str, Any]]:
             i += 1
             continue
         if c in _IDENT_CHARS or ord(c) > 127:
-            j = i + 1
-            while j < n and (sql[j] in _IDENT_CHARS or ord(sql[j]) > 127):
-                j += 1
+            j = _WORD_RUN.match(sql, i).end()  # type: ignore[union-attr]
             word = sql[i:j]
             low = word.lower()
             _on_word(s, low)

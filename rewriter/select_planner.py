@@ -1,15 +1,23 @@
 """Planning SELECT (and UNION) statements.
 
-1. Resolve the FROM tables; decide whether they all fit one route (same unsharded
-   keyspace, system tables, reference tables alongside anything in their keyspace,
-   sharded tables joined on the same vindex). Else: cross-shard join
-   (``rewriter.join_planner``).
+1. Resolve the FROM tables; decide whether the whole statement (subqueries included)
+   fits one route: same unsharded keyspace, system tables, reference tables alongside
+   anything in their keyspace, sharded tables joined on the same vindex.
 2. One route: choose the variant from the WHERE clause (``rewriter.routing``). A
-   single-shard route gets the statement whole. A multi-shard route gets the
-   statement whole too unless the result needs work at the proxy: then the pushed
-   query is rewritten (aggregates split into partials, GROUP BY keys ordered, LIMIT
-   as ``offset+count``, ORDER BY helper columns appended) and Aggregate / Filter /
-   Distinct / MemorySort / Limit / Truncate nodes are placed above the route.
+   single-shard route gets the statement whole (the client's own text, so result
+   column names are MySQL's). A multi-shard route gets it whole too unless the result
+   needs work at the proxy: then the pushed query is rewritten (aggregates split into
+   partials, GROUP BY keys ordered at the shards for a streaming merge, LIMIT as
+   ``offset+count``, ORDER BY helper columns appended) and Aggregate / Filter (HAVING)
+   / Projection (expressions over aggregates) / Distinct / MemorySort / Limit /
+   Truncate nodes are placed above the route.
+3. Not one route:
+   - uncorrelated subqueries in WHERE run first (``rewriter.subquery_planner``);
+   - ``SELECT ... FROM (<derived>) t``: a simple derived table rides along with its
+     route; any other is planned on its own with the outer filter/projection at the
+     proxy (Spark's ``SELECT * FROM (<q>) SPARK_GEN_SUBQ_0 WHERE 1=0``);
+   - otherwise a nested-loop join (``rewriter.join_planner``).
+Anything else that cannot be answered exactly raises ``Unsupported`` (VT12001).
 """
 
 from __future__ import annotations
@@ -20,12 +28,13 @@ from typing import Any
 from sqlglot import exp
 
 from rewriter import errors
-from rewriter.context import DIALECT, PlanContext, to_sql
+from rewriter.context import DIALECT, PlanContext, select_item_texts, to_sql
 from rewriter.errors import unsupported
-from rewriter.evaluate import compile_expr
+from rewriter.evaluate import compile_expr, compile_kind
 from rewriter.nodes import (
     AGG_ANY_VALUE,
     AGG_AVG,
+    AGG_COMPUTED,
     AGG_COUNT_DISTINCT,
     AGG_MAX,
     AGG_MIN,
@@ -36,6 +45,7 @@ from rewriter.nodes import (
     SINGLE_SHARD,
     Aggregate,
     AggSpec,
+    Computed,
     Concatenate,
     Distinct,
     Filter,
@@ -44,6 +54,7 @@ from rewriter.nodes import (
     Opcode,
     OrderKey,
     Plan,
+    Projection,
     ProjectNames,
     Route,
     Truncate,
@@ -52,7 +63,7 @@ from rewriter.nodes import (
 )
 from rewriter.routing import RouteChoice, choose_route, column_table, conjuncts, value_of
 from rewriter.sqltemplate import parse_template
-from rewriter.tables import TableRef, resolve_table, rewrite_table_node
+from rewriter.tables import TableRef, any_keyspace, resolve_table, rewrite_table_node
 
 UPPER_LIMIT = "__upper_limit"
 _AGG_TYPES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
@@ -96,12 +107,10 @@ def resolve_scope(sel: exp.Select, ctx: PlanContext) -> Scope:
 
 
 def _ambient_keyspace(ctx: PlanContext) -> str:
-    from rewriter.tables import _any_keyspace
-
     ks = ctx.keyspace
     if ks and ks in ctx.vschema.keyspaces:
         return ks
-    return _any_keyspace(ctx.vschema)
+    return any_keyspace(ctx.vschema)
 
 
 # ---------------------------------------------------------------- route of a statement
@@ -316,12 +325,19 @@ def plan_select(sel: exp.Expression, ctx: PlanContext) -> Plan:
         return plan_select(sel.this, ctx)
     if not isinstance(sel, exp.Select):
         raise unsupported(f"statement {type(sel).__name__}")
+    if sel.args.get("into") is not None:
+        raise unsupported("SELECT INTO")
     if sel.args.get("with_") or sel.args.get("with"):
         info = single_route(sel, None, ctx)
         if info is None or info.opcode not in SINGLE_SHARD:
             raise unsupported("WITH expression in a query spanning shards")
     info = single_route(sel, sel, ctx)
     if info is None:
+        from rewriter.subquery_planner import pullout
+
+        pulled = pullout(sel, ctx)
+        if pulled is not None:
+            return pulled
         derived = _derived_passthrough(sel, ctx)
         if derived is not None:
             return derived
@@ -384,6 +400,10 @@ def _check_scatter_safe(sel: exp.Select) -> None:
     for node in sel.walk():
         if isinstance(node, exp.Window):
             raise unsupported("window functions across shards")
+        if isinstance(node, exp.PropertyEQ):
+            raise unsupported("user variable assignment across shards")
+    if any(str(m.this).upper() == "SQL_CALC_FOUND_ROWS" for m in sel.args.get("operation_modifiers") or []):
+        raise unsupported("SQL_CALC_FOUND_ROWS across shards")
     group = sel.args.get("group")
     if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
         raise unsupported("GROUP BY WITH ROLLUP across shards")
@@ -456,15 +476,20 @@ def _derived_over_plan(sel: exp.Select, ctx: PlanContext) -> Plan | None:
             return None
 
         plan = Filter(compile_expr(where.this, resolve), plan, text=to_sql(where.this), names=names)
-    columns: list[str | None] = []
+    columns: list[str | Val | None] = []
     aliases: list[str | None] = []
-    for e in sel.expressions:
+    texts = select_item_texts(ctx.source, len(sel.expressions)) if ctx.source else None
+    for k, e in enumerate(sel.expressions):
         out_alias = e.alias if isinstance(e, exp.Alias) else None
         inner_e = e.this if isinstance(e, exp.Alias) else e
         if isinstance(inner_e, exp.Star) or (isinstance(inner_e, exp.Column) and isinstance(inner_e.this, exp.Star)):
             columns.append(None)
         elif isinstance(inner_e, exp.Column):
             columns.append(own_column(inner_e))
+        elif (const := value_of(inner_e, ctx.list_vars)) is not None:
+            columns.append(const)
+            if out_alias is None:
+                out_alias = texts[k] if texts is not None else to_sql(inner_e)
         else:
             raise unsupported(f"expression {to_sql(inner_e)} over a derived table that spans shards")
         aliases.append(out_alias)
@@ -528,12 +553,20 @@ class _Item:
 
 
 def _items(sel: exp.Select, ctx: PlanContext) -> list[_Item]:
+    texts = select_item_texts(ctx.source, len(sel.expressions)) if ctx.source else None
     out = []
-    for e in sel.expressions:
+    for k, e in enumerate(sel.expressions):
         alias = e.alias if isinstance(e, exp.Alias) else None
         inner = e.this if isinstance(e, exp.Alias) else e
         star = isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star))
-        name = alias if alias else (inner.name if isinstance(inner, exp.Column) else ctx.expr_text(inner))
+        if alias:
+            name = alias
+        elif isinstance(inner, exp.Column):
+            name = inner.name
+        elif texts is not None:
+            name = texts[k]
+        else:
+            name = to_sql(inner)
         out.append(_Item(inner, alias, name, star))
     return out
 
@@ -573,7 +606,11 @@ def _limit_vals(sel: exp.Select, ctx: PlanContext) -> tuple[Val | None, Val | No
 
 def plan_scatter_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Plan:
     items = _items(sel, ctx)
-    has_agg = bool(sel.args.get("group")) or any(_has_aggregate(i.expr) for i in items) or bool(sel.args.get("having"))
+    having, order = sel.args.get("having"), sel.args.get("order")
+    # HAVING without GROUP BY or aggregates filters single rows: the shards can do it
+    has_agg = (bool(sel.args.get("group")) or any(_has_aggregate(i.expr) for i in items)
+               or (having is not None and _has_aggregate(having.this))
+               or (order is not None and any(_has_aggregate(o.this) for o in order.expressions)))
     if has_agg:
         return _plan_aggregation(sel, items, info, ctx)
     return _plan_ordered_scatter(sel, items, info, ctx)
@@ -690,7 +727,25 @@ def _distinct_col(b: _AggBuilder, e: exp.Expression) -> int:
     return b.push(e)
 
 
-def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx: PlanContext) -> Plan:
+def _raw_partial(e: exp.Expression) -> exp.Expression:
+    """The per-row value whose sum/min/max over rows equals the aggregate ``e``."""
+    if isinstance(e, exp.Count):
+        arg = e.this
+        if arg is None or isinstance(arg, exp.Star):
+            return exp.Literal.number(1)
+        return exp.Not(this=exp.Is(this=arg.copy(), expression=exp.Null()))
+    if isinstance(e, exp.Sum | exp.Min | exp.Max):
+        return e.this.copy()
+    return e.copy()
+
+
+def plan_aggregation(sel: exp.Select, ctx: PlanContext, info: RouteInfo | None) -> Plan:
+    """Aggregation at the proxy over a multi-shard route (``info``) or, with ``info``
+    None, over the rows of a cross-shard join."""
+    return _plan_aggregation(sel, _items(sel, ctx), info, ctx)
+
+
+def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | None, ctx: PlanContext) -> Plan:
     if any(i.star for i in items):
         raise unsupported("'*' in an aggregated query across shards")
     b = _AggBuilder()
@@ -712,29 +767,56 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx:
         group_exprs.append(g)
     group_idx = [b.push(g) for g in group_exprs]
 
-    def output_for(e: exp.Expression, name: str) -> AggSpec:
+    computed_items: list[int] = []
+
+    def output_for(e: exp.Expression, name: str, visible_at: int | None = None) -> AggSpec:
         if isinstance(e, _AGG_TYPES):
             return _agg_spec(b, e, name)
         if _is_aggregate_call(e):
             raise unsupported(f"aggregate function {to_sql(e)} across shards")
         if _has_aggregate(e):
-            raise unsupported(f"expression over aggregates across shards: {to_sql(e)}")
+            if visible_at is None:
+                raise unsupported(f"expression over aggregates across shards: {to_sql(e)}")
+            # computed at the proxy from the aggregates it uses (Projection above)
+            computed_items.append(visible_at)
+            return AggSpec(AGG_COMPUTED, 0, name)
         return AggSpec(AGG_ANY_VALUE, b.push(e), name)
 
-    for it in items:
-        b.specs.append(output_for(it.expr, it.name))
+    for i, it in enumerate(items):
+        b.specs.append(output_for(it.expr, it.name, visible_at=i))
         b.names.append(it.name)
     n_visible = len(b.specs)
 
     def find_output(e: exp.Expression) -> int | None:
         if isinstance(e, exp.Column) and not e.table:
             for i, it in enumerate(items):
-                if it.alias and it.alias.lower() == e.name.lower():
+                if it.alias and it.alias.lower() == e.name.lower() and i not in computed_items:
                     return i
         for i, it in enumerate(items):
-            if _same(e, it.expr):
+            if _same(e, it.expr) and i not in computed_items:
                 return i
         return None
+
+    def computed_item_for(e: exp.Expression) -> int | None:
+        """The computed select item ``e`` names (by alias) or repeats, if any."""
+        for i in computed_items:
+            alias = items[i].alias
+            if isinstance(e, exp.Column) and not e.table and alias and alias.lower() == e.name.lower():
+                return i
+            if _same(e, items[i].expr):
+                return i
+        return None
+
+    def expand_computed_aliases(e: exp.Expression) -> exp.Expression:
+        def swap(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Column) and not node.table:
+                for i in computed_items:
+                    alias = items[i].alias
+                    if alias and alias.lower() == node.name.lower():
+                        return items[i].expr.copy()
+            return node
+
+        return e.copy().transform(swap)
 
     def resolve_or_add(e: exp.Expression) -> int | None:
         if isinstance(e, exp.Literal | exp.Placeholder | exp.Null):
@@ -753,10 +835,15 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx:
         return None
 
     hidden_exprs: list[exp.Expression] = []
+    computed: list[Computed] = []
+    for i in computed_items:
+        it = items[i]
+        computed.append(Computed(i, compile_expr(it.expr, resolve_or_add),
+                                 compile_kind(it.expr, resolve_or_add), it.name, to_sql(it.expr)))
     having = sel.args.get("having")
     predicate = None
     if having is not None:
-        predicate = compile_expr(having.this, resolve_or_add)
+        predicate = compile_expr(expand_computed_aliases(having.this), resolve_or_add)
     order_keys: list[OrderKey] = []
     order = sel.args.get("order")
     for o in (order.expressions if order else []):
@@ -767,7 +854,9 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx:
                 raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
             idx = pos - 1
         else:
-            idx = resolve_or_add(e)
+            idx = computed_item_for(e)
+            if idx is None:
+                idx = resolve_or_add(e)
             if idx is None:
                 raise unsupported(f"ORDER BY {to_sql(e)} in an aggregated query across shards")
         order_keys.append(OrderKey(idx, bool(o.args.get("desc")), to_sql(e)))
@@ -779,21 +868,37 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx:
         if idx not in shard_group:
             shard_group.append(idx)
     pushed = sel.copy()
-    pushed.set("expressions", [p.copy() for p in b.pushed])
     for key in ("having", "order", "limit", "offset", "distinct"):
         pushed.set(key, None)
-    if shard_group:
-        pushed.set("group", exp.Group(expressions=[b.pushed[i].copy() for i in shard_group]))
-        pushed.set("order", exp.Order(expressions=[exp.Ordered(this=b.pushed[i].copy(), nulls_first=True) for i in shard_group]))
-    else:
+    plan: Plan
+    if info is None:
+        # a cross-shard join: it returns single rows, each turned into "partials"
+        # (COUNT(*) -> 1, COUNT(x) -> x IS NOT NULL, SUM/MIN/MAX(x) -> x), sorted at
+        # the proxy by the group keys
+        from rewriter.join_planner import plan_join
+
+        pushed.set("expressions", [_raw_partial(p) for p in b.pushed])
         pushed.set("group", None)
-    plan: Plan = make_route(info, to_sql(pushed), _field_query(pushed))
-    route = innermost_route(plan)
-    route.order_by = [OrderKey(i, False, to_sql(b.pushed[i])) for i in shard_group]
+        plan = plan_join(pushed, ctx)
+        if group_idx:
+            plan = MemorySort([OrderKey(i, False, to_sql(b.pushed[i])) for i in group_idx], plan)
+    else:
+        pushed.set("expressions", [p.copy() for p in b.pushed])
+        if shard_group:
+            pushed.set("group", exp.Group(expressions=[b.pushed[i].copy() for i in shard_group]))
+            pushed.set("order", exp.Order(expressions=[exp.Ordered(this=b.pushed[i].copy(), nulls_first=True)
+                                                       for i in shard_group]))
+        else:
+            pushed.set("group", None)
+        plan = make_route(info, to_sql(pushed), _field_query(pushed))
+        route = innermost_route(plan)
+        route.order_by = [OrderKey(i, False, to_sql(b.pushed[i])) for i in shard_group]
     variant = "Ordered" if group_idx else "Scalar"
     plan = Aggregate(variant, group_idx, list(b.specs), plan, output_names=list(b.names))
     if predicate is not None:
         plan = Filter(predicate, plan, text=to_sql(having.this))
+    if computed:
+        plan = Projection(computed, plan)
     n_hidden = len(b.specs) - n_visible
     if sel.args.get("distinct"):
         if n_hidden:

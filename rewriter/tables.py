@@ -80,7 +80,7 @@ def resolve_table(node: exp.Table, vschema: Any, keyspace: str | None) -> TableR
     db_name = db.name if db is not None else None
     alias = node.alias or name
     if db_name is not None and db_name.lower() in SYSTEM_SCHEMAS:
-        ks = keyspace or _any_keyspace(vschema)
+        ks = keyspace or any_keyspace(vschema)
         return TableRef(node, alias, ks, _is_sharded(vschema, ks), name, None, system=True)
     if db_name is not None and db_name not in getattr(vschema, "keyspaces", {}):
         raise errors.PlanningError(f"VT05003: unknown database '{db_name}' in vschema")
@@ -100,7 +100,7 @@ def _is_sharded(vschema: Any, ks: str) -> bool:
     return bool(k is not None and k.sharded)
 
 
-def _any_keyspace(vschema: Any) -> str:
+def any_keyspace(vschema: Any) -> str:
     names = list(getattr(vschema, "keyspaces", {}))
     if not names:
         raise errors.PlanningError("VT09005: no database selected")

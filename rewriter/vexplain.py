@@ -35,6 +35,15 @@ def _order(keys: list[P.OrderKey]) -> str:
     return ", ".join(f"{k.column} {'DESC' if k.desc else 'ASC'}" for k in keys)
 
 
+def _values(opcode: P.Opcode, values: list[P.Val], in_var: str | None) -> list[str]:
+    """Vitess shows an IN / MultiEqual value list as one tuple (or its list bind var)."""
+    if opcode in (P.Opcode.IN, P.Opcode.MultiEqual):
+        if in_var is not None:
+            return ["::" + in_var]
+        return ["(" + ", ".join(v.describe() for v in values) + ")"]
+    return [v.describe() for v in values]
+
+
 def describe(node: P.Plan) -> dict[str, Any]:
     if isinstance(node, P.Route):
         d: dict[str, Any] = {"OperatorType": "Route", "Variant": str(node.opcode),
@@ -51,15 +60,21 @@ def describe(node: P.Plan) -> dict[str, Any]:
         if node.target_ksid is not None:
             d["TargetDestination"] = f"KeyspaceID({node.target_ksid.hex()})"
         if node.values:
-            d["Values"] = [v.describe() for v in node.values]
+            d["Values"] = _values(node.opcode, node.values, node.in_var)
         if node.vindex_name:
             d["Vindex"] = node.vindex_name
         return d
     if isinstance(node, P.VindexLookup):
+        # as in Vitess: the route below runs on the shards the lookup found
+        routed = describe(node.route)
+        routed["Variant"] = "ByDestination"
+        routed.pop("Values", None)
+        routed.pop("Vindex", None)
         return {"OperatorType": "VindexLookup", "Variant": str(node.route.opcode),
                 "Keyspace": _keyspace(node.keyspace, True),
-                "Values": [v.describe() for v in node.values], "Vindex": node.vindex_name,
-                "Inputs": [_lookup_input(node), describe(node.route)]}
+                "Values": _values(node.route.opcode, node.values, node.route.in_var),
+                "Vindex": node.vindex_name,
+                "Inputs": [_lookup_input(node), routed]}
     if isinstance(node, P.Limit):
         d = {"OperatorType": "Limit", "Count": node.count.describe()}
         if node.offset is not None:
@@ -72,7 +87,8 @@ def describe(node: P.Plan) -> dict[str, Any]:
     if isinstance(node, P.Aggregate):
         aggs = ", ".join(
             f"{_AGG_NAMES[a.kind]}({a.column}{',' + str(a.column2) if a.column2 >= 0 else ''}) AS {a.alias}"
-            for a in node.aggregates if a.kind != P.AGG_ANY_VALUE or a.column not in node.group_by
+            for a in node.aggregates
+            if a.kind != P.AGG_COMPUTED and (a.kind != P.AGG_ANY_VALUE or a.column not in node.group_by)
         )
         d = {"OperatorType": "Aggregate", "Variant": node.variant, "Aggregates": aggs}
         if node.group_by:
@@ -87,13 +103,16 @@ def describe(node: P.Plan) -> dict[str, Any]:
         return {"OperatorType": "SimpleProjection", "Columns": ",".join(str(c) for c in node.columns),
                 "Inputs": [describe(node.input)]}
     if isinstance(node, P.ProjectNames):
-        cols = [("*" if c is None else c) + (f" AS {a}" if a else "") for c, a in zip(node.columns, node.aliases, strict=True)]
+        cols = [("*" if c is None else c.describe() if isinstance(c, P.Val) else c) + (f" AS {a}" if a else "")
+                for c, a in zip(node.columns, node.aliases, strict=True)]
         return {"OperatorType": "SimpleProjection", "Columns": ", ".join(cols), "Inputs": [describe(node.input)]}
     if isinstance(node, P.Truncate):
         return {"OperatorType": "SimpleProjection", "ColumnsToTruncate": node.count,
                 "Inputs": [describe(node.input)]}
     if isinstance(node, P.Projection):
-        return {"OperatorType": "Projection", "Expressions": node.texts, "Inputs": [describe(node.input)]}
+        return {"OperatorType": "Projection",
+                "Expressions": [f"{c.text} as {c.name}" for c in node.computed],
+                "Inputs": [describe(node.input)]}
     if isinstance(node, P.Join):
         cols = ",".join(f"L:{-c - 1}" if c < 0 else f"R:{c - 1}" for c in node.cols)
         d = {"OperatorType": "Join", "Variant": "LeftJoin" if node.left_join else "Join",
@@ -102,6 +121,13 @@ def describe(node: P.Plan) -> dict[str, Any]:
             d["JoinVars"] = dict(node.vars)
         d["TableName"] = node.table_name
         d["Inputs"] = [describe(node.left), describe(node.right)]
+        return d
+    if isinstance(node, P.PulloutSubquery):
+        d = {"OperatorType": "UncorrelatedSubquery",
+             "Variant": {"in": "PulloutIn", "exists": "PulloutExists", "value": "PulloutValue"}[node.kind],
+             "PulloutVars": [node.has_values_var, node.values_var] if node.kind == "in" else
+             [node.has_values_var] if node.kind == "exists" else [node.values_var],
+             "Inputs": [describe(node.subquery), describe(node.outer)]}
         return d
     if isinstance(node, P.Concatenate):
         return {"OperatorType": "Concatenate", "Inputs": [describe(s) for s in node.sources]}
@@ -139,6 +165,18 @@ def describe(node: P.Plan) -> dict[str, Any]:
                 vv.vindex_name: ", ".join(":".join(show(v) for v in row) for row in vv.rows)
                 for vv in node.vindex_values
             }
+        return d
+    if isinstance(node, P.InsertSelect):
+        d = {"OperatorType": "Insert", "Variant": "Select" if node.sharded else "Unsharded",
+             "Keyspace": _keyspace(node.keyspace, node.sharded), "TargetTabletType": "PRIMARY"}
+        if node.sequence is not None:
+            d["AutoIncrement"] = f"{node.sequence[0]}.{node.sequence[1]}:{node.columns[node.auto_column or 0]}"
+        d["Query"] = node.prefix.text() + "<rows of the select>" + node.suffix.text()
+        d["TableName"] = node.table
+        if node.vindex_columns:
+            d["VindexOffsetFromSelect"] = {name: ", ".join(str(p) for p in pos)
+                                           for name, _v, pos, _o in node.vindex_columns}
+        d["Inputs"] = [describe(node.source)]
         return d
     if isinstance(node, P.Update | P.Delete):
         d = {"OperatorType": type(node).__name__, "Variant": str(node.opcode),

@@ -323,7 +323,7 @@ class TransactionAssembler:
         table_name = f"{self.keyspace}.{event.table}"
         fields = self._fields_for(event)
         known = self._pending_fields.get(table_name) or self._announced.get(table_name)
-        if known != fields:
+        if known is not fields and known != fields:
             self._pending_fields[table_name] = fields
             self._events.append(
                 FieldEvent(
@@ -337,13 +337,13 @@ class TransactionAssembler:
         rows = event.rows
         if isinstance(event, WriteRowsEvent):
             op = RowOp.INSERT
-            changes = tuple(RowChange(None, row["values"]) for row in rows)
+            changes = tuple([RowChange(None, row["values"]) for row in rows])
         elif isinstance(event, UpdateRowsEvent):
             op = RowOp.UPDATE
-            changes = tuple(RowChange(row["before_values"], row["after_values"]) for row in rows)
+            changes = tuple([RowChange(row["before_values"], row["after_values"]) for row in rows])
         elif isinstance(event, DeleteRowsEvent):
             op = RowOp.DELETE
-            changes = tuple(RowChange(row["values"], None) for row in rows)
+            changes = tuple([RowChange(row["values"], None) for row in rows])
         else:
             return
         self._row_count += len(changes)

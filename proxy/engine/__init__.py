@@ -13,9 +13,16 @@ Entry points (stable; the proxy calls exactly these):
 ``plan``/``bindvars`` come from ``rewriter.plan_query(sql, vschema, keyspace)``;
 ``vcursor`` implements ``proxy.engine.vcursor.VCursor``. Errors reach the caller as
 ``proxy.errors.ProxyError`` (shard errors as ``ShardError`` from the VCursor).
-One module per primitive: route, limit, memory_sort, ordered_aggregate, distinct,
-filter, projection, join, concatenate, vindex_lookup, insert, dml (update/delete),
-send, sequence (also the id-block ``SequenceAllocator`` the VCursor uses), vexplain.
+DML plans stream one chunk (affected rows / insert id, no fields).
+
+One module per primitive: route, limit, memory_sort, ordered_aggregate (Scalar and
+Ordered aggregates), distinct, filter, projection (SimpleProjection, Truncate,
+ProjectNames), projection_compute (expressions over aggregates), join, concatenate,
+pullout (uncorrelated subqueries), vindex_lookup, insert, insert_select, dml
+(update/delete), send, sequence (also the id-block ``SequenceAllocator`` the VCursor
+uses), vexplain. ``dispatch`` maps plan node types to them; helpers: destinations
+(shard targeting), compare (collation-aware keys), lookup (lookup vindex SQL),
+stream_util.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.engine.result import Field, Row, decode_value, is_numeric
+from proxy.errors import ProxyError
 from rewriter.collation import BINARY_COLLATIONS, general_ci_key
 from rewriter.nodes import OrderKey
 
@@ -36,8 +37,16 @@ class Desc:
         return hash(self.v)
 
 
-def value_key_fn(f: Field) -> Callable[[bytes | None], Any]:
-    """raw value -> comparable key (NULL sorts first)."""
+ENUM_FLAG = 256
+SET_FLAG = 2048
+
+
+def value_key_fn(f: Field, ordering: bool = True) -> Callable[[bytes | None], Any]:
+    """raw value -> comparable key (NULL sorts first). ENUM and SET columns sort by
+    their definition order, which the result does not carry: ordering them across
+    shards is refused rather than answered in the wrong order."""
+    if ordering and f.flags & (ENUM_FLAG | SET_FLAG):
+        raise ProxyError(1235, f"VT12001: unsupported: ordering by ENUM/SET column {f.name} across shards")
     if is_numeric(f):
         def numeric(raw: bytes | None) -> Any:
             return (0,) if raw is None else (1, decode_value(f, raw))
@@ -74,5 +83,5 @@ def row_key_fn(fields: Sequence[Field], keys: Sequence[OrderKey]) -> Callable[[R
 
 def columns_key_fn(fields: Sequence[Field], columns: Sequence[int]) -> Callable[[Row], tuple[Any, ...]]:
     """Equality key over some columns (grouping, DISTINCT)."""
-    fns = [(c, value_key_fn(fields[c])) for c in columns]
+    fns = [(c, value_key_fn(fields[c], ordering=False)) for c in columns]
     return lambda row: tuple(fn(row[c]) for c, fn in fns)

@@ -95,3 +95,4 @@ def _render(node: Insert, rows: Any, bv: Mapping[str, Any]) -> str:
 
 async def stream(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
     yield await execute(node, vcursor, bindvars)
+

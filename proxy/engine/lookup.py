@@ -1,6 +1,11 @@
 """Running a lookup vindex's SQL (built by ``vschema.vindexes.lookup``) against the
 lookup table's keyspace: reading keyspace ids for values, and creating / deleting
-lookup rows for owned vindexes."""
+lookup rows for owned vindexes (with ``consistent_lookup``'s repair of stale rows
+on a duplicate key).
+
+Known difference from Vitess: lookup rows are written through the session's own
+VCursor (inside its transaction when one is open), not on a separate pre-commit
+connection."""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.engine.result import Field, Result, decode_value
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, ShardError
 from rewriter.sqltemplate import sql_literal
+
+ER_DUP_ENTRY = 1062
 
 
 def render_params(sql: str, params: Sequence[Any]) -> str:
@@ -71,7 +78,44 @@ async def create_rows(vcursor: Any, vindex: Any, owner_keyspace: str,
         return
     flat = [p for row in params for p in row]
     sql = render_params(vindex.insert_query(len(params), ignore=ignore), flat)
-    await _run_write(vcursor, lookup_keyspace(vindex, owner_keyspace), sql)
+    try:
+        await _run_write(vcursor, lookup_keyspace(vindex, owner_keyspace), sql)
+    except ShardError as e:
+        if e.code != ER_DUP_ENTRY or not getattr(vindex, "consistent", False):
+            raise
+        # consistent lookups repair stale rows: retry row by row (the failed statement
+        # inserted nothing)
+        for row in params:
+            await _create_consistent_row(vcursor, vindex, owner_keyspace, tuple(row))
+
+
+async def _create_consistent_row(vcursor: Any, vindex: Any, owner_keyspace: str, row: tuple[Any, ...]) -> None:
+    """Vitess's consistent_lookup on a duplicate: if the existing lookup row already
+    points to this keyspace id, keep it; if its owner row is gone (stale lookup row),
+    repoint it; if the owner row exists, it is a real duplicate (the MySQL error)."""
+    ks = lookup_keyspace(vindex, owner_keyspace)
+    from_values, to_value = row[:-1], row[-1]
+    try:
+        await _run_write(vcursor, ks, render_params(vindex.insert_query(1), list(row)))
+        return
+    except ShardError as e:
+        if e.code != ER_DUP_ENTRY:
+            raise
+        duplicate = e
+    locked = await _run(vcursor, ks, render_params(vindex.lock_lookup_query(), list(from_values)))
+    existing = [r[0] for res in locked for r in res.rows]
+    if not existing:
+        raise duplicate  # the conflicting row vanished meanwhile: report what MySQL said
+    new_ksid = vindex.ksid_from_row_value(to_value)
+    old_ksid = vindex.ksid_from_row_value(existing[0])
+    if old_ksid == new_ksid:
+        return
+    owner_ks = getattr(vindex, "owner_keyspace", None) or owner_keyspace
+    shard = vcursor.vschema.shard_for(owner_ks, old_ksid)
+    owner = await vcursor.execute_shard(owner_ks, shard, render_params(vindex.lock_owner_query(), list(from_values)))
+    if owner.rows:
+        raise duplicate
+    await _run_write(vcursor, ks, render_params(vindex.update_lookup_query(), [to_value, *from_values]))
 
 
 async def delete_rows(vcursor: Any, vindex: Any, owner_keyspace: str,

@@ -27,6 +27,7 @@ from proxy.engine.compare import columns_key_fn, value_key_fn
 from proxy.engine.result import (
     BINARY_CHARSET,
     BINARY_FLAG,
+    NOT_NULL_FLAG,
     NUM_FLAG,
     Field,
     Result,
@@ -39,11 +40,12 @@ from rewriter import nodes as P
 from rewriter.sqltemplate import parse_template
 
 _FLOAT = {ColumnType.FLOAT, ColumnType.DOUBLE}
+_DECIMALS = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
 
 
 def _count_field(name: str) -> Field:
     return Field(name=name, type=ColumnType.LONGLONG, charset=BINARY_CHARSET, length=21,
-                 flags=BINARY_FLAG | NUM_FLAG)
+                 flags=NOT_NULL_FLAG | BINARY_FLAG | NUM_FLAG)
 
 
 def _output_fields(node: P.Aggregate, inp: list[Field], bindvars: Mapping[str, Any]) -> list[Field]:
@@ -52,6 +54,9 @@ def _output_fields(node: P.Aggregate, inp: list[Field], bindvars: Mapping[str, A
         text = name if isinstance(name, str) else name.render(bindvars)
         if ":" in text:
             text = parse_template(text).render(bindvars)
+        if spec.kind == P.AGG_COMPUTED:
+            out.append(Field(name=text, type=ColumnType.NULL, charset=BINARY_CHARSET))
+            continue
         src = inp[spec.column]
         if spec.kind in (P.AGG_COUNT_DISTINCT, P.AGG_SUM_COUNT_STAR, P.AGG_SUM_COUNT):
             f = _count_field(text)
@@ -70,6 +75,10 @@ def _output_fields(node: P.Aggregate, inp: list[Field], bindvars: Mapping[str, A
             else:
                 f = Field(name=text, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET,
                           length=src.length + 21, flags=BINARY_FLAG | NUM_FLAG, decimals=src.decimals)
+        elif spec.kind == P.AGG_SUM and src.type not in _FLOAT and src.type not in _DECIMALS:
+            # SUM of integers is DECIMAL in MySQL (rows of a cross-shard join arrive raw)
+            f = Field(name=text, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET,
+                      length=src.length + 21, flags=BINARY_FLAG | NUM_FLAG, decimals=0)
         else:
             f = Field(name=text, type=src.type, charset=src.charset, length=src.length,
                       flags=src.flags & ~1, decimals=src.decimals, table=src.table,
@@ -138,6 +147,7 @@ class _Group:
                     self.acc[i] = raw
 
     def row(self) -> Row:
+        # AGG_COMPUTED columns stay NULL here; the Projection above fills them
         out: list[bytes | None] = []
         for i, spec in enumerate(self.node.aggregates):
             kind = spec.kind
@@ -167,6 +177,8 @@ class _Group:
                     f = self.fields[spec.column]
                     total = sum(decode_value(f, raw) for raw in a.values())
                     out.append(_number_text(total, self.out_fields[i]))
+            elif kind == P.AGG_COMPUTED:
+                out.append(None)
             else:
                 out.append(None if a is _UNSET else a)
         return tuple(out)
@@ -205,7 +217,8 @@ async def stream(node: P.Aggregate, vcursor: Any, bindvars: Mapping[str, Any]) -
             if fields is None and chunk.fields:
                 fields = chunk.fields
                 out_fields = _output_fields(node, fields, bindvars)
-                keyfns = [value_key_fn(fields[s.column]) for s in node.aggregates]
+                keyfns = [value_key_fn(fields[s.column], ordering=s.kind in (P.AGG_MIN, P.AGG_MAX))
+                          for s in node.aggregates]
                 group_keyfn = columns_key_fn(fields, node.group_by)
             for row in chunk.rows:
                 if node.group_by:

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
+from decimal import Decimal
 from typing import Any
 
+from mysql_mimic.types import ColumnType
+
 from proxy.engine import dispatch
-from proxy.engine.result import Field, Result
+from proxy.engine.result import (
+    BINARY_CHARSET,
+    BINARY_FLAG,
+    NOT_NULL_FLAG,
+    NUM_FLAG,
+    Field,
+    Result,
+    encode_value,
+)
 from proxy.engine.stream_util import collect, truncate_result
 from proxy.errors import ProxyError
-from rewriter.nodes import ProjectNames, SimpleProjection, Truncate
+from rewriter.nodes import ProjectNames, SimpleProjection, Truncate, Val
+from rewriter.sqltemplate import parse_template
 
 
 def column_by_name(fields: list[Field], name: str) -> int:
@@ -23,11 +35,31 @@ def column_by_name(fields: list[Field], name: str) -> int:
     raise ProxyError(1054, f"Unknown column '{name}' in 'field list'")
 
 
-def _name_plan(node: ProjectNames, fields: list[Field]) -> tuple[list[int], list[Field]]:
-    cols: list[int] = []
+def _constant(value: Any, name: str) -> tuple[bytes | None, Field]:
+    if isinstance(value, int | Decimal):
+        ctype = ColumnType.LONGLONG if isinstance(value, int) else ColumnType.NEWDECIMAL
+        return encode_value(value), Field(name=name, type=ctype, charset=BINARY_CHARSET, length=21,
+                                          flags=NOT_NULL_FLAG | BINARY_FLAG | NUM_FLAG)
+    if isinstance(value, bytes):
+        return value, Field(name=name, type=ColumnType.VAR_STRING, charset=BINARY_CHARSET, length=len(value))
+    return encode_value(value), Field(name=name, type=ColumnType.VAR_STRING, length=1024)
+
+
+def _name_plan(node: ProjectNames, fields: list[Field],
+               bindvars: Mapping[str, Any]) -> tuple[list[int | bytes | None], list[Field]]:
+    """Per output column: an input index, or the constant's bytes."""
+    cols: list[int | bytes | None] = []
     out: list[Field] = []
-    for name, alias in zip(node.columns, node.aliases, strict=True):
-        picked = range(len(fields)) if name is None else [column_by_name(fields, name)]
+    for col, alias in zip(node.columns, node.aliases, strict=True):
+        if isinstance(col, Val):
+            name = alias or ""
+            if ":" in name:
+                name = parse_template(name).render(bindvars)
+            raw, f = _constant(col.resolve(bindvars), name)
+            cols.append(raw)
+            out.append(f)
+            continue
+        picked = range(len(fields)) if col is None else [column_by_name(fields, col)]
         for i in picked:
             cols.append(i)
             out.append(dataclasses.replace(fields[i], name=alias) if alias else fields[i])
@@ -54,10 +86,10 @@ async def stream(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any,
                 yield truncate_result(chunk, node.count)
             elif isinstance(node, ProjectNames):
                 if by_name is None:
-                    by_name = _name_plan(node, chunk.fields)
+                    by_name = _name_plan(node, chunk.fields, bindvars)
                 cols = by_name[0]
                 yield Result(fields=by_name[1] if chunk.fields else [],
-                             rows=[tuple(r[c] for c in cols) for r in chunk.rows])
+                             rows=[tuple(r[c] if type(c) is int else c for c in cols) for r in chunk.rows])
             else:
                 yield _project(chunk, node.columns)
     finally:

@@ -18,7 +18,6 @@ Delivery protocol (why it is safe with several proxies on one shard):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -66,6 +65,8 @@ class MessageCounters:
     postpone_failed: int = 0
     purge_failed: int = 0
     poll_failed: int = 0
+    polls: int = 0
+    polled_rows: int = 0
 
 
 def _int(raw: bytes | None) -> int | None:
@@ -94,6 +95,7 @@ class MessageManager:
         self._next_receiver = 0
         self._unacked: dict[bytes, int] = {}  # sent by us, not acked: id -> ack deadline (ns)
         self._pending = False  # the last poll left due rows in the table
+        self._polling = False
         self._poll_requested = asyncio.Event()
         self._has_receivers = asyncio.Event()
         self._send_wake = asyncio.Event()
@@ -134,9 +136,8 @@ class MessageManager:
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        # Their failures were logged by _task_done; here we only wait for them to finish.
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         self.cache.clear()
 
@@ -202,8 +203,21 @@ class MessageManager:
 
     # -- external events --------------------------------------------------------------------
     def request_poll(self) -> None:
-        """Poll now (a commit through the proxy inserted rows, a receiver arrived, ...)."""
+        """Poll now (a receiver arrived, the cache ran low, the spec changed, ...)."""
         self._poll_requested.set()
+
+    def _low_water(self) -> int:
+        """Below this many cached messages the next poll is due (keeps the pipeline full)."""
+        return max(self.spec.batch_size, 1) * max(len(self.receivers), 1)
+
+    def notify(self) -> None:
+        """Rows were committed into the table: poll now, unless the cache already holds enough
+        work; then the poll runs as soon as the cache drains below its low-water mark. (Under a
+        backlog every commit would otherwise re-read up to ``vt_cache_size`` rows.)"""
+        if len(self.cache) >= self._low_water():
+            self._pending = True
+            return
+        self.request_poll()
 
     def acked(self, ids: Iterable[bytes]) -> int:
         """Ids acked through the proxy: drop them from the cache and the in-flight count."""
@@ -247,6 +261,7 @@ class MessageManager:
             if not self.receivers:
                 continue
             self._next_due_ns = None  # re-read by the poll; a failed poll must not spin
+            self._polling = True
             try:
                 await self.poll()
             except ProxyError as e:
@@ -255,6 +270,13 @@ class MessageManager:
                     "message poll failed",
                     extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
                 )
+            except Exception:
+                # A bug, not a shard failure: report it loudly, keep the manager serving.
+                self.counters.poll_failed += 1
+                logger.exception("message poll crashed", extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table})
+                await asyncio.sleep(self.spec.poller_interval if self.spec.poller_interval > 0 else 1.0)
+            finally:
+                self._polling = False
 
     def _pushdown_predicate(self) -> str | None:
         """With only filtered receivers, the poller reads only rows some receiver takes."""
@@ -269,16 +291,25 @@ class MessageManager:
         now = self.clock()
         async with self.pool.connection() as sc:
             res = await sc.execute(sql.poll_sql(spec, now, self._pushdown_predicate()))
+            self.counters.polls += 1
+            self.counters.polled_rows += len(res.rows)
             full = False
+            cache = self.cache
+            self._expire_unacked(now)
             for row in res.rows:
+                mid = row[3 + spec.id_index]
+                # Known, or sent by us within its ack wait (a snapshot older than our own
+                # claim still shows it due): skip rather than queue a claim that must lose.
+                if cache.contains(mid) or mid in self._unacked:  # type: ignore[arg-type]
+                    continue
                 msg = CachedMessage(
-                    id=row[3 + spec.id_index],  # type: ignore[arg-type]
+                    id=mid,  # type: ignore[arg-type]
                     priority=_int(row[0]) or 0,
                     time_next=_int(row[1]),
                     epoch=_int(row[2]) or 0,
                     row=tuple(row[3:]),
                 )
-                if not self.cache.add(msg):
+                if not cache.add(msg):
                     full = True
                     break
             self._pending = full or len(res.rows) >= spec.cache_size
@@ -290,9 +321,14 @@ class MessageManager:
 
     # -- send loop ----------------------------------------------------------------------------
     def _expire_unacked(self, now: int) -> None:
-        if self._unacked:
-            for i in [i for i, deadline in self._unacked.items() if deadline <= now]:
-                del self._unacked[i]
+        """Forget sent messages whose ack wait is over (they are due again, or were acked
+        elsewhere). Entries are kept in deadline order, so this stops at the first live one."""
+        unacked = self._unacked
+        while unacked:
+            first = next(iter(unacked))
+            if unacked[first] > now:
+                return
+            del unacked[first]
 
     def _inflight_room(self) -> int | None:
         """How many more messages may be in flight (None: no cap)."""
@@ -344,11 +380,13 @@ class MessageManager:
                     for _ in batch:
                         await self._throttler.acquire()
                 self._spawn(self._claim_and_deliver(receiver, batch))
-                if self._pending and len(self.cache) == 0:
+                if self._pending and not self._polling and len(self.cache) < self._low_water():
                     self.request_poll()
 
     async def _claim_and_deliver(self, receiver: Receiver, batch: list[CachedMessage]) -> None:
         ids = [m.id for m in batch]
+        rows: list[Row] = []
+        epochs: list[int] = []
         try:
             async with self._claims:
                 rows, epochs = await self._claim(batch)
@@ -358,40 +396,75 @@ class MessageManager:
                 "message claim failed",
                 extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
             )
-            rows, epochs = [], []
         finally:
             self.cache.release(ids)
-        if not rows or receiver.closed:
-            # Nothing to send (another proxy won, or the subscriber left: claimed rows come
-            # back after their ack wait).
-            receiver.free()
-            return
-        self.counters.sent += len(rows)
-        self.counters.delayed += sum(1 for e in epochs if e >= 1)
-        receiver.offer(Result(rows=rows))
+            if not rows or receiver.closed:
+                # Nothing to send (another proxy won, the claim failed, or the subscriber left:
+                # claimed rows come back after their ack wait). The receiver is free again.
+                receiver.free()
+        if rows and not receiver.closed:
+            self.counters.sent += len(rows)
+            self.counters.delayed += sum(1 for e in epochs if e >= 1)
+            receiver.offer(Result(rows=rows))
 
     async def _claim(self, batch: list[CachedMessage]) -> tuple[list[Row], list[int]]:
-        """Postpone the rows this proxy may send, in one transaction; returns them fresh."""
+        """Postpone the rows this proxy may send; returns them with the epochs they were sent at.
+
+        Fast path, one statement: an UPDATE conditional on each row's cached epoch (and on the
+        row still being due and unacked). InnoDB re-checks the condition under the row lock, so
+        exactly one claimer moves a row from epoch ``e`` to ``e + 1``. If fewer rows changed than
+        were asked for, the rows are read back: ours are those now at ``e + 1`` with exactly
+        the ``time_next`` (nanoseconds) we wrote. A batch that would park a message takes the
+        locking path instead, because a parked ``time_next`` (NULL) cannot tell claimers apart."""
+        if not batch:
+            return [], []
+        spec = self.spec
+        now = self.clock()
+        factor = jitter()
+        next_times = {m.id: next_send_ns(spec, now, m.epoch, factor) for m in batch}
+        if any(t is None for t in next_times.values()):
+            winners, epochs, claimed = await self._claim_locked(batch, now, factor)
+        else:
+            async with self.pool.connection() as sc:
+                res = await sc.execute(sql.conditional_postpone_sql(spec, batch, next_times, now))
+                if res.affected_rows == len(batch):
+                    won = batch
+                else:
+                    check = await sc.execute(sql.claim_check_sql(spec, next_times))
+                    mine = {
+                        row[0] for row in check.rows
+                        if row[0] in next_times
+                        and _int(row[1]) == next(m.epoch for m in batch if m.id == row[0]) + 1
+                        and _int(row[2]) == next_times[row[0]]  # type: ignore[index]
+                    }  # fmt: skip
+                    won = [m for m in batch if m.id in mine]
+            winners = [m.row for m in won]
+            epochs = [m.epoch for m in won]
+            claimed = {m.id: next_times[m.id] for m in won}
+        self._account_claim(len(batch), claimed, now)
+        return winners, epochs
+
+    async def _claim_locked(
+        self, batch: list[CachedMessage], now: int, factor: float
+    ) -> tuple[list[Row], list[int], dict[bytes, int | None]]:
+        """Read the candidates FOR UPDATE, postpone those still as cached, in one transaction."""
         spec = self.spec
         expected = {m.id: m.epoch for m in batch}
         id_at = 2 + spec.id_index
+        winners: list[Row] = []
+        epochs: list[int] = []
+        next_times: dict[bytes, int | None] = {}
         async with self.pool.connection() as sc:
             try:
                 await sc.execute("START TRANSACTION")
                 current = await sc.execute(sql.claim_read_sql(spec, expected))
-                now = self.clock()
-                winners: list[Row] = []
-                epochs: list[int] = []
-                next_times: dict[bytes, int | None] = {}
-                factor = jitter()
                 for row in current.rows:
                     mid = row[id_at]
                     epoch = _int(row[0]) or 0
                     time_next = _int(row[1])
                     due = (time_next is None and epoch == 0) or (time_next is not None and time_next <= now)
-                    if mid not in expected or expected[mid] != epoch or not due:
+                    if mid is None or mid not in expected or expected[mid] != epoch or not due:
                         continue
-                    assert mid is not None
                     next_times[mid] = next_send_ns(spec, now, epoch, factor)
                     winners.append(tuple(row[2:]))
                     epochs.append(epoch)
@@ -402,21 +475,25 @@ class MessageManager:
                 # Closing the connection rolls the transaction back on the server.
                 sc.broken = True
                 raise
-        self.counters.claim_lost += len(batch) - len(winners)
-        ack_wait_ns = int(spec.ack_wait * NS)
-        for mid, t in next_times.items():
+        return winners, epochs, next_times
+
+    def _account_claim(self, asked: int, claimed: dict[bytes, int | None], now: int) -> None:
+        self.counters.claim_lost += asked - len(claimed)
+        ack_wait_ns = int(self.spec.ack_wait * NS)
+        for mid, t in claimed.items():
             if t is None:
                 self.counters.parked += 1
+            self._unacked.pop(mid, None)  # re-inserted last: the dict stays in deadline order
             self._unacked[mid] = now + ack_wait_ns
             # Proactive scheduling: the poller wakes when the earliest postponed row is due.
             if t is not None and (self._next_due_ns is None or t < self._next_due_ns):
                 self._next_due_ns = t
-        return winners, epochs
 
     # -- purge ------------------------------------------------------------------------------
     async def _purge_loop(self) -> None:
         while True:
             await asyncio.sleep(self.spec.poller_interval if self.spec.poller_interval > 0 else 1.0)
+            self._expire_unacked(self.clock())
             try:
                 await self.purge()
             except ProxyError as e:

@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mysql_mimic.types import ColumnType
 from sqlglot import exp
@@ -37,6 +37,9 @@ from proxy.messaging.receiver import Delivery, Receiver
 from proxy.messaging.schema import LoadedTable, load_message_tables
 from proxy.messaging.sql import literal
 from proxy.messaging.statement import StreamPredicate, compile_predicate, parse_stream
+
+if TYPE_CHECKING:
+    from proxy.messaging.change_watch import TableChangeWatch
 
 logger = logging.getLogger(__name__)
 
@@ -70,27 +73,43 @@ class MessagingService:
         *,
         postpone_cap: int = DEFAULT_POSTPONE_CAP,
         clock: Callable[[], int] = time.time_ns,
+        watch_changes: bool = False,
     ) -> None:
+        """``watch_changes``: follow each subscribed table's binlog (``change_watch``) so rows
+        written around this proxy are delivered at once rather than at the next poll."""
         self.pools = pools
+        self.watch_changes = watch_changes
+        self._watches: dict[tuple[str, str], tuple[TableChangeWatch, int]] = {}  # (ks, table) -> (watch, subscribers)
         self.shards = {ks: list(s) for ks, s in shards.items()}
         self.postpone_cap = postpone_cap
         self.clock = clock
         self.tables: dict[tuple[str, str], dict[str, LoadedTable]] = {}
         self.managers: dict[tuple[str, str, str], MessageManager] = {}
         self._reload_locks = {ks: asyncio.Lock() for ks in self.shards}
+        self._closing: set[asyncio.Task[None]] = set()
         self._open = False
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
+        """Read every keyspace's message tables and open their managers. A keyspace whose shard
+        cannot be read is logged and left for later: the first STREAM on it, or ``reload``,
+        reads it again, and the proxy still starts."""
         self._open = True
         for keyspace in self.shards:
-            await self.reload(keyspace)
+            try:
+                await self.reload(keyspace)
+            except ProxyError as e:
+                logger.warning("message tables not loaded", extra={"keyspace": keyspace, "error": e.message})
 
     async def stop(self) -> None:
         self._open = False
+        watches, self._watches = [w for w, _ in self._watches.values()], {}
+        for w in watches:
+            await w.stop()
         managers, self.managers = list(self.managers.values()), {}
         for m in managers:
             await m.close(MessagingClosed())
+        await asyncio.gather(*self._closing, return_exceptions=True)  # failures logged by _closed
 
     # -- schema ---------------------------------------------------------------------------
     async def reload(self, keyspace: str) -> None:
@@ -134,13 +153,15 @@ class MessagingService:
 
     def _spawn_close(self, manager: MessageManager, reason: ProxyError) -> None:
         # Closing awaits the manager's own tasks; it must not run inside a reload that one of
-        # them might be waiting on, so it runs as its own task, awaited by nobody but logged.
+        # them might be waiting on, so it runs as a task the service owns (``stop`` awaits it).
         task = asyncio.get_running_loop().create_task(manager.close(reason))
-        task.add_done_callback(
-            lambda t: t.cancelled()
-            or t.exception() is None
-            or logger.error("closing a message manager failed", exc_info=t.exception())
-        )
+        self._closing.add(task)
+        task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[None]) -> None:
+        self._closing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("closing a message manager failed", exc_info=task.exception())
 
     def _entry(self, keyspace: str, shard: str, table: str) -> LoadedTable | None:
         return self.tables.get((keyspace, shard), {}).get(table.lower())
@@ -221,6 +242,7 @@ class MessagingService:
                 )
                 m.add_receiver(receiver)
                 attached.append((m, receiver))
+            await self._watch(keyspace, spec.name, +1)
             logger.info(
                 "message subscriber joined",
                 extra={"keyspace": keyspace, "table": spec.name, "shards": [m.shard for m in managers]},
@@ -236,7 +258,32 @@ class MessagingService:
         finally:
             for m, receiver in attached:
                 m.remove_receiver(receiver)
+            if attached:
+                await self._watch(keyspace, spec.name, -1)
             logger.info("message subscriber left", extra={"keyspace": keyspace, "table": spec.name})
+
+    async def _watch(self, keyspace: str, table: str, delta: int) -> None:
+        """Reference-count the change watch of a table: running while it has subscribers."""
+        if not self.watch_changes:
+            return
+        key = (keyspace, table.lower())
+        watch: TableChangeWatch | None
+        watch, count = self._watches.get(key, (None, 0))
+        count += delta
+        if watch is None and count > 0:
+            # Imported here: the binlog machinery (proxy.cdc) loads only when a watch runs.
+            from proxy.messaging.change_watch import TableChangeWatch
+
+            endpoints = {(keyspace, s): self.pools.get(keyspace, s).address for s in self.shards[keyspace]}  # type: ignore[attr-defined]
+            watch = TableChangeWatch(endpoints, keyspace, table, lambda shard: self.notify(keyspace, shard, table))
+            watch.start()
+        if count <= 0:
+            self._watches.pop(key, None)
+            if watch is not None:
+                await watch.stop()
+        else:
+            assert watch is not None
+            self._watches[key] = (watch, count)
 
     # -- events from the front end -----------------------------------------------------------
     def notify(self, keyspace: str, shard: str | None, table: str) -> None:
@@ -246,7 +293,7 @@ class MessagingService:
         for s in [shard] if shard is not None else self.shards.get(keyspace, []):
             manager = self.managers.get((keyspace, s, table.lower()))
             if manager is not None:
-                manager.request_poll()
+                manager.notify()
 
     def acked(self, keyspace: str, table: str, ids: Iterable[MessageId]) -> int:
         """Ids acked through the proxy: dropped from every cache of the table (beyond Vitess:

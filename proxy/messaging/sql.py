@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pymysql.converters import escape_string
 
 from proxy.engine.result import BINARY_CHARSET, Field, is_numeric
+from proxy.messaging.cache import CachedMessage
 from proxy.messaging.table import MessageTableSpec
 
 PURGE_BATCH_ROWS = 500
@@ -96,6 +97,25 @@ def postpone_sql(spec: MessageTableSpec, next_times: dict[bytes, int | None]) ->
         f"UPDATE {quote_identifier(spec.name)} SET epoch = epoch + 1, time_next = CASE id {cases} END"
         f" WHERE id IN ({_id_list(spec, next_times)}) AND time_acked IS NULL"
     )
+
+
+def conditional_postpone_sql(
+    spec: MessageTableSpec, batch: Sequence[CachedMessage], next_times: dict[bytes, int | None], now_ns: int
+) -> str:
+    """Claim by postponing only rows still at the epoch the poller saw, still due and unacked."""
+    f = spec.fields[spec.id_index] if spec.fields else None
+    times = " ".join(f"WHEN {literal(m.id, f)} THEN {literal(next_times[m.id])}" for m in batch)
+    epochs = " ".join(f"WHEN {literal(m.id, f)} THEN {m.epoch}" for m in batch)
+    return (
+        f"UPDATE {quote_identifier(spec.name)} SET epoch = epoch + 1, time_next = CASE id {times} END"
+        f" WHERE id IN ({_id_list(spec, next_times)}) AND time_acked IS NULL"
+        f" AND epoch = CASE id {epochs} END AND {due_condition(now_ns)}"
+    )
+
+
+def claim_check_sql(spec: MessageTableSpec, ids: Iterable[bytes]) -> str:
+    """After a partial conditional claim: which rows carry our epoch and time_next."""
+    return f"SELECT id, epoch, time_next FROM {quote_identifier(spec.name)} WHERE id IN ({_id_list(spec, ids)})"
 
 
 def ack_sql(spec: MessageTableSpec, ids: Iterable[bytes], now_ns: int) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import statistics
 import threading
 import time
@@ -38,7 +39,8 @@ BATCHED_TXNS = 200  # per shard, 100 rows each
 BATCH_ROWS = 100
 LATENCY_RATE = 1000.0  # commits/s over both shards
 LATENCY_SECONDS = 5.0
-LATENCY_ROUNDS = 3
+THROUGHPUT_ROUNDS = int(os.environ.get("CDC_BENCH_THROUGHPUT_ROUNDS", "3"))
+LATENCY_ROUNDS = int(os.environ.get("CDC_BENCH_LATENCY_ROUNDS", "3"))
 DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
   id BIGINT NOT NULL PRIMARY KEY, label VARCHAR(64), amount DECIMAL(10,2), written_at DATETIME(6)
 ) ENGINE=InnoDB"""
@@ -154,24 +156,24 @@ def raw_throughput(cluster, starts, ends) -> dict[tuple[str, str], Drain]:
     return results
 
 
-async def vstream_throughput(cluster, starts, ends) -> dict[tuple[str, str], Drain]:
+async def vstream_throughput(cluster, starts, txns_per_shard: int) -> dict[tuple[str, str], Drain]:
+    """Drain the VStream from ``starts`` until each shard delivered its backlog (the
+    backlog holds exactly ``txns_per_shard`` transactions per shard)."""
     endpoints = {key: cluster.endpoint(*key) for key in SHARDS}
     start = Vgtid.from_positions(starts)
     results = {key: Drain() for key in SHARDS}
-    remaining = set(SHARDS)
+    remaining = len(SHARDS)
     t0 = time.perf_counter()
     async with VStream(endpoints, [f"commerce.{TABLE}"], start=start) as stream:
         async for group in stream:
-            key = (group.keyspace, group.shard)
-            if key not in remaining:
-                continue  # past the end of this shard's backlog
-            drain = results[key]
+            drain = results[(group.keyspace, group.shard)]
+            if drain.txns == txns_per_shard:
+                continue  # this shard is done; the rest is the next backlog
             drain.rows += group.row_count
             drain.txns += 1
-            position = GtidPosition.parse(group.vgtid.position_of(*key))
-            if all(position.includes(g) for g in ends[key]):
+            if drain.txns == txns_per_shard:
                 drain.seconds = time.perf_counter() - t0
-                remaining.discard(key)
+                remaining -= 1
                 if not remaining:
                     break
     return results
@@ -341,21 +343,34 @@ def main() -> None:
         ends = {key: gtid_pos(cluster.endpoint(*key)) for key in SHARDS}
         print(f"backlog written in {time.perf_counter() - t0:.1f} s")
 
-        print("\nThroughput per shard (2 shards read concurrently), rows/s and txns/s:")
+        print(
+            f"\nThroughput per shard (2 shards read concurrently; median of {THROUGHPUT_ROUNDS}"
+            " alternating rounds), rows/s and txns/s:"
+        )
         print(f"{'shape':<22}{'reader':<10}{'rows/s':>10}{'txns/s':>10}{'ratio':>8}")
-        for shape, begin, finish in (
-            ("single-row txns", starts, mids),
-            (f"{BATCH_ROWS}-row txns", mids, ends),
+        for shape, begin, finish, txns in (
+            ("single-row txns", starts, mids, SINGLE_ROW_TXNS),
+            (f"{BATCH_ROWS}-row txns", mids, ends, BATCHED_TXNS),
         ):
-            raw = raw_throughput(cluster, begin, finish)
-            vs = asyncio.run(vstream_throughput(cluster, begin, finish))
-            raw_rate = statistics.mean(d.rows / d.seconds for d in raw.values())
-            vs_rate = statistics.mean(d.rows / d.seconds for d in vs.values())
-            raw_tx = statistics.mean(d.txns / d.seconds for d in raw.values())
-            vs_tx = statistics.mean(d.txns / d.seconds for d in vs.values())
-            print(f"{shape:<22}{'raw':<10}{raw_rate:>10.0f}{raw_tx:>10.0f}")
+            rates: dict[str, list[tuple[float, float]]] = {"raw": [], "vstream": []}
+            for _ in range(THROUGHPUT_ROUNDS):
+                raw = raw_throughput(cluster, begin, finish)
+                vs = asyncio.run(vstream_throughput(cluster, begin, txns))
+                for name, drains in (("raw", raw), ("vstream", vs)):
+                    rates[name].append(
+                        (
+                            statistics.mean(d.rows / d.seconds for d in drains.values()),
+                            statistics.mean(d.txns / d.seconds for d in drains.values()),
+                        )
+                    )
+            raw_rows = statistics.median(r[0] for r in rates["raw"])
+            raw_txns = statistics.median(r[1] for r in rates["raw"])
+            vs_rows = statistics.median(r[0] for r in rates["vstream"])
+            vs_txns = statistics.median(r[1] for r in rates["vstream"])
+            print(f"{shape:<22}{'raw':<10}{raw_rows:>10.0f}{raw_txns:>10.0f}")
             print(
-                f"{shape:<22}{'vstream':<10}{vs_rate:>10.0f}{vs_tx:>10.0f}{vs_rate / raw_rate:>8.2f}"
+                f"{shape:<22}{'vstream':<10}{vs_rows:>10.0f}{vs_txns:>10.0f}"
+                f"{vs_rows / raw_rows:>8.2f}"
             )
 
         print(

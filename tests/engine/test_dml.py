@@ -170,3 +170,50 @@ async def test_update_of_owned_lookup_column_moves_the_lookup_row(vcursor):
     assert lookup.rows == [(b"902",)]
     found = await run(vcursor, "select sku from corder where order_id = 902")
     assert found.rows == [(b"mv",)]
+
+
+async def test_insert_select_routes_each_row_and_fills_auto_increment(vcursor):
+    await run(vcursor, "insert into corder (order_id, customer_id, sku, price) values "
+                       "(1001, 61, 'copy', 1), (1002, 62, 'copy', 2), (1003, 63, 'copy', 3)")
+    res = await run(vcursor, "insert into customer (email, tenant_id) "
+                             "select sku, customer_id from corder where sku = 'copy'")
+    assert res.affected_rows == 3
+    first = res.insert_id
+    rows = await shard_rows(vcursor, "commerce", "select customer_id, tenant_id from customer where email = 'copy'")
+    found = sorted((int(r[0]), int(r[1]), shard) for shard, rs in rows.items() for r in rs)
+    assert [r[0] for r in found] == [first, first + 1, first + 2]
+    assert sorted(r[1] for r in found) == [61, 62, 63]
+    for cid, _tenant, shard in found:
+        assert shard == expected_shard(vcursor, cid)
+
+
+async def test_insert_select_without_rows_inserts_nothing(vcursor):
+    res = await run(vcursor, "insert into customer (customer_id, email) select order_id, sku from corder where 1 = 0")
+    assert res.affected_rows == 0
+
+
+async def test_consistent_lookup_repoints_a_stale_lookup_row(vcursor):
+    await run(vcursor, "insert into corder (order_id, customer_id, sku) values (1101, 71, 'stale')")
+    # the owner row disappears behind the proxy's back; its lookup row is now stale
+    await vcursor.execute_shard("commerce", expected_shard(vcursor, 71), "delete from corder where order_id = 1101")
+    res = await run(vcursor, "insert into corder (order_id, customer_id, sku) values (1101, 72, 'fresh')")
+    assert res.affected_rows == 1
+    hash_v = vcursor.vschema.keyspaces["commerce"].vindexes["hash"]
+    lookup = await vcursor.execute_shard("lookup", "0", "select keyspace_id from corder_order_id_idx where order_id = 1101")
+    assert lookup.rows == [(hash_v.map([72])[0],)]
+    found = await run(vcursor, "select sku from corder where order_id = 1101")
+    assert found.rows == [(b"fresh",)]
+
+
+async def test_consistent_lookup_keeps_a_real_duplicate_an_error(vcursor):
+    await run(vcursor, "insert into corder (order_id, customer_id, sku) values (1102, 73, 'one')")
+    with pytest.raises(ProxyError) as e:
+        await run(vcursor, "insert into corder (order_id, customer_id, sku) values (1102, 74, 'two')")
+    assert e.value.code == 1062
+
+
+async def test_consistent_lookup_row_pointing_to_the_same_keyspace_id_is_kept(vcursor):
+    await run(vcursor, "insert into corder (order_id, customer_id, sku) values (1103, 75, 'x')")
+    await vcursor.execute_shard("commerce", expected_shard(vcursor, 75), "delete from corder where order_id = 1103")
+    res = await run(vcursor, "insert into corder (order_id, customer_id, sku) values (1103, 75, 'again')")
+    assert res.affected_rows == 1

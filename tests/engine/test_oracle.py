@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pymysql  # noqa: F401 - named in a warnings filter
 import pytest
 from mysql_mimic.types import ColumnType
 
@@ -102,9 +103,19 @@ QUERIES = {
     "group_by_position_and_alias": ("select qty as q, count(*) as c from items group by 1", "ordered"),
     "group_by_column_not_selected": ("select count(*), max(price) from items group by customer_id", "ordered"),
     "having": ("select customer_id, count(*) from items group by customer_id having count(*) > 50", "ordered"),
+    "having_without_group_by_filters_rows": ("select id, qty from items having qty > 22", "unordered"),
     "having_on_hidden_aggregate": ("select customer_id from items group by customer_id having sum(qty) > 600 and min(qty) = 0", "ordered"),
     "group_order_by_aggregate_desc": ("select customer_id, sum(qty) as s from items group by customer_id order by s desc, customer_id", "ordered"),
     "group_order_limit": ("select qty, count(*) from items group by qty order by count(*) desc, qty limit 5", "ordered"),
+    "expression_over_aggregates": ("select sum(price) / count(*), sum(qty) + 1, max(qty) - min(qty), count(*) * 2 "
+                                   "from items", "ordered"),
+    "expression_over_aggregates_grouped": ("select qty, sum(price) / count(price) as mean, count(*) * 10 as c10 "
+                                           "from items group by qty", "ordered"),
+    "expression_over_aggregates_having_order": ("select customer_id, sum(qty) / count(*) as r from items "
+                                                "group by customer_id having r > 12 order by r desc, customer_id",
+                                                "ordered"),
+    "expression_division_by_zero_is_null": ("select qty, sum(qty) / min(qty) from items group by qty", "ordered"),
+    "expression_over_double_aggregate": ("select avg(score) * 2, sum(score) / 3 from items", "ordered"),
     "distinct": ("select distinct qty from items", "unordered"),
     "distinct_collated": ("select distinct grp from items", "unordered"),
     "distinct_ordered_limit": ("select distinct qty from items order by qty desc limit 4", "ordered"),
@@ -115,16 +126,43 @@ QUERIES = {
                                  "where n > 50", "unordered"),
     "derived_over_join_schema_probe": ("select * from (select a.id, b.name from items a join items b "
                                        "on b.id = a.customer_id) SPARK_GEN_SUBQ_0 where 1=0", "unordered"),
+    "derived_count_probe_over_aggregation": ("select 1 from (select customer_id, count(*) as n from items "
+                                             "group by customer_id) SPARK_GEN_SUBQ_0", "unordered"),
     "derived_projection_and_filter": ("select t.customer_id as c from (select customer_id, sum(qty) as s from items "
                                       "group by customer_id) t where s is null or s > 500", "unordered"),
+    "in_subquery_across_shards": ("select id from items where customer_id in "
+                                  "(select id from items where qty = 24 and price > 150)", "unordered"),
+    "not_in_subquery_with_null": ("select count(*) from items where qty not in "
+                                  "(select qty from items where customer_id = 5)", "ordered"),
+    "not_in_subquery_without_null": ("select count(*) from items where qty not in "
+                                     "(select qty from items where customer_id = 5 and qty is not null)", "ordered"),
+    "in_empty_subquery": ("select id from items where id in (select id from items where qty > 1000)", "unordered"),
+    "not_in_empty_subquery": ("select count(*) from items where qty not in (select id from items where qty > 1000)",
+                              "ordered"),
+    "exists_subquery": ("select count(*) from items where exists (select 1 from items where id = 77)", "ordered"),
+    "not_exists_empty_subquery": ("select count(*) from items where not exists "
+                                  "(select 1 from items where id = -5)", "ordered"),
+    "scalar_subquery": ("select id, qty from items where qty = (select max(qty) from items where customer_id = 9)",
+                        "unordered"),
     "self_join_same_vindex": ("select a.id, b.qty from items a join items b on a.id = b.id where a.qty = 4", "unordered"),
     "cross_shard_join": ("select a.id, b.id from items a join items b on a.customer_id = b.id where a.qty = 7", "unordered"),
     "cross_shard_join_ordered_limit": ("select a.id, b.name from items a join items b on b.id = a.customer_id order by a.id limit 30", "ordered"),
+    "join_aggregate_grouped": ("select a.customer_id, count(*), sum(b.qty), max(b.name), count(distinct b.grp) "
+                               "from items a join items b on b.id = a.customer_id where a.qty < 5 "
+                               "group by a.customer_id", "ordered"),
+    "join_scalar_aggregates": ("select count(*), avg(b.price), sum(a.score), min(b.qty) from items a "
+                               "join items b on b.id = a.customer_id", "ordered"),
+    "left_join_aggregate_counts_padded_rows": ("select i.qty, count(*), count(l.label) from items i left join "
+                                               "lookup.qty_labels l on l.qty = i.qty where i.customer_id < 10 "
+                                               "group by i.qty", "ordered"),
+    "join_aggregate_having_order_limit": ("select a.grp, count(*) as n from items a join items b on b.id = a.customer_id "
+                                          "group by a.grp having n > 100 order by n desc limit 3", "ordered"),
     "join_with_unsharded_table": ("select i.id, l.label from items i join lookup.qty_labels l on l.qty = i.qty where i.customer_id = 3", "unordered"),
     "left_join_with_unsharded_table": ("select i.id, l.label from items i left join lookup.qty_labels l on l.qty = i.qty where i.customer_id < 4", "unordered"),
 }
 
 
+@pytest.mark.filterwarnings("ignore::pymysql.err.Warning")  # the oracle warns on x / 0
 @pytest.mark.parametrize("name", sorted(QUERIES))
 async def test_sharded_result_equals_oracle(name, loaded, vcursor, oracle):
     sql, how = QUERIES[name]
@@ -159,6 +197,15 @@ async def test_aggregate_result_types_match_mysql(loaded, vcursor, oracle):
     assert [f.type for f in ours.fields] == [f.type for f in theirs.fields]
     # text exactly as MySQL prints it (scale of AVG, DECIMAL sums)
     assert ours.rows[0][:5] == theirs.rows[0][:5]
+    assert ours.fields[0].flags & 1 == theirs.fields[0].flags & 1  # COUNT is NOT NULL
+
+
+async def test_computed_column_types_and_text_match_mysql(loaded, vcursor, oracle):
+    sql = "select sum(price) / count(*), sum(qty) + 1, count(*) * 2, sum(price) * 2 from items"
+    ours = await run_sharded(vcursor, sql)
+    theirs = await oracle(sql)
+    assert [(f.type, f.decimals) for f in ours.fields] == [(f.type, f.decimals) for f in theirs.fields]
+    assert ours.rows == theirs.rows
 
 
 async def test_rows_land_on_the_shard_their_hash_vindex_picks(loaded, vcursor):

@@ -116,3 +116,25 @@ async def test_route_to_no_shard_still_returns_fields(loaded, vcursor):
     plan, bv = planned(vcursor, "select id, name from items where id in (-1)")
     res = await engine.execute(plan, vcursor, bv)
     assert [f.name for f in res.fields] == ["id", "name"] and res.rows == []
+
+
+async def test_vexplain_answers_one_json_row(vcursor):
+    import json
+
+    plan, bv = planned(vcursor, "vexplain plan select * from items where id = 3")
+    res = await engine.execute(plan, vcursor, bv)
+    assert [f.name for f in res.fields] == ["JSON"] and len(res.rows) == 1
+    assert json.loads(res.rows[0][0])["Variant"] == "EqualUnique"
+
+
+async def test_dml_plans_stream_their_single_result(vcursor):
+    plan, bv = planned(vcursor, "update items set name = name where id = -12345")
+    chunks = [c async for c in engine.stream(plan, vcursor, bv)]
+    assert len(chunks) == 1 and chunks[0].affected_rows == 0 and not chunks[0].fields
+
+
+async def test_shard_qualified_query_reads_only_that_shard(loaded, vcursor):
+    plan, bv = planned(vcursor, "select count(*) from `commerce:80-`.items")
+    res = await engine.execute(plan, vcursor, bv)
+    direct = await vcursor.execute_shard("commerce", "80-", "select count(*) from items")
+    assert res.rows == direct.rows and int(res.rows[0][0]) < 3000

@@ -160,3 +160,16 @@ class ProxyStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
         self.conn.close()
+
+
+async def wait_until_no_subscribers(p: ProxyProcess, within: float = 3.0) -> None:
+    """The proxy notices a closed stream at its next client check (every 0.2 s): wait for it, so
+    a stream of the previous test never takes a message meant for the next one."""
+    deadline = time.monotonic() + within
+    while True:
+        _, rows = await sql(p, "commerce", "SHOW VITESS_MESSAGES")
+        if all(int(r[10]) == 0 for r in rows):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"subscribers still attached: {rows}")
+        await asyncio.sleep(0.05)

@@ -14,9 +14,10 @@ import pytest
 import pytest_asyncio
 
 from proxy.messaging.client import MessageQueue
-from tests.messaging.conftest import run_sql
+from tests.messaging.conftest import MESSAGE_DDL, run_sql
 from tests.messaging.proxy_harness import (
     SHARDED_TABLE,
+    VITESS_COMMENT,
     ProxyStream,
     clear_tables,
     connect,
@@ -25,6 +26,7 @@ from tests.messaging.proxy_harness import (
     prepare_tables,
     restore_tables,
     sql,
+    wait_until_no_subscribers,
 )
 
 NS = 1_000_000_000
@@ -63,6 +65,24 @@ async def streams(proxy) -> AsyncIterator:
     finally:
         for s in opened:
             await s.close()
+        await wait_until_no_subscribers(proxy)
+
+
+async def collect(subs: list[ProxyStream], seconds: float) -> Counter[int]:
+    """Every id any of ``subs`` receives during ``seconds``, with how often it arrived."""
+    received: Counter[int] = Counter()
+    end = time.monotonic() + seconds
+
+    async def drain(s: ProxyStream) -> None:
+        while (left := end - time.monotonic()) > 0:
+            try:
+                rows = await s.rows(1, within=left)
+            except TimeoutError:
+                return
+            received.update(r[0] for r in rows)
+
+    await asyncio.gather(*(drain(s) for s in subs))
+    return received
 
 
 async def insert(proxy, db: str, table: str, rows: str, columns: str = "id, tenant_id, message") -> int:
@@ -171,8 +191,8 @@ async def test_b9_subscriber_counts_follow_streams(proxy, streams):
     await asyncio.sleep(0.2)
     assert subscribers_per_shard(proxy, SHARDED_TABLE) == {"-80": 2, "80-": 2}
     await insert(proxy, "commerce", SHARDED_TABLE, "(2, 1, '{}'), (5, 1, '{}')")
-    got = [r[0] for r in await first.rows(1)] + [r[0] for r in await second.rows(1)]
-    assert sorted(got) == [2, 5]
+    received = await collect([first, second], seconds=0.8)  # within the ack wait: no resends
+    assert sorted(received.elements()) == [2, 5]
     assert await ack(proxy, "commerce", SHARDED_TABLE, "2, 5") == 2
     await first.close()
     await asyncio.sleep(1.0)
@@ -289,19 +309,8 @@ async def test_two_proxies_never_deliver_one_message_twice_within_ack_wait(local
         subs = [await streams("commerce", f"stream * from {SHARDED_TABLE}", p) for p in (proxy, other, proxy, other)]
         ids = list(range(200, 240))
         await insert(proxy, "commerce", SHARDED_TABLE, ", ".join(f"({i}, 1, '{{}}')" for i in ids))
-        received: Counter[int] = Counter()
-
-        async def drain(s: ProxyStream) -> None:
-            # Within 0.9 s (< ack_wait 1 s) nothing may arrive twice, acked or not.
-            end = time.monotonic() + 0.9
-            while time.monotonic() < end:
-                try:
-                    rows = await s.rows(1, within=end - time.monotonic())
-                except TimeoutError:
-                    return
-                received.update(r[0] for r in rows)
-
-        await asyncio.gather(*(drain(s) for s in subs))
+        # Within 0.9 s (< ack_wait 1 s) nothing may arrive twice, acked or not.
+        received = await collect(subs, seconds=0.9)
         assert len(received) > 0
         assert max(received.values()) == 1
     finally:
@@ -320,3 +329,48 @@ async def test_client_library_producer_and_worker_round_trip(proxy):
                 if len(got) == 2:
                     break
     assert sorted(got) == [300, 301]
+
+
+async def test_show_vitess_messages_counts_sent_and_acked(proxy, streams):
+    # Keyspace, Shard, Table, Queued, InFlight, Sent, Acked, Delayed, Parked, Purged, Subscribers, Error
+    async def counters() -> tuple:
+        _, rows = await sql(proxy, "lookup", "SHOW VITESS_MESSAGES")
+        return next(r for r in rows if r[2] == "unsharded_message")
+
+    before = await counters()
+    s = await streams("lookup", "stream * from unsharded_message")
+    await insert(proxy, "lookup", "unsharded_message", "(21, 1, '{}')")
+    await s.rows(1)
+    assert (await counters())[4] == before[4] + 1  # in flight until acked
+    assert await ack(proxy, "lookup", "unsharded_message", "21") == 1
+    after = await counters()
+    assert (after[0], after[1], after[10]) == ("lookup", "0", 1)
+    assert (after[4], after[5] - before[5], after[6] - before[6]) == (before[4], 1, 1)
+
+
+async def test_comment_altered_through_the_proxy_applies_without_reconnecting(proxy, streams, shard_pools):
+    lookup = shard_pools.get("lookup", "0")
+    await run_sql(lookup, "DROP TABLE IF EXISTS live_comment")
+    await run_sql(lookup, MESSAGE_DDL.format(name="live_comment", extra="", comment=VITESS_COMMENT))
+    try:
+        s = await streams("lookup", "stream * from live_comment")
+        await sql(proxy, "lookup", f"ALTER TABLE live_comment COMMENT '{VITESS_COMMENT.replace('vt_batch_size=2', 'vt_batch_size=6')}'")
+        await insert(proxy, "lookup", "live_comment", ", ".join(f"({i}, 1, '{{}}')" for i in range(1, 7)))
+        got = await s.rows(6, within=3)
+        assert sorted(r[0] for r in got) == [1, 2, 3, 4, 5, 6]
+        _, rows = await sql(proxy, "lookup", "SELECT COUNT(DISTINCT time_next) FROM live_comment")
+        assert rows == [(1,)]  # one batch of 6: one claim, one time_next for all
+    finally:
+        await run_sql(lookup, "DROP TABLE IF EXISTS live_comment")
+
+
+async def test_create_queue_through_the_proxy_makes_a_streamable_table(proxy, streams, shard_pools):
+    await run_sql(shard_pools.get("lookup", "0"), "DROP TABLE IF EXISTS e2e_queue")
+    try:
+        await sql(proxy, "lookup", "CREATE QUEUE e2e_queue (body TEXT) WITH (vt_ack_wait=1, vt_poller_interval=0.5)")
+        s = await streams("lookup", "stream * from e2e_queue")
+        assert s.names == ["id", "body"]
+        await insert(proxy, "lookup", "e2e_queue", "(1, 'hi')", "id, body")
+        assert await s.rows(1) == [(1, "hi")]
+    finally:
+        await run_sql(shard_pools.get("lookup", "0"), "DROP TABLE IF EXISTS e2e_queue")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from proxy.errors import ProxyError
 from proxy.messaging.errors import MessageTableError, MessageTableNotFound, NotAMessageTable
+from proxy.messaging.service import MessagingService
 from tests.messaging.conftest import FAST, Stream, run_sql
 
 
@@ -117,3 +120,54 @@ async def test_subscriber_count_follows_streams(tables, service, subscribe):
     assert [len(service.managers[("commerce", s, name)].receivers) for s in ("-80", "80-")] == [2, 2]
     await first.close()
     assert [len(service.managers[("commerce", s, name)].receivers) for s in ("-80", "80-")] == [1, 1]
+
+
+async def test_change_watch_delivers_a_row_written_directly_on_the_shard_at_once(tables, shard_pools):
+    from tests.messaging.conftest import SHARDS
+
+    slow_poll = FAST.replace("vt_poller_interval=0.2", "vt_poller_interval=30")
+    name = await tables.create(comment=f"vitess_message,{slow_poll}")
+    svc = MessagingService(shard_pools, SHARDS, watch_changes=True)
+    await svc.start()
+    try:
+        s = await Stream(svc.subscribe("lookup", name)).open()
+        await asyncio.sleep(0.5)  # the subscriber's first poll is over; the binlog watch is up
+        await run_sql(shard_pools.get("lookup", "0"), f"INSERT INTO {name} (id) VALUES (1)")
+        assert [r[0] for r in await s.rows(1, within=3)] == ["1"]
+        await s.close()
+    finally:
+        await svc.stop()
+
+
+def test_change_watch_ignores_acks_and_postpones():
+    from proxy.messaging.change_watch import wants_delivery
+
+    assert wants_delivery({"time_acked": None, "epoch": 0, "time_next": 0}, 10)
+    assert wants_delivery({"time_acked": None, "epoch": 0, "time_next": 50}, 10)  # scheduled: learn its time
+    assert not wants_delivery({"time_acked": 5, "epoch": 1, "time_next": None}, 10)
+    assert not wants_delivery({"time_acked": None, "epoch": 1, "time_next": 50}, 10)
+
+
+def test_stream_without_keyspace_is_no_database_selected(service):
+    with pytest.raises(ProxyError) as e:
+        service.stream("stream * from t", None)
+    assert e.value.code == 1046
+
+
+def test_stream_of_unknown_keyspace_is_unknown_database(service):
+    with pytest.raises(ProxyError) as e:
+        service.stream("stream * from nope.t", "lookup")
+    assert (e.value.code, e.value.message) == (1049, "Unknown database 'nope'")
+
+
+async def test_stopping_the_service_ends_open_streams_with_an_error(tables, shard_pools):
+    from tests.messaging.conftest import SHARDS
+
+    name = await tables.create()
+    svc = MessagingService(shard_pools, SHARDS)
+    await svc.start()
+    s = await Stream(svc.subscribe("lookup", name)).open()
+    await svc.stop()
+    with pytest.raises(ProxyError) as e:
+        await s.batch(within=2)
+    assert "messager engine is closed" in e.value.message

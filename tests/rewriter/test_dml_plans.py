@@ -85,3 +85,16 @@ def test_update_of_owned_lookup_column_reads_the_rows_first(vschema):
 def test_update_of_lookup_column_to_an_expression_is_refused(vschema):
     with pytest.raises(errors.Unsupported, match="update of lookup vindex column email to an expression"):
         explain(vschema, "update customer set email = concat(email, 'x') where customer_id = 3")
+
+
+def test_insert_select_into_sharded_table_runs_the_select_first(vschema):
+    plan = explain(vschema, "insert into corder (order_id, customer_id, sku) select id, id, name from product")
+    assert (plan["OperatorType"], plan["Variant"]) == ("Insert", "Select")
+    assert plan["VindexOffsetFromSelect"] == {"hash": "1", "corder_lookup": "0"}
+    assert plan["Inputs"][0]["Variant"] == "Unsharded"
+
+
+def test_insert_select_within_one_unsharded_keyspace_is_sent_whole(vschema):
+    plan = explain(vschema, "insert into product (id, name) select id, name from product where id < 3")
+    assert (plan["OperatorType"], plan["Variant"]) == ("Insert", "Unsharded")
+    assert plan["Query"] == "insert into product (id, name) select id, name from product where id < 3"

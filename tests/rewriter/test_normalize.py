@@ -105,3 +105,8 @@ def test_insert_values_are_normalized():
 def test_unterminated_string_is_an_error():
     with pytest.raises(ValueError):
         normalize("select 'abc")
+
+
+@pytest.mark.parametrize("sql", ["select N'abc' from t", "select b'0101' from t"])
+def test_prefixed_string_literals_are_kept(sql):
+    assert normalize(sql) == (sql, {})

@@ -105,12 +105,12 @@ def test_join_routes_right_side_by_vindex_of_join_var(vschema):
 
 @pytest.mark.parametrize(("sql", "message"), [
     ("select * from customer c join product p on p.id = c.tenant_id", "'*' expression in cross-shard query"),
-    ("select count(*) from customer c join product p on p.id = c.tenant_id", "aggregation on top of a cross-shard join"),
+    ("select sum(c.tenant_id + p.id) from customer c join product p on p.id = c.tenant_id",
+     "expression over several tables in a cross-shard join"),
     ("select c.email from customer c left join product p on p.id = c.tenant_id where p.name = 'x'",
      "WHERE condition on the outer side of a LEFT JOIN"),
-    ("select email from customer where customer_id in (select customer_id from corder)",
-     "unsupported"),
-    ("select count(*) + 1 from customer", "expression over aggregates"),
+    ("select (select count(*) from corder) from customer", "subquery on a sharded table"),
+    ("select concat(count(*), 'x') from customer", "expression evaluated at the proxy"),
     ("select group_concat(email) from customer", "unsupported"),
     ("select t.n + 1 from (select tenant_id, count(*) n from customer group by tenant_id) t",
      "over a derived table that spans shards"),
@@ -153,3 +153,54 @@ def test_query_over_aggregated_derived_table_filters_and_projects_at_the_proxy(v
     assert (plan["OperatorType"], plan["Columns"]) == ("SimpleProjection", "*")
     assert plan["Inputs"][0]["OperatorType"] == "Filter"
     assert plan["Inputs"][0]["Inputs"][0]["OperatorType"] == "Aggregate"
+
+
+def test_uncorrelated_in_subquery_runs_first_and_routes_the_outer_by_its_values(vschema):
+    plan = explain(vschema, "select email from customer where customer_id in (select customer_id from corder where sku = 'x')")
+    assert (plan["OperatorType"], plan["Variant"]) == ("UncorrelatedSubquery", "PulloutIn")
+    outer = plan["Inputs"][1]
+    assert (outer["Variant"], outer["Values"]) == ("IN", ["::__sq1"])
+    assert outer["Query"] == "SELECT email FROM customer WHERE (:__sq_has_values1 = 1 AND customer_id IN (:__sq1))"
+
+
+def test_not_in_subquery_keeps_empty_result_semantics(vschema):
+    plan = explain(vschema, "select * from product where id not in (select tenant_id from customer)")
+    assert plan["Inputs"][1]["Query"] == "SELECT * FROM product WHERE (:__sq_has_values1 = 0 OR NOT id IN (:__sq1))"
+
+
+def test_scalar_subquery_value_routes_the_outer_query(vschema):
+    plan = explain(vschema, "select * from customer where customer_id = (select max(customer_id) from corder)")
+    assert plan["Variant"] == "PulloutValue"
+    assert plan["Inputs"][1]["Variant"] == "EqualUnique"
+
+
+def test_correlated_subquery_across_shards_is_refused(vschema):
+    with pytest.raises(errors.Unsupported, match="correlated subquery"):
+        explain(vschema, "select * from customer c where exists (select 1 from corder o where o.customer_id = c.tenant_id)")
+
+
+def test_expression_over_aggregates_is_computed_by_a_projection(vschema):
+    plan = explain(vschema, "select sum(tenant_id) / count(*) as mean from customer")
+    assert plan["OperatorType"] == "SimpleProjection"  # drops the helper aggregates
+    projection = plan["Inputs"][0]
+    assert projection["OperatorType"] == "Projection"
+    assert projection["Expressions"] == ["SUM(tenant_id) / COUNT(*) as mean"]
+    assert projection["Inputs"][0]["Aggregates"] == "sum(0) AS SUM(tenant_id), sum_count_star(1) AS COUNT(*)"
+
+
+def test_aggregation_over_cross_shard_join_sorts_and_aggregates_at_the_proxy(vschema):
+    plan = explain(vschema, "select c.tenant_id, count(*), sum(p.id) from customer c join product p "
+                            "on p.id = c.tenant_id group by c.tenant_id")
+    assert (plan["OperatorType"], plan["Variant"], plan["GroupBy"]) == ("Aggregate", "Ordered", "0")
+    assert plan["Aggregates"] == "sum_count_star(1) AS count(*), sum(2) AS sum(p.id)"
+    assert plan["Inputs"][0]["OperatorType"] == "Sort"
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("select count(*) into @c from customer", "SELECT INTO"),
+    ("select sql_calc_found_rows email from customer limit 3", "SQL_CALC_FOUND_ROWS across shards"),
+    ("select @x := tenant_id from customer", "user variable assignment across shards"),
+])
+def test_session_side_effects_across_shards_are_refused(vschema, sql, message):
+    with pytest.raises(errors.Unsupported, match=message):
+        explain(vschema, sql)

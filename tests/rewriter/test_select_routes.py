@@ -29,12 +29,13 @@ def test_string_value_is_shown_as_varchar(vschema):
 def test_in_on_vindex_column_is_in_route(vschema):
     plan = explain(vschema, "select * from customer where customer_id in (1, 2, 3)")
     assert (plan["Variant"], plan["Vindex"]) == ("IN", "hash")
+    assert plan["Values"] == ["(INT64(1), INT64(2), INT64(3))"]
 
 
 def test_or_of_equalities_is_multi_equal(vschema):
     plan = explain(vschema, "select * from customer where customer_id = 1 or customer_id = 2")
     assert plan["Variant"] == "MultiEqual"
-    assert plan["Values"] == ["INT64(1)", "INT64(2)"]
+    assert plan["Values"] == ["(INT64(1), INT64(2))"]
 
 
 def test_contradicting_equalities_route_nowhere(vschema):
@@ -91,9 +92,9 @@ def test_unknown_keyspace_qualifier(vschema):
 
 def test_lookup_vindex_equality_goes_through_vindex_lookup(vschema):
     plan = explain(vschema, "select * from customer where email = 'a@b'")
-    assert plan["OperatorType"] == "VindexLookup"
+    assert (plan["OperatorType"], plan["Variant"]) == ("VindexLookup", "Equal")
     assert plan["Vindex"] == "email_lookup"
-    assert plan["Inputs"][1]["Variant"] == "Equal"
+    assert plan["Inputs"][1]["Variant"] == "ByDestination"
 
 
 def test_hash_preferred_over_lookup(vschema):
@@ -199,3 +200,14 @@ def test_ambiguous_unqualified_name_names_the_keyspaces():
 def test_system_table_subquery_next_to_unsharded_table_is_one_route(vschema):
     plan = explain(vschema, "select * from product where name in (select table_name from information_schema.tables)")
     assert (plan["OperatorType"], plan["Variant"]) == ("Route", "Unsharded")
+
+
+def test_shard_qualified_table_sends_to_that_shard(vschema):
+    plan = explain(vschema, "select * from `customer:80-`.customer where tenant_id = 1")
+    assert (plan["OperatorType"], plan["TargetDestination"]) == ("Send", "Shard(80-)")
+    assert plan["Query"] == "SELECT * FROM customer WHERE tenant_id = 1"
+
+
+def test_unknown_shard_qualifier_is_an_error(vschema):
+    with pytest.raises(errors.PlanningError, match="no shard 40- in keyspace customer"):
+        explain(vschema, "select * from `customer:40-`.customer")

@@ -51,3 +51,9 @@ def test_missing_bind_variable_is_reported():
 def test_template_without_variables_is_constant():
     tpl = parse_template("select 1")
     assert tpl.is_constant and tpl.render({}) == "select 1"
+
+
+def test_escape_string_is_the_body_of_a_quoted_literal():
+    from rewriter.sqltemplate import escape_string
+
+    assert escape_string("a'b\\c\n") == "a\\'b\\\\c\\n"

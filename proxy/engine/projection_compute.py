@@ -1,0 +1,99 @@
+"""Projection: compute columns at the proxy from other columns of the row, with
+MySQL's result types (e.g. ``sum(price) / count(*)`` -> DECIMAL with scale + 4)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from mysql_mimic.types import ColumnType
+
+from proxy.engine import dispatch
+from proxy.engine.result import (
+    BINARY_CHARSET,
+    BINARY_FLAG,
+    NUM_FLAG,
+    UTF8MB4_GENERAL_CI,
+    Field,
+    Result,
+    Row,
+    decode_value,
+    encode_value,
+    is_numeric,
+)
+from proxy.engine.stream_util import collect
+from rewriter.nodes import Projection
+from rewriter.sqltemplate import parse_template
+
+_FLOATS = {ColumnType.FLOAT, ColumnType.DOUBLE}
+_DECIMALS = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
+
+
+def field_kind(f: Field) -> tuple[str, int]:
+    if f.type in _FLOATS:
+        return ("double", 0)
+    if f.type in _DECIMALS:
+        return ("decimal", f.decimals)
+    if is_numeric(f):
+        return ("int", 0)
+    return ("string", 0)
+
+
+def _field_for(name: str, kind: tuple[str, int]) -> Field:
+    k, scale = kind
+    if k == "int":
+        return Field(name=name, type=ColumnType.LONGLONG, charset=BINARY_CHARSET, length=21,
+                     flags=BINARY_FLAG | NUM_FLAG)
+    if k == "decimal":
+        return Field(name=name, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET, length=66,
+                     flags=BINARY_FLAG | NUM_FLAG, decimals=scale)
+    if k == "double":
+        return Field(name=name, type=ColumnType.DOUBLE, charset=BINARY_CHARSET, length=23,
+                     flags=BINARY_FLAG | NUM_FLAG, decimals=31)
+    return Field(name=name, type=ColumnType.VAR_STRING, charset=UTF8MB4_GENERAL_CI, length=1024)
+
+
+def _text(value: Any, kind: tuple[str, int]) -> bytes | None:
+    if value is None:
+        return None
+    k, scale = kind
+    if k == "int":
+        return str(int(value)).encode()
+    if k == "decimal":
+        d = Decimal(value).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+        return format(d, "f").encode()
+    if k == "double":
+        return encode_value(float(value))
+    return encode_value(value)
+
+
+async def execute(node: Projection, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+    return await collect(stream(node, vcursor, bindvars))
+
+
+async def stream(node: Projection, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+    source = dispatch.stream(node.input, vcursor, bindvars)
+    fields: list[Field] | None = None
+    kinds: list[tuple[str, int]] = []
+    try:
+        async for chunk in source:
+            out_fields: list[Field] = []
+            if fields is None and chunk.fields:
+                fields = chunk.fields
+                in_kinds = [field_kind(f) for f in fields]
+                kinds = [c.result_kind(in_kinds.__getitem__, bindvars) for c in node.computed]
+                out_fields = list(fields)
+                for c, k in zip(node.computed, kinds, strict=True):
+                    name = parse_template(c.name).render(bindvars) if ":" in c.name else c.name
+                    out_fields[c.column] = _field_for(name, k)
+            rows: list[Row] = []
+            for row in chunk.rows:
+                values = [decode_value(f, v) for f, v in zip(fields or [], row, strict=True)]
+                new = list(row)
+                for c, k in zip(node.computed, kinds, strict=True):
+                    new[c.column] = _text(c.fn(values, bindvars), k)
+                rows.append(tuple(new))
+            yield Result(fields=out_fields, rows=rows)
+    finally:
+        await source.aclose()

@@ -1,0 +1,133 @@
+"""Recognising the DML the front end reports to the messaging service (pure, no I/O).
+
+* ``INSERT [IGNORE] INTO [ks.]t ...`` / ``REPLACE INTO`` -> after its commit, ``notify`` t.
+* An ack, ``UPDATE [ks.]t SET ... time_acked = ... WHERE id IN (...)`` (or ``id = v``) ->
+  after its commit, ``acked(ks, t, ids)``.
+
+Only the statement text is looked at; whether ``t`` is a message table is the service's
+business (``MessagingService.is_message_table``; ``notify``/``acked`` ignore other tables).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+_INSERT_QUALIFIED = re.compile(
+    r"^\s*(?:insert|replace)\s+(?:(?:low_priority|delayed|high_priority|ignore)\s+)*(?:into\s+)?"
+    r"(?:`(?P<qks>[^`]+)`|(?P<ks>\w+))\s*\.\s*(?:`(?P<qt>[^`]+)`|(?P<t>\w+))",
+    re.I,
+)
+_UNQUALIFIED = re.compile(
+    r"^\s*(?:insert|replace)\s+(?:(?:low_priority|delayed|high_priority|ignore)\s+)*(?:into\s+)?"
+    r"(?:`(?P<qt>[^`]+)`|(?P<t>\w+))",
+    re.I,
+)
+_ACK_HINT = re.compile(r"^\s*update\b.*\btime_acked\b", re.I | re.S)
+# The usual ack, recognised without a parse (a subscriber sends one per batch):
+# UPDATE [ks.]t SET ... time_acked = ... WHERE id IN (literals) [AND ...]
+_FAST_ACK = re.compile(
+    r"^\s*update\s+(?:`?(?P<ks>\w+)`?\s*\.\s*)?`?(?P<t>\w+)`?\s+set\s+(?P<set>.*?)\s+where\s+(?P<where>.*?)\s*;?\s*$",
+    re.I | re.S,
+)
+_SETS_ACKED = re.compile(r"(?:^|,)\s*`?time_acked`?\s*=", re.I)
+_ID_IN = re.compile(r"(?:^|\(|\s)`?id`?\s+in\s*\((?P<ids>[^()]*)\)", re.I)
+_ID_LITERAL = re.compile(r"^\s*(?:(?P<n>-?\d+)|'(?P<s>[^'\\]*)')\s*$")
+_OR = re.compile(r"\bor\b|\|\|", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDml:
+    kind: str  # "insert" or "ack"
+    keyspace: str | None  # the statement's qualifier, if any
+    table: str
+    ids: tuple[str | int, ...] = ()  # for acks: the id literals
+
+
+def inserted_table(sql: str) -> MessageDml | None:
+    m = _INSERT_QUALIFIED.match(sql)
+    if m:
+        return MessageDml("insert", m.group("qks") or m.group("ks"), m.group("qt") or m.group("t"))
+    m = _UNQUALIFIED.match(sql)
+    if m:
+        return MessageDml("insert", None, m.group("qt") or m.group("t"))
+    return None
+
+
+def _literal(node: exp.Expression) -> str | int | None:
+    if isinstance(node, exp.Literal):
+        return node.this if node.is_string else int(node.this) if node.this.lstrip("-").isdigit() else node.this
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        return -int(node.this.this) if node.this.this.isdigit() else None
+    return None
+
+
+def _ack_ids(where: exp.Expression) -> list[str | int] | None:
+    """The ids an ack's WHERE names (``id IN (...)`` or ``id = v``, ANDed with anything)."""
+    for node in where.walk():
+        if isinstance(node, exp.In) and isinstance(node.this, exp.Column) and node.this.name.lower() == "id":
+            values = [_literal(e) for e in node.expressions]
+            return None if any(v is None for v in values) else values  # type: ignore[return-value]
+        if isinstance(node, exp.EQ):
+            col, val = node.left, node.right
+            if isinstance(val, exp.Column):
+                col, val = val, col
+            if isinstance(col, exp.Column) and col.name.lower() == "id":
+                v = _literal(val)
+                return None if v is None else [v]
+    return None
+
+
+def _fast_acked_ids(sql: str) -> MessageDml | None:
+    m = _FAST_ACK.match(sql)
+    if not m or not _SETS_ACKED.search(m.group("set")) or _OR.search(m.group("where")):
+        return None
+    found = _ID_IN.search(m.group("where"))
+    if not found:
+        return None
+    ids: list[str | int] = []
+    for item in found.group("ids").split(","):
+        lit = _ID_LITERAL.match(item)
+        if not lit:
+            return None
+        ids.append(int(lit.group("n")) if lit.group("n") is not None else lit.group("s"))
+    return MessageDml("ack", m.group("ks"), m.group("t"), tuple(ids))
+
+
+def acked_ids(sql: str) -> MessageDml | None:
+    if not _ACK_HINT.match(sql):
+        return None
+    fast = _fast_acked_ids(sql)
+    if fast is not None:
+        return fast
+    try:
+        tree = sqlglot.parse_one(sql, read="mysql")
+    except ParseError:
+        return None
+    if not isinstance(tree, exp.Update) or not isinstance(tree.this, exp.Table):
+        return None
+    sets_acked = any(
+        isinstance(e, exp.EQ) and isinstance(e.left, exp.Column) and e.left.name.lower() == "time_acked"
+        for e in tree.expressions
+    )
+    where = tree.args.get("where")
+    if not sets_acked or where is None:
+        return None
+    ids = _ack_ids(where.this)
+    if ids is None:
+        return None
+    return MessageDml("ack", tree.this.db or None, tree.this.name, tuple(ids))
+
+
+def message_dml(sql: str) -> MessageDml | None:
+    """What the messaging service should hear about this statement once it commits."""
+    head = sql.lstrip()[:7].lower()
+    if head.startswith(("insert", "replace")):
+        return inserted_table(sql)
+    if head.startswith("update"):
+        return acked_ids(sql)
+    return None

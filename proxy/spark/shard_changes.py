@@ -1,0 +1,114 @@
+"""Read one shard's change events between two binlog positions, deterministically.
+
+A micro-batch covers, per shard, the transactions after the start position up to and including
+the end position. Both are GTID positions, and the binlog between them never changes, so
+reading the same range again (after a crash, from Spark's checkpoint) yields the same rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from proxy.cdc import CommitEvent, GtidPosition, RowEvent, ShardGtid, Vgtid, VStream
+from proxy.cdc.json_values import dumps, json_row
+from proxy.spark.topology import ShardEndpointSpec
+
+logger = logging.getLogger(__name__)
+
+# How long a range read may take to reach its end position before it gives up (a shard that
+# is down or whose binlog was purged must fail the batch, never shorten it).
+RANGE_READ_TIMEOUT_S = 120.0
+# Idle time after which the stream reports where it is (that is how a read learns that the
+# shard moved past transactions of other tables up to the end position).
+IDLE_REPORT_S = 0.2
+
+
+@dataclass(frozen=True)
+class ShardRange:
+    keyspace: str
+    shard: str
+    start: str  # GTID position, exclusive
+    end: str  # GTID position, inclusive
+
+
+def reached(position: GtidPosition, end: GtidPosition) -> bool:
+    return all(position.includes(gtid) for gtid in end)
+
+
+async def read_shard_range(
+    endpoint: ShardEndpointSpec,
+    tables: Sequence[str],
+    rng: ShardRange,
+    vgtid_base: Vgtid,
+) -> list[tuple]:
+    """The change rows of `rng`, in binlog order; `vgtid_base` gives the other shards'
+    positions for the per-row `vgtid` column."""
+    end = GtidPosition.parse(rng.end)
+    if reached(GtidPosition.parse(rng.start), end):
+        return []
+    key = (rng.keyspace, rng.shard)
+    others = [g for g in vgtid_base.shard_gtids if (g.keyspace, g.shard) != key]
+    start = Vgtid([ShardGtid(rng.keyspace, rng.shard, rng.start)])
+    rows: list[tuple] = []
+    async with VStream(
+        {key: endpoint},
+        list(tables),
+        start=start,
+        heartbeat_interval=IDLE_REPORT_S,
+        shard_heartbeat_period=IDLE_REPORT_S,
+    ) as stream:
+        async with asyncio.timeout(RANGE_READ_TIMEOUT_S):
+            async for group in stream:
+                if not group.is_heartbeat:
+                    commit = next((e for e in group.events if isinstance(e, CommitEvent)), None)
+                    if commit is not None and not end.includes(_gtid(commit.gtid)):
+                        break  # committed after the range: the next batch's
+                    rows.extend(_rows_of(group, commit, others, rng))
+                position = stream.vgtid.position_of(rng.keyspace, rng.shard)
+                if position is not None and reached(GtidPosition.parse(position), end):
+                    break
+    logger.info(
+        "shard change range read",
+        extra={"keyspace": rng.keyspace, "shard": rng.shard, "start": rng.start, "end": rng.end, "rows": len(rows)},
+    )
+    return rows
+
+
+def _gtid(text: str):  # noqa: ANN202 - proxy.cdc.Gtid
+    from proxy.cdc import Gtid
+
+    return Gtid.parse(text)
+
+
+def _rows_of(group, commit: CommitEvent | None, others: list[ShardGtid], rng: ShardRange) -> list[tuple]:  # noqa: ANN001
+    position = group.vgtid.position_of(rng.keyspace, rng.shard) if group.vgtid else rng.end
+    vgtid = Vgtid([*others, ShardGtid(rng.keyspace, rng.shard, position or "")]).to_json()
+    gtid = commit.gtid if commit is not None else ""
+    out: list[tuple] = []
+    index = 0
+    for event in group.events:
+        if not isinstance(event, RowEvent):
+            continue
+        ts = dt.datetime.fromtimestamp(event.timestamp, tz=dt.UTC)
+        keyspace, _, table = event.table_name.partition(".")
+        for change in event.changes:
+            out.append(
+                (
+                    str(event.op),
+                    keyspace,
+                    event.shard,
+                    table,
+                    None if change.before is None else dumps(json_row(change.before)),
+                    None if change.after is None else dumps(json_row(change.after)),
+                    ts,
+                    gtid,
+                    index,
+                    vgtid,
+                )
+            )
+            index += 1
+    return out

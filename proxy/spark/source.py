@@ -1,0 +1,93 @@
+"""The `shardgate` PySpark data source (Spark 4.x `pyspark.sql.datasource`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+)
+
+from proxy.spark.column_types import ColumnSpec, column_spec, spark_schema
+from proxy.spark.connect import connect, quote_name
+from proxy.spark.options import SourceOptions
+from proxy.spark.shard_pruning import VindexRoute
+from proxy.spark.topology import load_vschema, proxy_shards
+
+
+class ShardgateDataSource(DataSource):
+    """`spark.read.format("shardgate")`, `df.write.format("shardgate")` and
+    `spark.readStream.format("shardgate")` over a shardgate proxy."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "shardgate"
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.parsed = SourceOptions.parse(options)
+        self._columns: list[ColumnSpec] | None = None
+
+    # -- batch ------------------------------------------------------------------------------
+
+    def columns(self) -> list[ColumnSpec]:
+        """The table's columns as its shards define them (`SHOW FULL COLUMNS`, via the proxy)."""
+        if self._columns is None:
+            keyspace, table = self.parsed.require_table()
+            conn = connect(self.parsed.proxy, keyspace)
+            try:
+                cur = conn.cursor()
+                cur.execute(f"SHOW FULL COLUMNS FROM {quote_name(table)}")
+                self._columns = [column_spec(row) for row in cur.fetchall()]
+            finally:
+                conn.close()
+        return self._columns
+
+    def schema(self) -> Any:
+        if self.parsed.stream_tables:
+            from proxy.spark.change_rows import CHANGE_SCHEMA
+
+            return CHANGE_SCHEMA
+        return spark_schema(self.columns())
+
+    def _route(self, for_write: bool) -> VindexRoute | None:
+        if self.parsed.config is None:
+            return None
+        keyspace, table = self.parsed.require_table()
+        vschema = load_vschema(self.parsed.config)
+        if for_write:
+            found = vschema.find_table(table, keyspace)
+            # The proxy must see these rows: it fills sequences and writes lookup vindex rows.
+            if found.owned_vindexes or found.auto_increment is not None:
+                return None
+        return VindexRoute.of_table(vschema, keyspace, table)
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        from proxy.spark.batch_reader import PruningShardTableReader, ShardTableReader
+
+        keyspace, _ = self.parsed.require_table()
+        by_name = {c.name.lower(): c for c in self.columns()}
+        # A user-given schema selects (and orders) columns by name.
+        wanted = [by_name[f.name.lower()] for f in schema.fields] if schema is not None else self.columns()
+        shards = proxy_shards(self.parsed.proxy, keyspace)
+        route = self._route(for_write=False)
+        reader_type = ShardTableReader if self.options.get("filterPushdown", "true").lower() == "false" else PruningShardTableReader
+        return reader_type(self.parsed, wanted, shards, route)
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        from proxy.spark.batch_writer import ShardTableWriter, clear_table
+
+        keyspace, _ = self.parsed.require_table()
+        if overwrite:
+            clear_table(self.parsed, proxy_shards(self.parsed.proxy, keyspace))
+        return ShardTableWriter(self.parsed, [f.name for f in schema.fields], self._route(for_write=True))
+
+    # -- streaming --------------------------------------------------------------------------
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        from proxy.spark.stream_reader import ChangeStreamReader
+
+        return ChangeStreamReader(self.parsed)

@@ -1,0 +1,112 @@
+"""SQL ``VSTREAM * FROM t [WHERE pos > '<vgtid json>'] [LIMIT n]`` over the CDC stream.
+
+Rows are ``op`` (``+`` insert, ``*`` update after image, ``-`` delete before image),
+the table's columns, and (beyond Vitess) ``vgtid``: the position after the row's
+transaction, so a SQL client can resume with ``WHERE pos > '<that value>'``.
+Without a position the stream starts at ``current`` (Vitess copies the table first).
+As in Vitess the default LIMIT is 100 rows.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from mysql_mimic.types import ColumnType
+
+from proxy.engine.result import UTF8MB4_GENERAL_CI, Field, Result
+from proxy.errors import ProxyError, UnsupportedError
+
+if TYPE_CHECKING:
+    from proxy.server import Proxy
+    from proxy.session import ProxySession
+
+DEFAULT_LIMIT = 100
+
+_VSTREAM = re.compile(
+    r"^vstream\s+(?:/\*.*?\*/\s*)*(?P<expr>.+?)\s+from\s+(?P<table>[`\w.-]+)"
+    r"(?:\s+where\s+(?P<where>.+?))?(?:\s+limit\s+(?P<limit>\d+))?\s*;?$",
+    re.I | re.S,
+)
+_POS = re.compile(r"^pos\s*>\s*'(?P<pos>(?:[^'\\]|\\.|'')*)'$", re.I | re.S)
+
+
+def _text(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bool):
+        return b"1" if value else b"0"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(", ", ": ")).encode()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f").encode()
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(sep=" ").encode()
+    if isinstance(value, datetime.timedelta):
+        total = int(value.total_seconds())
+        sign = "-" if total < 0 else ""
+        total = abs(total)
+        return f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}".encode()
+    return str(value).encode()
+
+
+def _vtext_field(name: str) -> Field:
+    return Field(name=name, type=ColumnType.VAR_STRING, charset=UTF8MB4_GENERAL_CI, length=1024)
+
+
+async def vstream(proxy: Proxy, session: ProxySession, sql: str) -> AsyncIterator[Result]:
+    from proxy.cdc import VStream, VStreamRowFormatter
+    from proxy.cdc.errors import CdcError
+
+    m = _VSTREAM.match(sql.strip())
+    if not m:
+        raise ProxyError(1064, "syntax error: expected VSTREAM * FROM table [WHERE pos > '<vgtid>'] [LIMIT n]")
+    start: str = "current"
+    if m.group("where"):
+        pm = _POS.match(m.group("where").strip())
+        if not pm:
+            raise ProxyError(1235, "VT03017: where clause can only be of the type 'pos > <value>'")
+        start = pm.group("pos").replace("''", "'").replace("\\'", "'")
+        if start.lower() == "snapshot":
+            raise UnsupportedError("VSTREAM from 'snapshot' (copy the table first) is not supported yet")
+    limit = int(m.group("limit")) if m.group("limit") else DEFAULT_LIMIT
+    name = m.group("table").replace("`", "")
+    ks_hint, _, tname = name.rpartition(".")
+    table = proxy.vschema.find_table(tname, ks_hint or session.keyspace)
+    keyspace = table.keyspace
+    shards = [session.target_shard] if session.target_shard and keyspace == session.keyspace else proxy.shard_names(keyspace)
+    endpoints = {(keyspace, s): proxy.endpoints[(keyspace, s)] for s in shards}
+
+    # Fields come from the table itself, so the header is exact.
+    probe = await session.vcursor.execute_shard(keyspace, shards[0], f"select * from `{table.name}` where 1 != 1")
+    fields = [_vtext_field("op"), *probe.fields, _vtext_field("vgtid")]
+    formatter = VStreamRowFormatter(f"{keyspace}.{table.name}")
+    try:
+        stream = VStream(endpoints, tables=[f"{keyspace}.{table.name}"], start=start)
+        # Positions are fixed before the header goes out: a client that writes right
+        # after its VSTREAM returned sees those writes.
+        await stream.open()
+    except (CdcError, ValueError) as e:
+        raise ProxyError(1105, f"VSTREAM: {e}") from e
+    try:
+        yield Result(fields=fields)
+        sent = 0
+        async for group in stream:
+            rows = formatter.rows(group)
+            if not rows:
+                continue
+            rows = rows[: limit - sent]
+            sent += len(rows)
+            yield Result(rows=[tuple(_text(v) for v in row) for row in rows])
+            if sent >= limit:
+                return
+    except CdcError as e:
+        raise ProxyError(1105, f"VSTREAM: {e}") from e
+    finally:
+        await stream.aclose()

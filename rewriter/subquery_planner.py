@@ -1,0 +1,130 @@
+"""Uncorrelated subqueries in WHERE that cannot ride along with the outer route.
+
+``x [NOT] IN (SELECT ...)``, ``[NOT] EXISTS (SELECT ...)`` and ``x <op> (SELECT ...)``
+whose subquery does not stay on the outer query's route are planned on their own
+and run first (``PulloutSubquery``); the outer query gets bind variables instead:
+
+- ``x IN (q)``      -> ``(:__sq_has_values1 = 1 AND x IN (:__sq1))``
+- ``x NOT IN (q)``  -> ``(:__sq_has_values1 = 0 OR x NOT IN (:__sq1))``
+- ``EXISTS (q)``    -> ``:__sq_has_values1 = 1`` (``NOT EXISTS``: ``= 0``)
+- ``x = (q)``       -> ``x = :__sq1``
+
+With no rows the list holds one NULL (valid SQL) and the has-values flag keeps the
+result exactly as MySQL's (``IN`` false, ``NOT IN`` true). The IN form over a vindex
+column routes like any IN list. A subquery that mentions a table alias of the outer
+query (correlated) is refused: running it alone would change its meaning.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from rewriter.context import PlanContext
+from rewriter.errors import unsupported
+from rewriter.nodes import Plan, PulloutSubquery
+
+SQ_PREFIX = "__sq"
+HAS_PREFIX = "__sq_has_values"
+
+
+def _outer_aliases(sel: exp.Select) -> set[str]:
+    from rewriter.select_planner import from_sources
+
+    out = set()
+    for src in from_sources(sel):
+        out.add(src.alias_or_name)
+    return out
+
+
+def _inner_aliases(q: exp.Expression) -> set[str]:
+    return {t.alias_or_name for t in q.find_all(exp.Table)} | {
+        s.alias_or_name for s in q.find_all(exp.Subquery) if s.alias_or_name}
+
+
+def _check_uncorrelated(q: exp.Expression, outer: set[str]) -> None:
+    inner = _inner_aliases(q)
+    for col in q.find_all(exp.Column):
+        t = col.table
+        if t and t not in inner and t in outer:
+            raise unsupported("correlated subquery across shards")
+
+
+def _candidates(where: exp.Expression) -> list[exp.Expression]:
+    """Subquery-bearing predicates in WHERE, outermost first, not inside other subqueries."""
+    out: list[exp.Expression] = []
+    stack = [where]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            out.append(node)
+            continue
+        if isinstance(node, exp.Exists):
+            out.append(node)
+            continue
+        if isinstance(node, exp.Subquery):
+            out.append(node)  # scalar
+            continue
+        stack.extend(node.iter_expressions())
+    return out
+
+
+def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
+    where = sel.args.get("where")
+    if where is None:
+        return None
+    for e in sel.expressions:
+        if any(True for _ in e.find_all(exp.Subquery, exp.Exists)):
+            return None  # subqueries in the select list: not handled here
+    found = _candidates(where.this)
+    if not found:
+        return None
+    from rewriter.select_planner import plan_select
+
+    sel = sel.copy()
+    found = _candidates(sel.args["where"].this)
+    outer_aliases = _outer_aliases(sel)
+    pulled: list[tuple[str, str, str, Plan]] = []
+    list_vars = set(ctx.list_vars)
+    for node in found:
+        n = ctx.new_var("")
+        values_var, has_var = f"{SQ_PREFIX}{n}", f"{HAS_PREFIX}{n}"
+        if isinstance(node, exp.In):
+            query = node.args["query"]
+            inner = query.this if isinstance(query, exp.Subquery) else query
+            kind = "in"
+        elif isinstance(node, exp.Exists):
+            inner = node.this
+            kind = "exists"
+        else:
+            inner = node.this
+            kind = "value"
+        _check_uncorrelated(inner, outer_aliases)
+        sub_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.counter)
+        sub_plan = plan_select(inner, sub_ctx)
+        has = exp.Placeholder(this=has_var)
+        if kind == "in":
+            if isinstance(node.this, exp.Tuple):
+                raise unsupported("tuple IN subquery across shards")
+            list_vars.add(values_var)
+            in_list = exp.In(this=node.this.copy(), expressions=[exp.Placeholder(this=values_var)])
+            negated = isinstance(node.parent, exp.Not)
+            if negated:
+                repl = exp.Paren(this=exp.Or(this=exp.EQ(this=has, expression=exp.Literal.number(0)),
+                                             expression=exp.Not(this=in_list)))
+                node.parent.replace(repl)
+            else:
+                repl = exp.Paren(this=exp.And(this=exp.EQ(this=has, expression=exp.Literal.number(1)),
+                                              expression=in_list))
+                node.replace(repl)
+        elif kind == "exists":
+            negated = isinstance(node.parent, exp.Not)
+            flag = exp.EQ(this=has, expression=exp.Literal.number(0 if negated else 1))
+            (node.parent if negated else node).replace(flag)
+        else:
+            node.replace(exp.Placeholder(this=values_var))
+        pulled.append((kind, values_var, has_var, sub_plan))
+    outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, frozenset(list_vars), "", ctx.counter)
+    plan = plan_select(sel, outer_ctx)
+    for kind, values_var, has_var, sub_plan in reversed(pulled):
+        plan = PulloutSubquery(kind, values_var, has_var, sub_plan, plan)
+    return plan

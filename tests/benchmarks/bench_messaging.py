@@ -1,0 +1,282 @@
+"""Messaging: enqueue -> receive -> ack throughput (2 shards, 4 subscribers) and
+commit-to-receive latency, beside the raw ceiling of the same writes issued directly against
+MariaDB (100-row INSERTs, then per batch the postpone UPDATE and the ack UPDATE by id list).
+
+    python -m tests.benchmarks messaging     # BENCH_MESSAGES=20000 BENCH_LATENCY_SAMPLES=300 BENCH_WORKERS=1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+from dataclasses import dataclass
+
+import aiomysql
+
+from proxy.config import ShardEndpoint
+from tests.benchmarks.harness import local_cluster, machine, proxies
+from tests.proxy_process import ProxyProcess
+
+TABLE = "customer_events"
+SHARDS = ("-80", "80-")
+SUBSCRIBERS = 4
+PRODUCERS = 2
+INSERT_ROWS = 100
+BATCH_SIZE = 50
+COMMENT = (
+    f"vitess_message,vt_ack_wait=30,vt_purge_after=86400,vt_batch_size={BATCH_SIZE},"
+    "vt_cache_size=10000,vt_poller_interval=1"
+)
+NS = 1_000_000_000
+
+
+@dataclass
+class Throughput:
+    messages: int
+    seconds: float
+    duplicates: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+
+async def _connect_proxy(p: ProxyProcess) -> aiomysql.Connection:
+    return await aiomysql.connect(host=p.host, port=p.port, user="root", password="", db="commerce", autocommit=True)
+
+
+async def _connect_shard(e: ShardEndpoint) -> aiomysql.Connection:
+    return await aiomysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, db=e.database,
+                                  autocommit=True)  # fmt: skip
+
+
+async def _prepare(endpoints: dict[str, ShardEndpoint]) -> None:
+    for e in endpoints.values():
+        conn = await _connect_shard(e)
+        try:
+            async with conn.cursor() as cur:
+                await cur.execute(f"ALTER TABLE {TABLE} COMMENT '{COMMENT}'")
+                await cur.execute(f"DELETE FROM {TABLE}")
+        finally:
+            conn.close()
+
+
+class Subscriber:
+    """A STREAM read over an SSCursor; received ids are acked in groups (whatever has arrived
+    since the last ack, up to ``BATCH_SIZE``) on a second connection, as a worker would."""
+
+    def __init__(self, proxy: ProxyProcess, on_receive=None, on_acked=None) -> None:
+        self.proxy = proxy
+        self.on_receive = on_receive
+        self.on_acked = on_acked
+        self.pending: list[int] = []
+        self.has_pending = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+        self.conns: list[aiomysql.Connection] = []
+
+    async def start(self) -> None:
+        stream_conn, ack_conn = await _connect_proxy(self.proxy), await _connect_proxy(self.proxy)
+        self.conns = [stream_conn, ack_conn]
+        async with stream_conn.cursor() as cur:
+            await cur.execute("SET WORKLOAD = OLAP")
+        cur = await stream_conn.cursor(aiomysql.SSCursor)
+        await cur.execute(f"STREAM * FROM {TABLE}")
+        self.tasks = [asyncio.ensure_future(self._read(cur)), asyncio.ensure_future(self._ack(ack_conn))]
+
+    async def _read(self, cur: aiomysql.SSCursor) -> None:
+        while (row := await cur.fetchone()) is not None:
+            if self.on_receive is not None:
+                self.on_receive(row[0], time.perf_counter())
+            self.pending.append(row[0])
+            self.has_pending.set()
+
+    async def _ack(self, conn: aiomysql.Connection) -> None:
+        while True:
+            await self.has_pending.wait()
+            ids, self.pending = self.pending[:BATCH_SIZE], self.pending[BATCH_SIZE:]
+            if not self.pending:
+                self.has_pending.clear()
+            async with conn.cursor() as cur:
+                await cur.execute(
+                    f"UPDATE {TABLE} SET time_acked = {time.time_ns()}, time_next = NULL"
+                    f" WHERE id IN ({', '.join(str(i) for i in ids)}) AND time_acked IS NULL"
+                )
+            if self.on_acked is not None:
+                self.on_acked(ids)
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+        for c in self.conns:
+            c.close()
+
+
+async def _end_to_end(proxy: ProxyProcess, messages: int, first_id: int) -> Throughput:
+    seen: dict[int, int] = {}
+    done = asyncio.Event()
+
+    def on_acked(ids: list[int]) -> None:
+        for i in ids:
+            seen[i] = seen.get(i, 0) + 1
+        if len(seen) >= messages:
+            done.set()
+
+    subs = [Subscriber(proxy, on_acked=on_acked) for _ in range(SUBSCRIBERS)]
+    for s in subs:
+        await s.start()
+    await asyncio.sleep(0.3)
+    start = time.perf_counter()
+
+    async def produce(worker: int) -> None:
+        conn = await _connect_proxy(proxy)
+        try:
+            async with conn.cursor() as cur:
+                for base in range(first_id + worker * INSERT_ROWS, first_id + messages, PRODUCERS * INSERT_ROWS):
+                    values = ", ".join(f"({i}, {i % 10}, '{{}}')" for i in range(base, min(base + INSERT_ROWS, first_id + messages)))
+                    await cur.execute(f"INSERT INTO {TABLE} (id, tenant_id, message) VALUES {values}")
+        finally:
+            conn.close()
+
+    await asyncio.gather(*(produce(w) for w in range(PRODUCERS)))
+    await asyncio.wait_for(done.wait(), timeout=120)
+    elapsed = time.perf_counter() - start
+    for s in subs:
+        await s.stop()
+    return Throughput(messages, elapsed, duplicates=sum(n - 1 for n in seen.values()))
+
+
+async def _raw_ceiling(endpoints: dict[str, ShardEndpoint], messages: int, first_id: int) -> Throughput:
+    """The same writes straight to the shards: producers insert 100-row batches (half the
+    rows per shard, as the vindex would split them), workers postpone then ack each batch of
+    ``BATCH_SIZE`` ids on its shard."""
+    queue: asyncio.Queue[tuple[str, list[int]] | None] = asyncio.Queue()
+    start = time.perf_counter()
+
+    async def produce(worker: int) -> None:
+        conns = {s: await _connect_shard(e) for s, e in endpoints.items()}
+        try:
+            for base in range(first_id + worker * INSERT_ROWS, first_id + messages, PRODUCERS * INSERT_ROWS):
+                ids = list(range(base, min(base + INSERT_ROWS, first_id + messages)))
+                halves = {SHARDS[0]: ids[: len(ids) // 2], SHARDS[1]: ids[len(ids) // 2 :]}
+                for shard, part in halves.items():
+                    values = ", ".join(f"({i}, {i % 10}, '{{}}')" for i in part)
+                    async with conns[shard].cursor() as cur:
+                        await cur.execute(f"INSERT INTO {TABLE} (id, tenant_id, message) VALUES {values}")
+                    for k in range(0, len(part), BATCH_SIZE):
+                        queue.put_nowait((shard, part[k : k + BATCH_SIZE]))
+        finally:
+            for c in conns.values():
+                c.close()
+
+    async def work() -> int:
+        conns = {s: await _connect_shard(e) for s, e in endpoints.items()}
+        handled = 0
+        try:
+            while (item := await queue.get()) is not None:
+                shard, ids = item
+                id_list = ", ".join(map(str, ids))
+                async with conns[shard].cursor() as cur:
+                    now = time.time_ns()
+                    await cur.execute(
+                        f"UPDATE {TABLE} SET epoch = epoch + 1, time_next = {now + 60 * NS}"
+                        f" WHERE id IN ({id_list}) AND time_acked IS NULL"
+                    )
+                    await cur.execute(
+                        f"UPDATE {TABLE} SET time_acked = {time.time_ns()}, time_next = NULL"
+                        f" WHERE id IN ({id_list}) AND time_acked IS NULL"
+                    )
+                handled += len(ids)
+        finally:
+            for c in conns.values():
+                c.close()
+        return handled
+
+    workers = [asyncio.ensure_future(work()) for _ in range(SUBSCRIBERS)]
+    await asyncio.gather(*(produce(w) for w in range(PRODUCERS)))
+    for _ in workers:
+        queue.put_nowait(None)
+    handled = sum(await asyncio.gather(*workers))
+    return Throughput(handled, time.perf_counter() - start)
+
+
+async def _latency(proxy: ProxyProcess, samples: int, first_id: int) -> tuple[list[float], list[float]]:
+    """One message at a time, no backlog: (insert-returned -> received, insert-sent -> received)."""
+    arrivals: dict[int, float] = {}
+    arrived = asyncio.Event()
+
+    def on_receive(mid: int, at: float) -> None:
+        arrivals[mid] = at
+        arrived.set()
+
+    subs = [Subscriber(proxy, on_receive=on_receive) for _ in range(SUBSCRIBERS)]
+    for s in subs:
+        await s.start()
+    await asyncio.sleep(1.5)  # past every subscriber's first poll: only the commit notify counts
+    conn = await _connect_proxy(proxy)
+    commit_to_receive: list[float] = []
+    send_to_receive: list[float] = []
+    try:
+        async with conn.cursor() as cur:
+            for n in range(samples):
+                mid = first_id + n
+                arrived.clear()
+                sent = time.perf_counter()
+                await cur.execute(f"INSERT INTO {TABLE} (id, tenant_id, message) VALUES ({mid}, 1, '{{}}')")
+                committed = time.perf_counter()
+                while mid not in arrivals:
+                    await asyncio.wait_for(arrived.wait(), timeout=10)
+                    arrived.clear()
+                commit_to_receive.append(max(arrivals[mid] - committed, 0.0))
+                send_to_receive.append(arrivals[mid] - sent)
+                await asyncio.sleep(0.005)
+    finally:
+        conn.close()
+        for s in subs:
+            await s.stop()
+    return commit_to_receive, send_to_receive
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
+
+
+async def _run(proxy: ProxyProcess, endpoints: dict[str, ShardEndpoint], messages: int, samples: int) -> None:
+    await _prepare(endpoints)
+    raw = await _raw_ceiling(endpoints, messages, 1_000_000)
+    await _prepare(endpoints)
+    e2e = await _end_to_end(proxy, messages, 2_000_000)
+    print(f"raw ceiling (direct MariaDB, same writes): {raw.rate:9.0f} msg/s  ({raw.messages} in {raw.seconds:.2f} s)")
+    print(f"end to end via proxy, {SUBSCRIBERS} subscribers:   {e2e.rate:9.0f} msg/s  ({e2e.messages} in {e2e.seconds:.2f} s,"
+          f" duplicates {e2e.duplicates})  = {100 * e2e.rate / raw.rate:.0f}% of raw")  # fmt: skip
+    await _prepare(endpoints)
+    commit, send = await _latency(proxy, samples, 3_000_000)
+    print(f"commit-to-receive ({samples} msgs, no backlog): p50 {_pct(commit, 0.5):.2f} ms  p99 {_pct(commit, 0.99):.2f} ms"
+          f"  mean {statistics.mean(commit) * 1000:.2f} ms")  # fmt: skip
+    print(f"insert-sent-to-receive:                     p50 {_pct(send, 0.5):.2f} ms  p99 {_pct(send, 0.99):.2f} ms")
+
+
+def main() -> None:
+    messages = int(os.environ.get("BENCH_MESSAGES", "20000"))
+    samples = int(os.environ.get("BENCH_LATENCY_SAMPLES", "300"))
+    workers = int(os.environ.get("BENCH_WORKERS", "1"))
+    print(f"machine: {machine()}")
+    print(f"proxy worker processes: {workers} (each runs its own messaging service over the same shards)")
+    print(f"{messages} messages, {PRODUCERS} producers x {INSERT_ROWS}-row INSERTs, {SUBSCRIBERS} subscribers,"
+          f" vt_batch_size={BATCH_SIZE}, 2 shards")  # fmt: skip
+    with local_cluster() as cluster:
+        endpoints = {s: cluster.endpoint("commerce", s) for s in SHARDS}
+        asyncio.run(_prepare(endpoints))  # before the proxy starts: it reads the comment at start-up
+        with proxies(cluster, workers=workers) as proxy:
+            asyncio.run(_run(proxy, endpoints, messages, samples))
+
+
+if __name__ == "__main__":
+    main()
