@@ -40,14 +40,17 @@ async def _run_until_signal(main: Any) -> None:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from proxy.config import load_config
+    from proxy.config import ConfigError, load_config
     from proxy.errors import ProxyError
     from proxy.server import check_listen_safety
 
     overrides: dict[str, Any] = {}
     if getattr(args, "port", None):
         overrides["listen_port"] = args.port
-    config = load_config(Path(args.config), **overrides)
+    try:
+        config = load_config(Path(args.config), **overrides)
+    except ConfigError as e:
+        raise CliError(str(e)) from e
     try:
         check_listen_safety(config.listen.host, config.users)
     except ProxyError as e:
@@ -107,17 +110,27 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_cdc(args: argparse.Namespace) -> int:
-    from proxy.cdc import run_cdc
+    from proxy.cdc import CdcError, run_cdc
 
     config = _load(args)
     tables = [t for spec in args.tables for t in spec.split(",") if t]
 
     async def main() -> Any:
-        return await run_cdc(config, tables, args.start, args.format, sys.stdout)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await run_cdc(
+            config, tables, args.start, args.format, sys.stdout, stop=stop,
+            minimize_skew=args.minimize_skew, max_rows=args.max_rows,
+        )
 
-    final = asyncio.run(_run_until_signal(main()))
-    if final is not None:
-        print(f"resume position: {final}", file=sys.stderr)
+    try:
+        final = asyncio.run(main())
+    except CdcError as e:
+        raise CliError(str(e)) from e
+    sys.stdout.flush()
+    print(f"resume position: {final.to_json()}", file=sys.stderr)
     return 0
 
 
@@ -165,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     cdc.add_argument("--tables", action="append", required=True, help="keyspace.table[,keyspace.table...]")
     cdc.add_argument("--from", dest="start", default="current", help="current | beginning | <vgtid json> | since:<ts>")
     cdc.add_argument("--format", choices=["debezium", "vstream"], default="debezium")
+    cdc.add_argument("--minimize-skew", action="store_true", help="hold shards more than 2 s ahead of the slowest")
+    cdc.add_argument("--max-rows", type=int, help="stop after this many row events")
     cdc.set_defaults(func=cmd_cdc)
     return p
 

@@ -9,7 +9,7 @@ import pytest
 from proxy.errors import ProxyError
 from proxy.messaging.errors import MessageTableError, MessageTableNotFound, NotAMessageTable
 from proxy.messaging.service import MessagingService
-from tests.messaging.conftest import FAST, Stream, run_sql
+from tests.messaging.conftest import FAST, SHARDS, Stream, run_sql
 
 
 async def test_unknown_table_is_not_found_in_schema(service):
@@ -123,8 +123,6 @@ async def test_subscriber_count_follows_streams(tables, service, subscribe):
 
 
 async def test_change_watch_delivers_a_row_written_directly_on_the_shard_at_once(tables, shard_pools):
-    from tests.messaging.conftest import SHARDS
-
     slow_poll = FAST.replace("vt_poller_interval=0.2", "vt_poller_interval=30")
     name = await tables.create(comment=f"vitess_message,{slow_poll}")
     svc = MessagingService(shard_pools, SHARDS, watch_changes=True)
@@ -161,8 +159,6 @@ def test_stream_of_unknown_keyspace_is_unknown_database(service):
 
 
 async def test_stopping_the_service_ends_open_streams_with_an_error(tables, shard_pools):
-    from tests.messaging.conftest import SHARDS
-
     name = await tables.create()
     svc = MessagingService(shard_pools, SHARDS)
     await svc.start()
