@@ -317,8 +317,12 @@ class ShardBinlogReader:
         assert self._channel is not None
         channel = self._channel
         assembler = self._assembler
+        settings = connection_kwargs(self.endpoint)
+        # The shard sends a heartbeat every period when idle, so a silent socket for several
+        # periods is a dead link (no RST came): time the read out and reconnect.
+        settings["read_timeout"] = max(10.0, 5 * self._heartbeat_period)
         stream = BinLogStreamReader(
-            connection_settings=connection_kwargs(self.endpoint),
+            connection_settings=settings,
             server_id=self.server_id,
             blocking=True,
             is_mariadb=True,

@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ import pytest_asyncio
 
 from proxy.cdc import EventGroup, VStream
 from proxy.config import ShardEndpoint
+from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 
 KEYSPACE = "commerce"
 SHARDS = ("-80", "80-")
@@ -104,6 +105,17 @@ class Shard:
 @pytest.fixture(scope="session")
 def shards(local_cluster) -> dict[str, Shard]:
     return {name: Shard(KEYSPACE, name, local_cluster.endpoint(KEYSPACE, name)) for name in SHARDS}
+
+
+@pytest.fixture(scope="module")
+def cdc_proxy(local_cluster, tmp_path_factory) -> Iterator[ProxyProcess]:
+    """A real proxy process over the cluster, for writes that go through routing."""
+    log = tmp_path_factory.mktemp("cdc-proxy") / "proxy.log"
+    process = start_proxy(local_cluster.config.path, local_cluster.endpoints, log)
+    try:
+        yield process
+    finally:
+        stop_proxy(process)
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,11 @@ async def test_debezium_format_writes_one_envelope_per_row_change(
     assert (update["before"]["label"], update["after"]["label"]) == ("new", "changed")
     assert (delete["before"]["label"], delete["after"]) == ("changed", None)
     source = delete["source"]
-    assert (source["keyspace"], source["shard"], source["table"]) == ("commerce", "80-", PROBE_TABLE)
+    assert (source["keyspace"], source["shard"], source["table"]) == (
+        "commerce",
+        "80-",
+        PROBE_TABLE,
+    )
     assert source["gtid"] == await shards["80-"].gtid_binlog_pos()
     assert Vgtid.from_json(source["vgtid"]) == final
     assert isinstance(delete["ts_ms"], int) and isinstance(source["ts_ms"], int)

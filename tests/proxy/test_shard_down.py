@@ -46,3 +46,38 @@ async def test_shard_down_then_back(proxy, local_cluster) -> None:
             await asyncio.sleep(0.2)
         finally:
             conn.close()
+
+
+async def test_partial_commit_failure_names_committed_and_failed_shards(proxy, local_cluster) -> None:
+    table = "partial_commit_probe"
+    setup = proxy.connect(autocommit=True)
+    with setup.cursor() as c:
+        for shard in ("-80", "80-"):
+            c.execute(f"use `commerce:{shard}`")
+            c.execute(f"create table if not exists {table} (id bigint primary key)")
+    setup.close()
+
+    conn = proxy.connect()
+    try:
+        with conn.cursor() as c:
+            c.execute("begin")
+            c.execute("use `commerce:-80`")
+            c.execute(f"insert into {table} values (1)")
+            c.execute("use `commerce:80-`")
+            c.execute(f"insert into {table} values (2)")
+        await local_cluster.stop_shard("commerce", "80-", kill=True)
+        try:
+            with pytest.raises(pymysql.err.MySQLError) as e, conn.cursor() as c:
+                c.execute("commit")
+            msg = e.value.args[1]
+            assert "commit failed on shard commerce/80-" in msg
+            assert "committed: [commerce/-80]" in msg
+        finally:
+            await local_cluster.start_shard("commerce", "80-")
+    finally:
+        conn.close()
+    check = proxy.connect("commerce:-80")
+    with check.cursor() as c:
+        c.execute(f"select id from {table}")
+        assert c.fetchall() == ((1,),)
+    check.close()
