@@ -45,7 +45,9 @@ _SYSVAR_SELECT = re.compile(
     re.I,
 )
 _SYSVAR_ITEM = re.compile(r"(?P<var>@@[\w.]+)(?:\s+(?:as\s+)?`?(?P<alias>\w+)`?)?", re.I)
-_DATABASE_FN = re.compile(r"\b(?:database|schema)\s*\(\s*\)", re.I)
+# Functions whose answer is the proxy's, not the shard's (a shard would name its
+# own database and say "MariaDB", which makes ORMs pick the wrong dialect).
+_PROXY_FN = re.compile(r"\b(?P<fn>database|schema|version)\s*\(\s*\)", re.I)
 _BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
 _COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
 _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
@@ -261,9 +263,8 @@ class ProxySession(BaseSession):
     async def _select(self, sql: str) -> Outcome | None:
         m = _SYSVAR_SELECT.match(sql)
         if not m:
-            if _DATABASE_FN.search(sql) and " from " not in sql.lower():
-                ks = self.keyspace
-                sql2 = _DATABASE_FN.sub("NULL" if ks is None else f"'{ks}'", sql)
+            if _PROXY_FN.search(sql) and " from " not in sql.lower():
+                sql2 = _PROXY_FN.sub(self._proxy_function_literal, sql)
                 return await self.proxy.route(self, sql2, "select", any_shard=True)
             return None
         items = [(i.group("var"), i.group("alias")) for i in _SYSVAR_ITEM.finditer(m.group("items"))]
@@ -288,6 +289,11 @@ class ProxySession(BaseSession):
             values.append(v)
             types.append(ColumnType.LONGLONG if isinstance(v, int) else ColumnType.VAR_STRING)
         return local_result(names, [values], types)
+
+    def _proxy_function_literal(self, m: re.Match[str]) -> str:
+        if m.group("fn").lower() == "version":
+            return f"'{SERVER_VERSION}'"
+        return "NULL" if self.keyspace is None else f"'{self.keyspace}'"
 
     def _local_var(self, name: str) -> Any:
         if name == "version":

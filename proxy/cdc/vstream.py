@@ -15,6 +15,13 @@ order the pumps ran in. A transaction is never interleaved with another shard's.
 
 Positions advance silently over transactions the table filter drops (carried by the next
 transaction or heartbeat of that shard), so a saved VGTID never re-reads them.
+
+Shard heartbeats (every ``shard_heartbeat_period`` s from an idle shard) are never
+forwarded; they feed skew alignment and position tracking. With ``heartbeat_interval``
+set, the stream itself yields a HEARTBEAT group after that many seconds without a group.
+
+Always close the stream (``async with`` or ``aclose()``): its reader threads run until
+then, even if the caller stops iterating.
 """
 
 from __future__ import annotations

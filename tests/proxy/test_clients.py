@@ -81,3 +81,33 @@ def test_mariadb_cli_quick(proxy) -> None:
     lines = out.stdout.split()
     assert lines[:4] == ["seq", "1", "2", "3"]
     assert "commerce/-80" in lines
+
+
+def test_sqlalchemy_orm_on_a_sharded_table_uses_the_sequence(proxy) -> None:
+    engine = sa.create_engine(f"mysql+pymysql://root:@{proxy.host}:{proxy.port}/commerce")
+    try:
+        customer = sa.Table("customer", sa.MetaData(), autoload_with=engine)
+        assert [c.name for c in customer.columns] == ["customer_id", "email", "tenant_id", "created_at"]
+
+        class Sharded(DeclarativeBase):
+            pass
+
+        class Customer(Sharded):
+            # The shards' DDL has no AUTO_INCREMENT (ids come from the vschema's sequence),
+            # so the model says the key is generated, as a Vitess user's model does.
+            __tablename__ = "customer"
+            customer_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=True)
+            email: Mapped[bytes] = mapped_column(sa.LargeBinary)
+            tenant_id: Mapped[int] = mapped_column(sa.BigInteger)
+
+        tag = uuid.uuid4().hex[:8].encode()
+        with Session(engine) as s:
+            rows = [Customer(email=b"orm-" + tag + bytes([65 + i]), tenant_id=42) for i in range(4)]
+            s.add_all(rows)
+            s.commit()
+            ids = sorted(r.customer_id for r in rows)
+            assert len(set(ids)) == 4 and all(i > 0 for i in ids)
+            found = s.query(Customer).filter(Customer.customer_id.in_(ids)).order_by(Customer.customer_id)
+            assert [c.customer_id for c in found] == ids
+    finally:
+        engine.dispose()

@@ -212,3 +212,12 @@ def test_an_error_does_not_end_the_session(proxy) -> None:
         assert _one(conn, "select 1") == ((1,),)
     finally:
         conn.close()
+
+
+def test_version_function_is_the_proxys_not_the_shards(proxy) -> None:
+    conn = proxy.connect("commerce")
+    try:
+        (v,) = _one(conn, "select version()")[0]
+        assert v.startswith("8.0.") and "MariaDB" not in v
+    finally:
+        conn.close()

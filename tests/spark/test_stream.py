@@ -46,9 +46,12 @@ class ChangeWriter:
         self.live: list[int] = []
         self.expected: list[tuple[str, int, str | None]] = []
 
-    def run(self, statements: int, pause: float = 0.0) -> None:
+    def run(self, statements: int, pause: float = 0.0, stop: threading.Event | None = None) -> None:
+        """`statements` changes, or (with `stop`) changes until `stop` is set."""
         with self.cluster.proxy.connect("commerce", autocommit=True) as conn, conn.cursor() as cur:
-            for n in range(statements):
+            n = -1
+            while (stop is not None and not stop.is_set()) or (stop is None and n + 1 < statements):
+                n += 1
                 if n % 5 == 4 and self.live:
                     victim = self.live.pop(0)
                     cur.execute("DELETE FROM spark_changes WHERE id = %s", (victim,))
@@ -143,13 +146,18 @@ def test_a_stream_killed_mid_batch_resumes_from_its_checkpoint_without_duplicate
     watcher.start()
     try:
         assert started.wait(120), "the streaming job did not start"
-        writes = threading.Thread(target=writer.run, args=(600, 0.01))
+        stop_writing = threading.Event()
+        writes = threading.Thread(target=writer.run, args=(0, 0.01, stop_writing))
         writes.start()
-        assert batches_with_rows.wait(120), "the stream committed no batch with rows"
-        assert writes.is_alive(), "the kill must come while changes are still being written"
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(30)
-        writes.join()
+        try:
+            assert batches_with_rows.wait(120), "the stream committed no batch with rows"
+            time.sleep(0.7)  # into the next micro-batch, while changes keep coming
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
+            time.sleep(1)  # changes made while no driver runs
+        finally:
+            stop_writing.set()
+            writes.join()
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
