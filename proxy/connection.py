@@ -263,6 +263,10 @@ class ProxyConnection(Connection):
         self.stream.write_many(pkts)
 
     def _write_rows(self, res: Result, binary: Any) -> None:
+        raw = res.raw_rows
+        if raw is not None and binary is None:
+            self.stream.write_many(raw)  # the shard's row packets, untouched
+            return
         if not res.rows:
             return
         if binary is not None:

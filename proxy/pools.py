@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import aiomysql
 import pymysql
+from pymysql.constants import COMMAND
+from pymysql.protocol import EOFPacketWrapper, FieldDescriptorPacket, OKPacketWrapper
 
 from proxy.engine.result import Field, Result
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
@@ -41,22 +43,19 @@ def _text(v: str | bytes) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
-def fields_of(result: object) -> list[Field]:
-    return [
-        Field(
-            name=_text(f.name),
-            type=f.type_code,
-            charset=f.charsetnr,
-            length=f.length,
-            flags=f.flags,
-            decimals=f.scale,
-            table=_text(f.table_name),
-            org_table=_text(f.org_table),
-            db=_text(f.db),
-            org_name=_text(f.org_name),
-        )
-        for f in result.fields  # type: ignore[attr-defined]
-    ]
+def _field(f: FieldDescriptorPacket) -> Field:
+    return Field(
+        name=_text(f.name),
+        type=f.type_code,
+        charset=f.charsetnr,
+        length=f.length,
+        flags=f.flags,
+        decimals=f.scale,
+        table=_text(f.table_name),
+        org_table=_text(f.org_table),
+        db=_text(f.db),
+        org_name=_text(f.org_name),
+    )
 
 
 class ShardConnection:
@@ -79,79 +78,88 @@ class ShardConnection:
         return self.pool.translate(exc, self)
 
     async def execute(self, sql: str) -> Result:
+        """Run one statement and read its whole result."""
+        gen = self.stream(sql, batch_rows=0)
         try:
-            await self.conn.query(sql)
-        except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
-            raise self._translate(e) from e
-        r = self.conn._result  # aiomysql keeps the last MySQLResult here
-        if r is None or not r.description:
-            return Result(
-                affected_rows=max(r.affected_rows or 0, 0) if r else 0,
-                insert_id=(r.insert_id or 0) if r else 0,
-                warnings=(r.warning_count or 0) if r else 0,
-                info=(r.message or b"").decode("utf-8", "replace") if r else "",
-            )
-        return Result(fields=fields_of(r), rows=list(r.rows or ()), warnings=r.warning_count or 0)
+            return await gen.__anext__()  # batch_rows=0: the whole result is one chunk
+        finally:
+            await gen.aclose()
 
     async def stream(
         self, sql: str, batch_rows: int = STREAM_BATCH_ROWS, keep_on_abandon: bool = False
     ) -> AsyncIterator[Result]:
-        """Unbuffered read: chunks of at most ``batch_rows`` rows, fields first.
+        """Run one statement; yield its result in chunks of at most ``batch_rows``
+        rows (0: one chunk), the first carrying the fields.
+
+        Packets are read straight off the connection: column definitions and rows
+        stay as the shard's bytes (``Field.raw``, ``Result.raw_rows``) so a result
+        forwarded whole is never decoded or re-encoded.
 
         If the consumer stops early the connection is marked broken (closing it is
         the only way to stop MySQL sending the rest of a large result), unless
-        ``keep_on_abandon`` (a connection pinned to a transaction): then the rest is
-        read and dropped so the transaction survives."""
-        finished = False
+        ``keep_on_abandon`` (a connection pinned to a transaction): then the running
+        statement is interrupted with KILL QUERY and the connection survives."""
+        conn = self.conn
+        reading = False
         try:
             try:
-                await self.conn.query(sql, unbuffered=True)
-            except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
-                raise self._translate(e) from e
-            r = self.conn._result
-            if r is None or not r.description:
-                finished = True
-                yield Result(affected_rows=max(r.affected_rows or 0, 0) if r else 0,
-                             insert_id=(r.insert_id or 0) if r else 0)
-                return
-            fields: list[Field] | None = fields_of(r)
-            read_row = r._read_rowdata_packet_unbuffered
-            while True:
-                rows = []
-                try:
-                    while len(rows) < batch_rows:
-                        row = await read_row()
-                        if row is None:
-                            finished = True
-                            break
-                        rows.append(row)
-                except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
-                    raise self._translate(e) from e
-                # The first chunk carries the fields with the first rows, so a small
-                # result is one chunk (and one write to the client).
-                if fields is not None:
-                    yield Result(fields=fields, rows=rows)
-                    fields = None
-                elif rows:
-                    yield Result(rows=rows)
-                if finished:
+                await conn._execute_command(COMMAND.COM_QUERY, sql)
+                first = await conn._read_packet()
+                if first.is_ok_packet():
+                    ok = OKPacketWrapper(first)
+                    conn.server_status = ok.server_status
+                    yield Result(
+                        affected_rows=ok.affected_rows,
+                        insert_id=ok.insert_id,
+                        warnings=ok.warning_count,
+                        info=(ok.message or b"").decode("utf-8", "replace"),
+                    )
                     return
+                ncols = first.read_length_encoded_integer()
+                fields = []
+                for _ in range(ncols):
+                    fp = await conn._read_packet(FieldDescriptorPacket)
+                    f = _field(fp)
+                    f.raw = fp._data
+                    fields.append(f)
+                await conn._read_packet()  # EOF after the column definitions
+                reading = True
+                read = conn._read_packet
+                rows: list[bytes] = []
+                first_chunk = True
+                while True:
+                    p = await read()
+                    data = p._data
+                    if data[0] == 0xFE and len(data) < 9:  # EOF: end of rows
+                        conn.server_status = EOFPacketWrapper(p).server_status
+                        reading = False
+                        yield Result(fields=fields if first_chunk else [], raw_rows=rows)
+                        return
+                    rows.append(data)
+                    if batch_rows and len(rows) >= batch_rows:
+                        yield Result(fields=fields if first_chunk else [], raw_rows=rows)
+                        first_chunk = False
+                        rows = []
+            except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
+                reading = False
+                raise self._translate(e) from e
         finally:
-            if not finished and not self.broken:
-                r = self.conn._result
-                if keep_on_abandon and r is not None and getattr(r, "unbuffered_active", False):
-                    await self._interrupt(r)
+            if reading and not self.broken:
+                if keep_on_abandon:
+                    await self._interrupt()
                 else:
                     self.broken = True
 
-
-    async def _interrupt(self, r: object) -> None:
+    async def _interrupt(self) -> None:
         """Stop the running statement but keep the connection and its transaction:
         KILL QUERY from a side connection, then read what was already sent."""
         try:
             async with self.pool.connection() as side:
                 await side.execute(f"kill query {self.conn.server_thread_id[0]}")
-            await r._finish_unbuffered_query()  # type: ignore[attr-defined]
+            while True:
+                p = await self.conn._read_packet()
+                if p._data[0] == 0xFE and len(p._data) < 9:
+                    return
         except ProxyError:
             self.broken = True
         except pymysql.err.MySQLError as e:

@@ -4,6 +4,7 @@ table's keyspace, where the keyspace's database holds the real definition."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
@@ -70,8 +71,8 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
         full = "full " if (m.group("full") or "").lower() == "full" else ""
         q = f"show {full}tables" + (f" like '{like.group('pat')}'" if like else "")
         res = await session.vcursor.execute_shard(ks, shard, q)
-        for f in res.fields:
-            f.name = f.name.replace(f"Tables_in_{proxy.database_of(ks, shard)}", f"Tables_in_{ks}")
+        shard_db = proxy.database_of(ks, shard)
+        res.fields = [dataclasses.replace(f, name=f.name.replace(f"Tables_in_{shard_db}", f"Tables_in_{ks}")) for f in res.fields]
         return res
     if what in ("create", "columns", "fields", "index", "indexes", "keys"):
         tm = _TABLE_TARGET.match(sql[len("show") :].lstrip() if not m.group("full") else rest)

@@ -16,6 +16,8 @@ _NULL = b"\xfb"
 
 
 def column_definition(f: Field) -> bytes:
+    if f.raw:
+        return f.raw
     return b"".join(
         (
             _DEF,

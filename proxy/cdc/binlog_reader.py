@@ -152,7 +152,13 @@ class ShardBinlogReader:
 
     @property
     def duplicates_skipped(self) -> int:
+        """Transactions dropped because the position already included their GTID."""
         return self._assembler.duplicates_skipped
+
+    @property
+    def partial_transactions_discarded(self) -> int:
+        """Transactions cut by a lost connection and dropped (they came again, whole)."""
+        return self._assembler.partial_transactions_discarded
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()

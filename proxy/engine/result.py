@@ -43,6 +43,9 @@ class Field:
     org_table: str = ""
     db: str = ""
     org_name: str = ""
+    # The shard's own packet for this column, forwarded as is. Not an __init__
+    # argument, so ``dataclasses.replace`` (a renamed or derived column) drops it.
+    raw: bytes = field(default=b"", init=False, repr=False, compare=False)
 
     @property
     def unsigned(self) -> bool:
@@ -53,20 +56,94 @@ class Field:
         return self.charset == BINARY_CHARSET
 
 
-@dataclass(slots=True)
+def decode_text_row(data: bytes) -> Row:
+    """One text-protocol row packet -> its values (``bytes`` or ``None``)."""
+    out: list[bytes | None] = []
+    pos, end = 0, len(data)
+    while pos < end:
+        c = data[pos]
+        if c < 251:
+            pos += 1
+        elif c == 251:
+            out.append(None)
+            pos += 1
+            continue
+        elif c == 252:
+            c = data[pos + 1] | data[pos + 2] << 8
+            pos += 3
+        elif c == 253:
+            c = data[pos + 1] | data[pos + 2] << 8 | data[pos + 3] << 16
+            pos += 4
+        else:
+            c = int.from_bytes(data[pos + 1 : pos + 9], "little")
+            pos += 9
+        out.append(data[pos : pos + c])
+        pos += c
+    return tuple(out)
+
+
 class Result:
     """A complete (or one chunk of a streamed) result.
 
     For streamed results the first chunk carries ``fields`` and later chunks only
     ``rows``. DML results carry ``affected_rows``/``insert_id`` and no fields.
+
+    A shard's rows may arrive as raw row packets (``raw_rows``): they are decoded
+    only if something reads ``rows`` (which then owns them); untouched, they go to
+    the client byte for byte.
     """
 
-    fields: list[Field] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
-    affected_rows: int = 0
-    insert_id: int = 0
-    info: str = ""
-    warnings: int = 0
+    __slots__ = ("fields", "_rows", "_raw_rows", "affected_rows", "insert_id", "info", "warnings")
+
+    def __init__(
+        self,
+        fields: list[Field] | None = None,
+        rows: list[Row] | None = None,
+        affected_rows: int = 0,
+        insert_id: int = 0,
+        info: str = "",
+        warnings: int = 0,
+        raw_rows: list[bytes] | None = None,
+    ) -> None:
+        self.fields = fields if fields is not None else []
+        self._rows = rows if rows is not None else []
+        self._raw_rows = raw_rows
+        self.affected_rows = affected_rows
+        self.insert_id = insert_id
+        self.info = info
+        self.warnings = warnings
+
+    @property
+    def rows(self) -> list[Row]:
+        if self._raw_rows is not None:
+            self._rows = [decode_text_row(r) for r in self._raw_rows]
+            self._raw_rows = None
+        return self._rows
+
+    @rows.setter
+    def rows(self, value: list[Row]) -> None:
+        self._rows = value
+        self._raw_rows = None
+
+    @property
+    def raw_rows(self) -> list[bytes] | None:
+        """Row packets as the shard sent them, if nothing has decoded them."""
+        return self._raw_rows
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (self.fields, self.rows, self.affected_rows, self.insert_id, self.info, self.warnings) == (
+            other.fields, other.rows, other.affected_rows, other.insert_id, other.info, other.warnings,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Result(fields={self.fields!r}, rows={self.rows!r}, affected_rows={self.affected_rows}, "
+            f"insert_id={self.insert_id})"
+        )
 
 
 ResultStream = AsyncIterator[Result]

@@ -71,3 +71,35 @@ async def test_stream_continues_after_the_shard_restarts(
         groups += await collect_groups(stream, lambda g: second in ids_seen(g), within=30)
         groups += await drain_for(stream, 1.0)
     assert ids_seen(groups) == [first, second]
+
+
+async def test_transaction_cut_by_a_lost_connection_is_delivered_once_and_whole(
+    commerce_endpoints, shards, probe_table
+):
+    shard = shards["-80"]
+    first = new_id()
+    rows = 150_000
+    for _ in range(rows):
+        new_id()  # reserve the id range
+    insert_big = (
+        f"INSERT INTO {PROBE_TABLE} (id, label, amount) "
+        f"SELECT {first} + seq, 'big', 1 FROM seq_0_to_{rows - 1}"
+    )
+    async with VStream(commerce_endpoints, [PROBE], heartbeat_interval=0.2) as stream:
+        reader = stream.readers[("commerce", "-80")]
+        await shard.run(insert_big)
+
+        async def kill_while_streaming() -> None:
+            # The transaction takes seconds to decode; cut it early on.
+            await asyncio.sleep(0.5)
+            await kill_binlog_dumps(shard)
+
+        killer = asyncio.create_task(kill_while_streaming())
+        groups = await collect_groups(stream, lambda g: len(ids_seen(g)) >= rows, within=120)
+        await killer
+        groups += await drain_for(stream, 1.0)
+        discarded = reader.partial_transactions_discarded
+    big = [g for g in groups if g.row_count]
+    assert len(big) == 1
+    assert sorted(ids_seen(big)) == list(range(first, first + rows))
+    assert discarded == 1
