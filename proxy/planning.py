@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from proxy.engine.result import Result
-from proxy.errors import ER_NO_DB_ERROR, ProxyError, UnsupportedError
+from proxy.errors import ER_NO_DB_ERROR, ProxyError
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -92,5 +92,5 @@ class Planner:
                 from proxy.vstream_statement import vstream
 
                 return vstream(self.proxy, session, sql)
-            raise UnsupportedError(f"{kw.upper()} is not available in this build")
+            return self.proxy.messaging.stream(sql, session.keyspace, session.target_shard)
         return None

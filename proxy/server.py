@@ -33,7 +33,9 @@ from mysql_mimic.server import MysqlServer
 from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.engine.result import Result, local_result
 from proxy.engine.sequence import SequenceAllocator
-from proxy.errors import ER_NO_DB_ERROR, ProxyError, UnsupportedError
+from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.messaging.dml import MessageDml, message_dml
+from proxy.messaging.service import MessagingService
 from proxy.pools import ShardAddress, ShardPools
 from proxy.session import Outcome, ProxySession
 from proxy.tls_stream import TlsUpgradableStream
@@ -107,9 +109,15 @@ class Proxy:
         ]
         self.pools = ShardPools(addresses, maxsize=pool_size)
         self.sequences = SequenceAllocator()
+        self.messaging = MessagingService(
+            self.pools, {ks: self.shard_names(ks) for ks in config.keyspaces}, watch_changes=True
+        )
         self._global_vars: dict[str, Any] = {}
         self.planner: Any = None
         self._try_load_planner()
+
+    async def start(self) -> None:
+        await self.messaging.start()
 
     def _try_load_planner(self) -> None:
         from proxy.planning import Planner
@@ -166,13 +174,35 @@ class Proxy:
         return {n.lower(): self._global_vars[n.lower()] for n in names}
 
     async def schema_changed(self, keyspace: str, ddl: str) -> None:
-        """DDL ran on every shard of ``keyspace``: refresh what depends on the schema."""
+        """DDL ran on every shard of ``keyspace``: refresh what depends on the schema
+        (a changed message-table comment takes effect without a restart)."""
         logger.info("schema changed", extra={"keyspace": keyspace, "ddl": ddl[:200]})
+        await self.messaging.reload(keyspace)
+
+    def wrote(self, session: ProxySession, sql: str) -> None:
+        """A DML statement succeeded: tell messaging now, or at commit inside a transaction."""
+        dml = message_dml(sql)
+        if dml is None:
+            return
+        ks = dml.keyspace or session.keyspace
+        if ks is None:
+            return
+        if session.in_transaction:
+            session.after_commit.append((ks, dml))
+        else:
+            self.committed(ks, dml)
+
+    def committed(self, keyspace: str, dml: MessageDml) -> None:
+        if dml.kind == "insert":
+            self.messaging.notify(keyspace, None, dml.table)
+        elif dml.kind == "ack":
+            self.messaging.acked(keyspace, dml.table, dml.ids)
 
     async def show_messages(self, session: ProxySession) -> Result:
-        raise UnsupportedError("SHOW VITESS_MESSAGES: messaging is not enabled in this build")
+        return self.messaging.show_rows()
 
     async def close(self) -> None:
+        await self.messaging.stop()
         await self.pools.close()
 
 
@@ -246,6 +276,7 @@ async def serve_proxy(
         await _serve_workers(config, endpoints, workers, ready)
         return
     proxy = Proxy(config, endpoints)
+    await proxy.start()
     tls = tls_context(str(config.listen.tls.cert), str(config.listen.tls.key)) if config.listen.tls else None
     server = ProxyServer(proxy, tls=tls)
     await server.start_server(host=config.listen.host, port=config.listen.port, reuse_port=True)

@@ -53,6 +53,8 @@ _COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
 _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
 _USE = re.compile(r"^use\s+(?P<target>.+?)\s*;?$", re.I | re.S)
 
+_WRITES = {"insert", "replace", "update"}
+
 # Session variables the proxy answers itself (others are read from a shard).
 _LOCAL_VARS = {"version", "version_comment", "autocommit", "workload", "transaction_isolation", "tx_isolation"}
 
@@ -75,6 +77,8 @@ class ProxySession(BaseSession):
         self.session_isolation: str | None = None
         self.forwarded_sets: dict[str, str] = {}
         self.user_vars: dict[str, Any] = {}
+        # Messaging events of this transaction's writes, told to the service at commit.
+        self.after_commit: list[Any] = []
         self.connection: Any = None
         self.vcursor = SessionVCursor(lambda: self.proxy.vschema, proxy.pools, lambda: self.tx, proxy.sequences)
 
@@ -153,11 +157,15 @@ class ProxySession(BaseSession):
 
     async def commit(self) -> None:
         tx, self.tx = self.tx, None
+        events, self.after_commit = self.after_commit, []
         if tx is not None:
             await tx.commit()
+        for keyspace, dml in events:
+            self.proxy.committed(keyspace, dml)
 
     async def rollback(self) -> None:
         tx, self.tx = self.tx, None
+        self.after_commit = []
         if tx is not None:
             await tx.rollback()
 
@@ -174,7 +182,10 @@ class ProxySession(BaseSession):
                 return out
         if not self.autocommit and self.tx is None:
             self.begin_transaction()  # autocommit=0: every statement opens one implicitly
-        return await self.proxy.route(self, sql, kw)
+        out = await self.proxy.route(self, sql, kw)
+        if kw in _WRITES:
+            self.proxy.wrote(self, sql)
+        return out
 
     # Statement handlers: return None to fall through to normal routing.
     async def _use(self, sql: str) -> Outcome | None:

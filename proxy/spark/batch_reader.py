@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -18,12 +17,8 @@ from proxy.spark.shard_pruning import ShardSelection, VindexRoute, select_shards
 logger = logging.getLogger(__name__)
 
 
-@dataclass
 class ShardPartition(InputPartition):
     """Read one shard's rows of the table (with the pushed-down condition, if any)."""
-
-    shard: str
-    where_sql: str
 
     def __init__(self, shard: str, where_sql: str) -> None:
         super().__init__(shard)

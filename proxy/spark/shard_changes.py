@@ -13,7 +13,16 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proxy.cdc import CommitEvent, GtidPosition, RowEvent, ShardGtid, Vgtid, VStream
+from proxy.cdc import (
+    CommitEvent,
+    EventGroup,
+    Gtid,
+    GtidPosition,
+    RowEvent,
+    ShardGtid,
+    Vgtid,
+    VStream,
+)
 from proxy.cdc.json_values import dumps, json_row
 from proxy.spark.topology import ShardEndpointSpec
 
@@ -65,7 +74,7 @@ async def read_shard_range(
             async for group in stream:
                 if not group.is_heartbeat:
                     commit = next((e for e in group.events if isinstance(e, CommitEvent)), None)
-                    if commit is not None and not end.includes(_gtid(commit.gtid)):
+                    if commit is not None and not end.includes(Gtid.parse(commit.gtid)):
                         break  # committed after the range: the next batch's
                     rows.extend(_rows_of(group, commit, others, rng))
                 position = stream.vgtid.position_of(rng.keyspace, rng.shard)
@@ -78,13 +87,7 @@ async def read_shard_range(
     return rows
 
 
-def _gtid(text: str):  # noqa: ANN202 - proxy.cdc.Gtid
-    from proxy.cdc import Gtid
-
-    return Gtid.parse(text)
-
-
-def _rows_of(group, commit: CommitEvent | None, others: list[ShardGtid], rng: ShardRange) -> list[tuple]:  # noqa: ANN001
+def _rows_of(group: EventGroup, commit: CommitEvent | None, others: list[ShardGtid], rng: ShardRange) -> list[tuple]:
     position = group.vgtid.position_of(rng.keyspace, rng.shard) if group.vgtid else rng.end
     vgtid = Vgtid([*others, ShardGtid(rng.keyspace, rng.shard, position or "")]).to_json()
     gtid = commit.gtid if commit is not None else ""

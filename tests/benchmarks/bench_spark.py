@@ -26,13 +26,15 @@ import MySQLdb.cursors
 from proxy.config import load_config
 from proxy.spark import register
 from tests.benchmarks.harness import local_cluster, machine
-from tests.proxy_process import start_proxy, stop_proxy
+from tests.proxy_process import free_port, start_proxy, stop_proxy
 from tests.spark.session import spark_session_builder
 from tests.spark.spark_cluster import create_spark_tables, write_spark_cluster_yaml
 from vschema.loader import build_vschema
 
 ROWS = int(os.environ.get("SHARDGATE_BENCH_SPARK_ROWS", "1000000"))
 RUNS = int(os.environ.get("SHARDGATE_BENCH_SPARK_RUNS", "2"))
+# Proxy processes sharing the port (SO_REUSEPORT), like `shardgate up --workers N`.
+PROXY_WORKERS = int(os.environ.get("SHARDGATE_BENCH_SPARK_PROXY_WORKERS", "1"))
 INSERT_BATCH = 5_000
 JDBC_DRIVER = "org.mariadb.jdbc.Driver"
 
@@ -103,7 +105,12 @@ def main() -> None:
         started = time.perf_counter()
         load_rows(load_config(config_path), cluster.endpoints, ROWS)
         print(f"loaded {ROWS} rows into {len(commerce)} shards in {time.perf_counter() - started:.1f}s")
-        proxy = start_proxy(config_path, cluster.endpoints, Path(tmp) / "proxy.log", extra_env={"SHARDGATE_LOG_LEVEL": "WARNING"})
+        port = free_port()
+        workers = [
+            start_proxy(config_path, cluster.endpoints, Path(tmp) / "proxy.log", port=port, extra_env={"SHARDGATE_LOG_LEVEL": "WARNING"})
+            for _ in range(PROXY_WORKERS)
+        ]
+        proxy = workers[0]
         spark = spark_session_builder("shardgate-bench").config("spark.driver.memory", "2g").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
@@ -145,8 +152,12 @@ def main() -> None:
             }
         finally:
             spark.stop()
-            stop_proxy(proxy)
-    print(f"full read of {ROWS} rows (5 columns: BIGINT x2, DECIMAL, VARCHAR, DATETIME(6)), local[2], best of {RUNS}")
+            for worker in workers:
+                stop_proxy(worker)
+    print(
+        f"full read of {ROWS} rows (5 columns: BIGINT x2, DECIMAL, VARCHAR, DATETIME(6)), local[2],"
+        f" {PROXY_WORKERS} proxy process(es), best of {RUNS}"
+    )
     for name, seconds in results.items():
         print(f"  {name:48s} {seconds:7.2f}s {ROWS / seconds:>12,.0f} rows/s")
     a, b, c = results.values()
