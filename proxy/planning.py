@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.engine.result import Result
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.messaging.queue_ddl import is_create_queue
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -65,6 +66,8 @@ class Planner:
         """DDL goes to every shard of its keyspace, as Vitess's direct DDL does.
 
         DDL commits implicitly in MySQL, so an open transaction is committed first."""
+        if is_create_queue(sql):
+            return await self.create_queue(session, sql)
         m = _DDL_TARGET.search(sql)
         keyspace = m.group("ks") if m and m.group("ks") in self.proxy.vschema.keyspaces else session.keyspace
         if keyspace is None:
@@ -78,6 +81,27 @@ class Planner:
         results = await session.vcursor.execute_multi(keyspace, [(shard, sql) for shard in shards])
         await self.proxy.schema_changed(keyspace, sql)
         return Result(affected_rows=results[0].affected_rows if results else 0)
+
+    async def create_queue(self, session: ProxySession, sql: str) -> Result:
+        """``CREATE QUEUE`` (beyond Vitess): the message table on every shard, and in a
+        sharded keyspace its vschema entry (hash vindex on id), persisted."""
+        from proxy.messaging.queue_ddl import translate_create_queue
+
+        head = translate_create_queue(sql, sharded=False)
+        keyspace = head.keyspace or session.keyspace
+        if keyspace is None:
+            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+        if keyspace not in self.proxy.vschema.keyspaces:
+            raise ProxyError(1049, f"VT05003: unknown database '{keyspace}' in vschema")
+        queue = translate_create_queue(sql, sharded=self.proxy.is_sharded(keyspace))
+        if session.in_transaction:
+            await session.commit()
+        shards = self.proxy.shard_names(keyspace)
+        await session.vcursor.execute_multi(keyspace, [(shard, queue.create_table) for shard in shards])
+        if queue.vschema_table is not None:
+            self.proxy.add_vschema_table(keyspace, queue.name, queue.vschema_table, queue.vindexes)
+        await self.proxy.schema_changed(keyspace, queue.create_table)
+        return Result()
 
     async def proxy_statement(self, session: ProxySession, sql: str) -> Outcome | None:
         kw = sql.split(None, 1)[0].lower()

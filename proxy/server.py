@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from hashlib import sha1
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from mysql_mimic.auth import (
     AuthInfo,
     Forbidden,
@@ -95,14 +96,9 @@ class Proxy:
         endpoints: Mapping[tuple[str, str], ShardEndpoint],
         pool_size: int = 32,
     ) -> None:
-        from vschema.loader import build_vschema
-
         self.config = config
         self.endpoints = dict(endpoints)
-        self.vschema: VSchema = build_vschema(
-            {name: (ks.vschema, list(ks.shards)) for name, ks in config.keyspaces.items()},
-            config.routing_rules or None,
-        )
+        self.vschema: VSchema = self._build_vschema()
         addresses = [
             ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
             for (ks, shard), e in sorted(self.endpoints.items())
@@ -115,6 +111,14 @@ class Proxy:
         self._global_vars: dict[str, Any] = {}
         self.planner: Any = None
         self._try_load_planner()
+
+    def _build_vschema(self) -> VSchema:
+        from vschema.loader import build_vschema
+
+        return build_vschema(
+            {name: (ks.vschema, list(ks.shards)) for name, ks in self.config.keyspaces.items()},
+            self.config.routing_rules or None,
+        )
 
     async def start(self) -> None:
         await self.messaging.start()
@@ -172,6 +176,24 @@ class Proxy:
             for n, f, v in zip(missing, res.fields, res.rows[0], strict=True):
                 self._global_vars[n.lower()] = decode_value(f, v)
         return {n.lower(): self._global_vars[n.lower()] for n in names}
+
+    def add_vschema_table(
+        self, keyspace: str, table: str, entry: dict[str, Any], vindexes: dict[str, Any]
+    ) -> None:
+        """Add a table to a keyspace's vschema, in memory and in its file.
+
+        Other proxy processes see it after their restart (they read the file)."""
+        ks = self.config.keyspaces[keyspace]
+        doc = ks.vschema
+        doc.setdefault("vindexes", {}).update({k: v for k, v in vindexes.items() if k not in doc["vindexes"]})
+        doc.setdefault("tables", {})[table] = entry
+        self.vschema = self._build_vschema()
+        path = ks.vschema_path
+        text = json.dumps(doc, indent=2) + "\n" if path.suffix == ".json" else yaml.safe_dump(doc)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        logger.info("vschema updated", extra={"keyspace": keyspace, "table": table, "file": str(path)})
 
     async def schema_changed(self, keyspace: str, ddl: str) -> None:
         """DDL ran on every shard of ``keyspace``: refresh what depends on the schema

@@ -74,6 +74,22 @@ _STREAMED_EVENTS = [
 ShardItem = ShardTransaction | ShardHeartbeat
 
 
+class _StoppingReaderFilter(logging.Filter):
+    """Close() breaks the reader's socket on purpose; the library then logs a warning about
+    a lost connection before it gives up. Drop that record for readers being closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping_threads: set[int] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread not in self.stopping_threads
+
+
+_stopping_filter = _StoppingReaderFilter()
+logging.getLogger("pymysqlreplication").addFilter(_stopping_filter)
+
+
 class ShardEndpointLike(Protocol):
     host: str
     port: int
@@ -193,6 +209,8 @@ class ShardBinlogReader:
     async def close(self) -> None:
         """Stop the thread and wait for it; safe to call more than once."""
         self._stop.set()
+        if self._thread is not None and self._thread.ident is not None:
+            _stopping_filter.stopping_threads.add(self._thread.ident)
         if self._channel is not None:
             self._channel.close()
         self._break_connections()
@@ -206,6 +224,8 @@ class ShardBinlogReader:
                 )
         if self._thread is not None:
             self._thread.join(timeout=0.5)
+            if not self._thread.is_alive() and self._thread.ident is not None:
+                _stopping_filter.stopping_threads.discard(self._thread.ident)
 
     # -- the thread ----------------------------------------------------------------------
 
