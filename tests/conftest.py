@@ -8,6 +8,7 @@ directory and on free ports, so it never collides with a `make run` cluster on 1
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -30,12 +31,19 @@ def mariadb_template_dir(config: pytest.Config, fallback: Path) -> Path:
 
 
 def example_cluster_config(data_dir: Path) -> ClusterConfig:
-    """The example cluster with its data under `data_dir`, shards and listener on free ports."""
-    base = load_config(EXAMPLE_CLUSTER_YAML)
+    """The example cluster with its data under `data_dir`, shards and listener on free ports.
+
+    The example files are copied next to `data_dir` first: the proxy writes a keyspace's
+    vschema file back (CREATE QUEUE), and tests must never change the repository's."""
+    files = data_dir.parent / "cluster-files"
+    if not files.exists():
+        shutil.copytree(EXAMPLE_CLUSTER_YAML.parent, files, ignore=shutil.ignore_patterns(".shardgate", "README.md"))
+    cluster_yaml = files / EXAMPLE_CLUSTER_YAML.name
+    base = load_config(cluster_yaml)
     shard_count = len(plan_local_shards(base))
     first = find_free_port_range(shard_count + 1)
     return load_config(
-        EXAMPLE_CLUSTER_YAML,
+        cluster_yaml,
         data_dir=data_dir,
         base_port=first,
         listen_port=first + shard_count,
