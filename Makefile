@@ -8,13 +8,16 @@ CONFIG ?= examples/local/cluster.yaml
 .PHONY: run test lint bench sysdeps clean
 
 # System packages the project needs, installed only when missing: MariaDB server + client
-# (local shards, CLI tests), the MariaDB client headers (to build mysqlclient), and Go's
-# x/text collation tables (the unicode_loose_* vindexes use the same table as Vitess).
+# (local shards, CLI tests), the MariaDB client headers (to build mysqlclient), Go's x/text
+# collation tables (the unicode_loose_* vindexes use the same table as Vitess), and for Spark
+# the MariaDB JDBC driver and a Java runtime.
 SYSPKGS_CHECK = \
 	command -v mariadbd >/dev/null 2>&1 || need="$$need mariadb-server"; \
 	command -v mariadb >/dev/null 2>&1 || need="$$need mariadb-client"; \
 	pkg-config --exists libmariadb 2>/dev/null || need="$$need libmariadb-dev pkg-config"; \
-	test -f /usr/share/gocode/src/golang.org/x/text/collate/tables.go || need="$$need golang-golang-x-text-dev"
+	test -f /usr/share/gocode/src/golang.org/x/text/collate/tables.go || need="$$need golang-golang-x-text-dev"; \
+	test -f /usr/share/java/mariadb-java-client.jar || need="$$need libmariadb-java"; \
+	command -v java >/dev/null 2>&1 || need="$$need openjdk-17-jre-headless"
 
 sysdeps:
 	@need=""; $(SYSPKGS_CHECK); \
@@ -28,7 +31,7 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip >/dev/null
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,spark]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 run: $(STAMP)

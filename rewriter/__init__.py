@@ -21,6 +21,7 @@ Errors: ``rewriter.errors.PlanningError`` and subclasses carry ``.code`` (1235 f
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 DEFAULT_CACHE = PlanCache()
+logger = logging.getLogger(__name__)
 
 _VEXPLAIN = re.compile(r"^\s*(?:/\*.*?\*/\s*)*vexplain\s+(?:(plan|queries|all)\s+)?", re.I | re.S)
 
@@ -81,4 +83,6 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
             raise literal_error from None
         raise normalized_error
     cache.put(key, result)
+    logger.debug("query planned", extra={"shape": shape[:500], "keyspace": keyspace,
+                                         "plan": type(result).__name__, "cached_plans": len(cache)})
     return result, bindvars

@@ -9,6 +9,7 @@ connection."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from proxy.errors import ProxyError, ShardError
 from rewriter.sqltemplate import sql_literal
 
 ER_DUP_ENTRY = 1062
+logger = logging.getLogger(__name__)
 
 
 def render_params(sql: str, params: Sequence[Any]) -> str:
@@ -116,6 +118,8 @@ async def _create_consistent_row(vcursor: Any, vindex: Any, owner_keyspace: str,
     if owner.rows:
         raise duplicate
     await _run_write(vcursor, ks, render_params(vindex.update_lookup_query(), [to_value, *from_values]))
+    logger.info("stale consistent lookup row repointed",
+                extra={"vindex": vindex.name, "table": vindex.table, "from": repr(from_values)})
 
 
 async def delete_rows(vcursor: Any, vindex: Any, owner_keyspace: str,

@@ -19,6 +19,7 @@ The ``SequenceNext`` primitive (``SELECT NEXT n VALUES FROM seq``) calls the VCu
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -29,6 +30,7 @@ from proxy.errors import ProxyError
 from rewriter.nodes import SequenceNext
 
 RunSQL = Callable[[str], Awaitable[Result]]
+logger = logging.getLogger(__name__)
 
 
 def _ident(name: str) -> str:
@@ -77,6 +79,8 @@ class SequenceAllocator:
             new_end = int(res.insert_id)
             start = new_end - block
             self._blocks[key] = (start + count, new_end)
+            logger.info("sequence block reserved",
+                        extra={"keyspace": keyspace, "table": table, "first": start, "size": block})
             return start
 
 
