@@ -100,12 +100,14 @@ class ShardConnection:
         ``keep_on_abandon`` (a connection pinned to a transaction): then the running
         statement is interrupted with KILL QUERY and the connection survives."""
         conn = self.conn
-        reading = False
+        pending = True  # a response is (or may be) on the wire, unread
+        reading = False  # we are past the column definitions, in the rows
         try:
             try:
                 await conn._execute_command(COMMAND.COM_QUERY, sql)
                 first = await conn._read_packet()
                 if first.is_ok_packet():
+                    pending = False
                     ok = OKPacketWrapper(first)
                     conn.server_status = ok.server_status
                     yield Result(
@@ -132,7 +134,7 @@ class ShardConnection:
                     data = p._data
                     if data[0] == 0xFE and len(data) < 9:  # EOF: end of rows
                         conn.server_status = EOFPacketWrapper(p).server_status
-                        reading = False
+                        pending = False
                         yield Result(fields=fields if first_chunk else [], raw_rows=rows)
                         return
                     rows.append(data)
@@ -141,13 +143,15 @@ class ShardConnection:
                         first_chunk = False
                         rows = []
             except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
-                reading = False
+                # An error packet ends the response; anything else broke the connection.
+                pending = False
                 raise self._translate(e) from e
         finally:
-            if reading and not self.broken:
-                if keep_on_abandon:
+            if pending and not self.broken:
+                if keep_on_abandon and reading:
                     await self._interrupt()
                 else:
+                    # Abandoned or cancelled mid-response: the connection is unusable.
                     self.broken = True
 
     async def _interrupt(self) -> None:

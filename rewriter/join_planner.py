@@ -119,10 +119,9 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         return col_keys[t][key]
 
     items: list[tuple[int, int]] = []  # (table, column index within that table)
+    sel.set("expressions", _expand_stars(sel.expressions, refs))
     for e in sel.expressions:
         inner = e.this if isinstance(e, exp.Alias) else e
-        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
-            raise unsupported("'*' expression in cross-shard query")
         ts = tables_of(inner)
         if len(ts) > 1:
             raise unsupported(f"expression over several tables in a cross-shard join: {to_sql(inner)}")
@@ -214,6 +213,29 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
+
+
+def _expand_stars(expressions: list[exp.Expression], refs: list[TableRef]) -> list[exp.Expression]:
+    """``*`` / ``t.*`` -> the tables' columns, when the vschema lists them authoritatively
+    (as Vitess does); otherwise the column list is unknown and the query is refused."""
+    out: list[exp.Expression] = []
+    for e in expressions:
+        if isinstance(e, exp.Star):
+            targets = refs
+        elif isinstance(e, exp.Column) and isinstance(e.this, exp.Star):
+            targets = [r for r in refs if r.alias == e.table]
+            if not targets:
+                raise errors.PlanningError(f"Unknown table '{e.table}'")
+        else:
+            out.append(e)
+            continue
+        for r in targets:
+            table = r.table
+            cols = getattr(table, "columns", None) or []
+            if not cols or not getattr(table, "column_list_authoritative", False):
+                raise unsupported("'*' expression in cross-shard query")
+            out.extend(exp.column(c.name, table=r.alias) for c in cols)
+    return out
 
 
 def _col_index(keys: dict[str, int], alias: str, cname: str) -> int:

@@ -204,3 +204,10 @@ def test_aggregation_over_cross_shard_join_sorts_and_aggregates_at_the_proxy(vsc
 def test_session_side_effects_across_shards_are_refused(vschema, sql, message):
     with pytest.raises(errors.Unsupported, match=message):
         explain(vschema, sql)
+
+
+def test_star_in_cross_shard_join_expands_authoritative_columns(vschema):
+    plan = explain(vschema, "select n.* from customer c join customer_note n on n.customer_id = c.tenant_id")
+    right = plan["Inputs"][0]["Inputs"][1]
+    assert right["Query"] == ("SELECT n.note_id, n.customer_id, n.body FROM customer_note AS n "
+                              "WHERE n.customer_id = :c_tenant_id")

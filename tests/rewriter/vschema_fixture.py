@@ -47,6 +47,12 @@ CUSTOMER = {
         },
         "country": {"type": "reference"},
         "pinned_settings": {"pinned": "90"},
+        "customer_note": {
+            "column_vindexes": [{"column": "note_id", "name": "hash"}],
+            "columns": [{"name": "note_id", "type": "INT64"}, {"name": "customer_id", "type": "INT64"},
+                        {"name": "body", "type": "VARCHAR"}],
+            "column_list_authoritative": True,
+        },
     },
 }
 
