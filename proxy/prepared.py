@@ -31,6 +31,7 @@ from mysql_mimic.types import (
 
 from proxy.engine.result import Field
 from proxy.errors import ProxyError
+from rewriter.sqltemplate import sql_literal
 
 _STRING_TYPES = {
     ColumnType.VARCHAR,
@@ -81,36 +82,6 @@ def _placeholder_positions(sql: str) -> list[int]:
             out.append(i)
         i += 1
     return out
-
-
-_ESCAPES = {0: "\\0", 10: "\\n", 13: "\\r", 26: "\\Z", 39: "\\'", 34: '\\"', 92: "\\\\"}
-_ESCAPE_TABLE = {k: v for k, v in _ESCAPES.items()}
-
-
-def sql_literal(value: Any) -> str:
-    """A Python value as a MySQL literal, safe to paste into SQL text."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, decimal.Decimal):
-        return format(value, "f")
-    if isinstance(value, (bytes, bytearray)):
-        return "X'" + bytes(value).hex() + "'" if value else "''"
-    if isinstance(value, datetime.datetime):
-        return f"'{value.isoformat(sep=' ')}'"
-    if isinstance(value, (datetime.date, datetime.time)):
-        return f"'{value.isoformat()}'"
-    if isinstance(value, datetime.timedelta):
-        total = int(value.total_seconds())
-        sign = "-" if total < 0 else ""
-        total = abs(total)
-        return f"'{sign}{total // 3600}:{total % 3600 // 60:02d}:{total % 60:02d}.{abs(value.microseconds):06d}'"
-    return "'" + str(value).translate(_ESCAPE_TABLE) + "'"
 
 
 def bind_parameters(sql: str, params: list[Any]) -> str:

@@ -59,6 +59,11 @@ def sql_literal(value: Any) -> str:
         return ", ".join(sql_literal(v) for v in value)
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return "'" + value.isoformat(sep=" ") + "'" if isinstance(value, datetime.datetime) else "'" + value.isoformat() + "'"
+    if isinstance(value, datetime.timedelta):
+        us = value // datetime.timedelta(microseconds=1)
+        sign, us = ("-" if us < 0 else ""), abs(us)
+        secs, us = divmod(us, 1_000_000)
+        return f"'{sign}{secs // 3600}:{secs % 3600 // 60:02d}:{secs % 60:02d}.{us:06d}'"
     if isinstance(value, int):
         return str(int(value))
     raise TypeError(f"cannot render {t.__name__} as a SQL literal")

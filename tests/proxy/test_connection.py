@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import signal
 import socket
 import struct
@@ -236,3 +237,16 @@ def test_client_killed_mid_result_releases_the_shard_connection(proxy) -> None:
             client.kill()
             client.wait()
         check.close()
+
+
+def test_prepared_statement_binds_dates_and_binary_safely(proxy) -> None:
+    conn = mysql.connector.connect(host=proxy.host, port=proxy.port, user="root", password="", database="lookup")
+    try:
+        cur = conn.cursor(prepared=True)
+        when = datetime.datetime(2026, 11, 22, 8, 30, 15, 123456)
+        cur.execute("select ?, hex(?)", (when, b"\x00'\\\xff"))
+        got_when, got_hex = cur.fetchall()[0]
+        assert str(got_when).startswith("2026-11-22 08:30:15")
+        assert got_hex == "00275CFF"
+    finally:
+        conn.close()
