@@ -99,3 +99,24 @@ def test_vstream_where_other_than_pos_is_refused(proxy) -> None:
         assert "VT03017" in e.value.args[1]
     finally:
         conn.close()
+
+
+def test_vstream_from_snapshot_copies_current_rows_then_streams_changes(proxy) -> None:
+    n = _base_id()
+    _write(proxy, f"insert into customer(customer_id, email, tenant_id) values ({n}, 'before', 5)")
+    conn = proxy.connect("commerce", autocommit=True)
+    with conn.cursor() as c:
+        c.execute("select count(*) from customer")
+        (existing,) = c.fetchone()
+    conn.close()
+    conn, cur = _open_vstream(proxy, f"vstream * from customer where pos > 'snapshot' limit {existing + 1}")
+    try:
+        _write(proxy, f"insert into customer(customer_id, email, tenant_id) values ({n + 1}, 'after', 6)")
+        rows = cur.fetchall()
+    finally:
+        conn.close()
+    copied, streamed = rows[:existing], rows[existing:]
+    assert all(r[0] == "+" for r in rows)
+    assert n in {int(r[1]) for r in copied}
+    assert copied[-1][-1] is not None and all(r[-1] is None for r in copied[:-1])  # resume point after the copy
+    assert [int(r[1]) for r in streamed] == [n + 1]
