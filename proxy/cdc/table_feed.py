@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from proxy.cdc.binlog_reader import ShardEndpointLike
+from proxy.cdc.binlog_reader import ALL_ROW_OPS, ShardEndpointLike
 from proxy.cdc.events import RowOp
 from proxy.cdc.positions import Vgtid
 from proxy.cdc.start_positions import ShardKey
@@ -34,9 +34,10 @@ class TableChangeFeed:
         keyspace: str,
         table: str,
         start: str | Vgtid = "current",
+        row_ops: frozenset[str] = ALL_ROW_OPS,
     ) -> None:
         shards = {key: ep for key, ep in endpoints.items() if key[0] == keyspace}
-        self._stream = VStream(shards, [f"{keyspace}.{table}"], start=start)
+        self._stream = VStream(shards, [f"{keyspace}.{table}"], start=start, row_ops=row_ops)
 
     @property
     def vgtid(self) -> Vgtid:

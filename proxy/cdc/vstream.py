@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 
-from proxy.cdc.binlog_reader import ShardBinlogReader, ShardEndpointLike
+from proxy.cdc.binlog_reader import ALL_ROW_OPS, ShardBinlogReader, ShardEndpointLike
 from proxy.cdc.errors import CdcError
 from proxy.cdc.events import EventGroup, HeartbeatEvent, VgtidEvent
 from proxy.cdc.positions import GtidPosition, Vgtid
@@ -79,6 +79,7 @@ class VStream:
         shard_delays: Mapping[ShardKey, float] | None = None,
         shard_heartbeat_period: float = 1.0,
         queue_size: int = 16,
+        row_ops: frozenset[str] = ALL_ROW_OPS,
     ) -> None:
         """
         endpoints: every shard of the cluster, by (keyspace, shard).
@@ -90,6 +91,7 @@ class VStream:
         heartbeat_interval: if > 0, yield a HEARTBEAT group after this many idle seconds.
         shard_delays: artificial lag per shard (testing skew): each item of that shard is
             released this many seconds after it was read.
+        row_ops: the row changes wanted ("insert", "update", "delete"); others are not decoded.
         """
         self._endpoints = dict(endpoints)
         self._filter = TableFilter(tables)
@@ -98,6 +100,7 @@ class VStream:
         self._heartbeat_interval = heartbeat_interval
         self._shard_delays = dict(shard_delays or {})
         self._shard_heartbeat_period = shard_heartbeat_period
+        self._row_ops = row_ops
         self._minimize_skew = minimize_skew
         self._max_skew = max_skew
         self._max_skew_hold = max_skew_hold
@@ -137,6 +140,7 @@ class VStream:
                 self._filter,
                 heartbeat_period=self._shard_heartbeat_period,
                 skip_before_timestamp=resolved.skip_before_timestamp,
+                row_ops=self._row_ops,
             )
             self._readers[key] = reader
         try:
