@@ -8,7 +8,7 @@ in a ``finally``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from proxy.engine.result import Result
@@ -27,11 +27,13 @@ class SessionVCursor:
         pools: ShardPools,
         transaction_getter: Callable[[], ShardTransaction | None],
         sequences: SequenceAllocator,
+        settings: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         self._vschema = vschema_getter
         self.pools = pools
         self._tx = transaction_getter
         self.sequences = sequences
+        self.settings = settings
 
     @property
     def vschema(self) -> VSchema:
@@ -44,6 +46,7 @@ class SessionVCursor:
             return await sc.execute(sql)
         pool = self.pools.get(keyspace, shard)
         async with pool.connection() as sc:
+            await sc.apply_settings(self.settings())
             return await sc.execute(sql)
 
     async def execute_multi(self, keyspace: str, queries: Sequence[tuple[str, str]]) -> list[Result]:
@@ -66,6 +69,7 @@ class SessionVCursor:
         pool = self.pools.get(keyspace, shard)
         sc = await pool.acquire()
         try:
+            await sc.apply_settings(self.settings())
             gen = sc.stream(sql)
             try:
                 async for chunk in gen:

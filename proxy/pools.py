@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 # Client-side codes meaning "the connection, not the statement, failed".
 _CONNECTION_ERRORS = {2002, 2003, 2006, 2013, 2014, 2055}
 STREAM_BATCH_ROWS = 1000
+_NO_SETTINGS: dict[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,19 @@ class ShardConnection:
     @property
     def keyspace(self) -> str:
         return self.pool.address.keyspace
+
+    async def apply_settings(self, settings: Mapping[str, str]) -> None:
+        """Make this connection's session variables exactly ``settings`` (name -> SQL
+        literal), changing only what differs from what it had: pooled connections
+        carry the settings of the session that used them last."""
+        current: dict[str, str] = getattr(self.conn, "_shardgate_settings", _NO_SETTINGS)
+        if current == settings:
+            return
+        parts = [f"@@session.{name} = DEFAULT" for name in current if name not in settings]
+        parts += [f"@@session.{name} = {value}" for name, value in settings.items() if current.get(name) != value]
+        self.conn._shardgate_settings = _NO_SETTINGS  # unknown until the SET succeeds
+        await self.execute("set " + ", ".join(parts))
+        self.conn._shardgate_settings = dict(settings)
 
     @property
     def shard(self) -> str:

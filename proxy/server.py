@@ -32,7 +32,7 @@ from mysql_mimic.control import LocalControl
 from mysql_mimic.server import MysqlServer
 
 from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
-from proxy.engine.result import Result, local_result
+from proxy.engine.result import Result, is_numeric, local_result
 from proxy.engine.sequence import SequenceAllocator
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
 from proxy.messaging.dml import MessageDml, message_dml
@@ -40,6 +40,7 @@ from proxy.messaging.service import MessagingService
 from proxy.pools import ShardAddress, ShardPools
 from proxy.session import Outcome, ProxySession
 from proxy.tls_stream import TlsUpgradableStream
+from rewriter.sqltemplate import sql_literal
 
 if TYPE_CHECKING:
     from proxy.config import ClusterConfig, ShardEndpoint
@@ -163,6 +164,23 @@ class Proxy:
 
     async def proxy_statement(self, session: ProxySession, sql: str) -> Outcome | None:
         return await self.planner.proxy_statement(session, sql)
+
+    async def evaluate_setting(self, session: ProxySession, name: str, value_sql: str) -> str:
+        """The value of ``SET name = <expression>`` as a SQL literal, evaluated on a shard
+        connection carrying the session's current settings."""
+        ks = session.keyspace or sorted(self.vschema.keyspaces)[0]
+        shard = session.target_shard or self.shard_names(ks)[0]
+        async with self.pools.get(ks, shard).connection() as sc:
+            await sc.apply_settings(session.settings)
+            await sc.execute(f"set @@session.{name} = {value_sql}")
+            res = await sc.execute(f"select @@session.{name}")
+            sc.broken = True  # its settings now differ from what it records; not worth tracking
+        raw = res.rows[0][0]
+        if raw is None:
+            return "NULL"
+        if is_numeric(res.fields[0]):
+            return raw.decode()
+        return sql_literal(raw.decode("utf-8", "surrogateescape"))
 
     async def global_variables(self, names: list[str]) -> dict[str, Any]:
         missing = [n for n in names if n.lower() not in self._global_vars]

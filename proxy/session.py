@@ -26,7 +26,7 @@ from proxy.errors import (
     UnsupportedError,
 )
 from proxy.executor import SessionVCursor
-from proxy.set_statement import parse_set
+from proxy.set_statement import literal_value, parse_set
 from proxy.sqltext import first_keyword, strip_leading_comments
 from proxy.transaction import ShardTransaction
 
@@ -56,7 +56,9 @@ _USE = re.compile(r"^use\s+(?P<target>.+?)\s*;?$", re.I | re.S)
 _WRITES = {"insert", "replace", "update"}
 
 # Session variables the proxy answers itself (others are read from a shard).
-_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload", "transaction_isolation", "tx_isolation"}
+_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload"}
+# MariaDB 10.x spells these the old way.
+_SETTING_ALIASES = {"transaction_isolation": "tx_isolation", "transaction_read_only": "tx_read_only"}
 
 
 class ProxySession(BaseSession):
@@ -74,13 +76,16 @@ class ProxySession(BaseSession):
         self.autocommit = True
         self.tx: ShardTransaction | None = None
         self.next_tx_isolation: str | None = None
-        self.session_isolation: str | None = None
-        self.forwarded_sets: dict[str, str] = {}
+        # Session variables set by the client, as SQL literals, applied to every shard
+        # connection this session uses (see ShardConnection.apply_settings).
+        self.settings: dict[str, str] = {}
         self.user_vars: dict[str, Any] = {}
         # Messaging events of this transaction's writes, told to the service at commit.
         self.after_commit: list[Any] = []
         self.connection: Any = None
-        self.vcursor = SessionVCursor(lambda: self.proxy.vschema, proxy.pools, lambda: self.tx, proxy.sequences)
+        self.vcursor = SessionVCursor(
+            lambda: self.proxy.vschema, proxy.pools, lambda: self.tx, proxy.sequences, lambda: self.settings
+        )
 
     # -- mimic's BaseSession interface -------------------------------------------
     @property
@@ -148,12 +153,8 @@ class ProxySession(BaseSession):
 
     def begin_transaction(self, opts: str = "") -> None:
         begin = "start transaction" + (f" {opts.strip()}" if opts and opts.strip() else "")
-        setup = [f"set {k} = {v}" for k, v in self.forwarded_sets.items()]
-        iso = self.next_tx_isolation or self.session_isolation
-        if iso:
-            setup.append(f"set session transaction {iso}")
-        self.next_tx_isolation = None
-        self.tx = ShardTransaction(self.proxy.pools, begin_sql=begin, setup_sql=setup)
+        iso, self.next_tx_isolation = self.next_tx_isolation, None
+        self.tx = ShardTransaction(self.proxy.pools, begin_sql=begin, settings=lambda: self.settings, next_isolation=iso)
 
     async def commit(self) -> None:
         tx, self.tx = self.tx, None
@@ -226,8 +227,12 @@ class ProxySession(BaseSession):
                 raise UnsupportedError("SET GLOBAL TRANSACTION is not supported through the proxy")
             if st.transaction_scope == "next":
                 self.next_tx_isolation = st.transaction
+                return Result()
+            level = st.transaction.removeprefix("isolation level ").strip()
+            if level == st.transaction:  # SET SESSION TRANSACTION READ ONLY / READ WRITE
+                await self._set_setting("tx_read_only", "1" if "read only" in level else "0")
             else:
-                self.session_isolation = st.transaction
+                await self._set_setting("tx_isolation", "'" + level.upper().replace(" ", "-") + "'")
             return Result()
         if st.names is not None:
             return Result()  # shards always talk utf8mb4 to the proxy
@@ -255,21 +260,26 @@ class ProxySession(BaseSession):
                 await self.commit()  # MySQL: enabling autocommit commits
             self.autocommit = on
             return
-        if name in ("transaction_isolation", "tx_isolation"):
-            level = str(literal).replace("-", " ").lower() if literal is not ... else value_sql
-            self.session_isolation = f"isolation level {level}"
-            return
-        if name in ("transaction_read_only", "tx_read_only"):
-            return
         if name.startswith(("character_set_", "collation_")) or name in ("names",):
-            return
-        # Any other session variable: kept and applied to connections pinned for a
-        # transaction (pooled autocommit connections are shared and stay clean).
-        self.forwarded_sets[name] = value_sql
+            return  # shards always talk utf8mb4 to the proxy
+        name = _SETTING_ALIASES.get(name, name)
+        if isinstance(literal, str) and literal.lower() == "default":
+            self.settings.pop(name, None)
+            value = None
+        elif literal is ...:
+            # An expression (the JDBC driver's concat(@@sql_mode, ...)): evaluated once,
+            # on a shard, against this session's settings, so it reads back as a value.
+            value = await self.proxy.evaluate_setting(self, name, value_sql)
+        else:
+            value = value_sql
+        if value is not None:
+            await self._set_setting(name, value)
+
+    async def _set_setting(self, name: str, value: str) -> None:
+        self.settings = {**self.settings, name: value}
         if self.tx is not None:
             for sc in self.tx.conns.values():
-                await sc.execute(f"set {name} = {value_sql}")
-                sc.broken = True
+                await sc.apply_settings(self.settings)
 
     async def _select(self, sql: str) -> Outcome | None:
         m = _SYSVAR_SELECT.match(sql)
@@ -285,26 +295,28 @@ class ProxySession(BaseSession):
             return None  # a targeted session asks its shard
         names = [alias or var for var, alias in items]
         values: list[Any] = []
-        remote: list[str] = []
-        for var, _ in items:
-            name = var[2:].lower().split(".")[-1]
-            if name not in _LOCAL_VARS and name not in self.forwarded_sets:
-                remote.append(var)
-        remote_vals: dict[str, Any] = {}
-        if remote:
-            remote_vals = await self.proxy.global_variables(remote)
+        keys = [_SETTING_ALIASES.get(n, n) for n in (var[2:].lower().split(".")[-1] for var, _ in items)]
+        local = [k in _LOCAL_VARS or k in self.settings for k in keys]
+        remote = sorted({f"@@{k}" for k, is_local in zip(keys, local, strict=True) if not is_local})
+        remote_vals = await self.proxy.global_variables(remote) if remote else {}
         types = []
-        for var, _ in items:
-            name = var[2:].lower().split(".")[-1]
-            v = self._local_var(name) if name in _LOCAL_VARS or name in self.forwarded_sets else remote_vals.get(var.lower())
+        for key, is_local in zip(keys, local, strict=True):
+            v = self._local_var(key) if is_local else remote_vals.get(f"@@{key}")
             values.append(v)
             types.append(ColumnType.LONGLONG if isinstance(v, int) else ColumnType.VAR_STRING)
         return local_result(names, [values], types)
 
     def _proxy_function_literal(self, m: re.Match[str]) -> str:
         if m.group("fn").lower() == "version":
-            return f"'{SERVER_VERSION}'"
-        return "NULL" if self.keyspace is None else f"'{self.keyspace}'"
+            value = f"'{SERVER_VERSION}'"
+        else:
+            value = "NULL" if self.keyspace is None else f"'{self.keyspace}'"
+        # A select item of its own keeps its column name, as MySQL names it: the text typed.
+        before = m.string[: m.start()].rstrip().lower()
+        after = m.string[m.end() :].lstrip()
+        if (before.endswith(("select", ",")) or before == "") and (not after or after[0] in ",;"):
+            return f"{value} AS `{m.group(0)}`"
+        return value
 
     def _local_var(self, name: str) -> Any:
         if name == "version":
@@ -315,12 +327,7 @@ class ProxySession(BaseSession):
             return 1 if self.autocommit else 0
         if name == "workload":
             return self.workload.upper()
-        if name in ("transaction_isolation", "tx_isolation"):
-            iso = (self.session_isolation or "isolation level repeatable read").replace("isolation level ", "")
-            return iso.upper().replace(" ", "-")
-        raw = self.forwarded_sets.get(name)
-        from proxy.set_statement import literal_value
-
+        raw = self.settings.get(_SETTING_ALIASES.get(name, name))
         lit = literal_value(raw) if raw is not None else None
         return raw if lit is ... else lit
 

@@ -8,6 +8,7 @@ did not commit, so nothing is silently half-applied.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 
 from proxy.errors import ProxyError
 from proxy.pools import ShardConnection, ShardPools
@@ -16,10 +17,17 @@ logger = logging.getLogger(__name__)
 
 
 class ShardTransaction:
-    def __init__(self, pools: ShardPools, begin_sql: str = "begin", setup_sql: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        pools: ShardPools,
+        begin_sql: str = "begin",
+        settings: Callable[[], Mapping[str, str]] = dict,
+        next_isolation: str | None = None,
+    ) -> None:
         self.pools = pools
         self.begin_sql = begin_sql
-        self.setup_sql = setup_sql or []
+        self.settings = settings
+        self.next_isolation = next_isolation  # SET TRANSACTION ... for this transaction only
         self.conns: dict[tuple[str, str], ShardConnection] = {}
 
     async def connection(self, keyspace: str, shard: str) -> ShardConnection:
@@ -30,16 +38,14 @@ class ShardTransaction:
         pool = self.pools.get(keyspace, shard)
         sc = await pool.acquire()
         try:
-            for stmt in self.setup_sql:
-                await sc.execute(stmt)
+            await sc.apply_settings(self.settings())
+            if self.next_isolation:
+                await sc.execute(f"set transaction {self.next_isolation}")
             await sc.execute(self.begin_sql)
         except BaseException:
             sc.broken = True
             pool.release(sc)
             raise
-        if self.setup_sql:
-            # Session variables were set on it: never hand it to another session.
-            sc.broken = True
         self.conns[key] = sc
         return sc
 

@@ -221,3 +221,50 @@ def test_version_function_is_the_proxys_not_the_shards(proxy) -> None:
         assert v.startswith("8.0.") and "MariaDB" not in v
     finally:
         conn.close()
+
+
+def test_session_time_zone_applies_to_statements_on_shards(proxy) -> None:
+    conn = proxy.connect("lookup", autocommit=True)
+    try:
+        _one(conn, "set time_zone = '+05:00'")
+        for _ in range(3):  # whichever pooled connection serves it, the shard sees the setting
+            assert _one(conn, "select @@session.time_zone from product limit 1") == (("+05:00",),)
+        assert _one(conn, "select @@time_zone") == (("+05:00",),)
+        _one(conn, "set time_zone = default")
+        assert _one(conn, "select @@session.time_zone from product limit 1") != (("+05:00",),)
+    finally:
+        conn.close()
+
+
+def test_session_settings_do_not_leak_to_other_sessions(proxy) -> None:
+    a = proxy.connect("lookup", autocommit=True)
+    b = proxy.connect("lookup", autocommit=True)
+    try:
+        _one(a, "set time_zone = '+07:00'")
+        _one(a, "select 1 from product limit 1")  # a shard connection now carries +07:00
+        for _ in range(5):
+            assert _one(b, "select @@session.time_zone from product limit 1")[0][0] != "+07:00"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_set_with_an_expression_reads_back_evaluated(proxy) -> None:
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        _one(conn, "set sql_mode = concat(@@sql_mode, ',NO_ENGINE_SUBSTITUTION')")
+        (mode,) = _one(conn, "select @@sql_mode")[0]
+        assert "NO_ENGINE_SUBSTITUTION" in mode and "concat" not in mode.lower()
+    finally:
+        conn.close()
+
+
+def test_select_database_names_its_column_as_typed(proxy) -> None:
+    conn = proxy.connect("commerce")
+    try:
+        with conn.cursor() as c:
+            c.execute("SELECT DATABASE(), version() as v")
+            assert [d[0] for d in c.description] == ["DATABASE()", "v"]
+            assert c.fetchone()[0] == "commerce"
+    finally:
+        conn.close()
