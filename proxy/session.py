@@ -310,7 +310,8 @@ class ProxySession(BaseSession):
         if m.group("fn").lower() == "version":
             value = f"'{SERVER_VERSION}'"
         else:
-            value = "NULL" if self.keyspace is None else f"'{self.keyspace}'"
+            # nullif(...): a nullable column, as MySQL's DATABASE() is (NULL with no database).
+            value = "NULL" if self.keyspace is None else f"nullif('{self.keyspace}', NULL)"
         # A select item of its own keeps its column name, as MySQL names it: the text typed.
         before = m.string[: m.start()].rstrip().lower()
         after = m.string[m.end() :].lstrip()
