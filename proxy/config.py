@@ -109,6 +109,13 @@ class KeyspaceConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MessagingConfig:
+    # Follow message tables' binlogs so rows written around the proxy are delivered at
+    # once (otherwise at the next poll); costs throughput, as every insert is decoded.
+    binlog_watch: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     path: Path
     listen: ListenConfig
@@ -116,6 +123,7 @@ class ClusterConfig:
     local: LocalConfig | None
     routing_rules: dict[str, Any]
     keyspaces: dict[str, KeyspaceConfig]
+    messaging: MessagingConfig = field(default_factory=MessagingConfig)
 
     @property
     def has_local_shards(self) -> bool:
@@ -149,7 +157,7 @@ def load_config(
     reader = _Reader(path)
     doc = reader.mapping(raw, "<top level>")
     reader.no_unknown_keys(
-        doc, "<top level>", {"listen", "users", "local", "routing_rules", "keyspaces"}
+        doc, "<top level>", {"listen", "users", "local", "routing_rules", "keyspaces", "messaging"}
     )
 
     listen = reader.listen(doc.get("listen"))
@@ -177,6 +185,7 @@ def load_config(
             ),
         )
     routing_rules = reader.routing_rules(doc.get("routing_rules"))
+    messaging = reader.messaging(doc.get("messaging"))
     keyspaces = reader.keyspaces(doc.get("keyspaces"))
 
     config = ClusterConfig(
@@ -185,6 +194,7 @@ def load_config(
         users=users,
         local=local,
         routing_rules=routing_rules,
+        messaging=messaging,
         keyspaces=keyspaces,
     )
     if config.has_local_shards and local is None:
@@ -336,6 +346,16 @@ class _Reader:
         return LocalConfig(
             data_dir=data_dir, base_port=self.port(doc["base_port"], "local.base_port")
         )
+
+    def messaging(self, value: Any) -> MessagingConfig:
+        if value is None:
+            return MessagingConfig()
+        doc = self.mapping(value, "messaging")
+        self.no_unknown_keys(doc, "messaging", {"binlog_watch"})
+        watch = doc.get("binlog_watch", True)
+        if not isinstance(watch, bool):
+            raise self.error("messaging.binlog_watch", "must be true or false")
+        return MessagingConfig(binlog_watch=watch)
 
     def routing_rules(self, value: Any) -> dict[str, Any]:
         if value is None:

@@ -107,7 +107,9 @@ class Proxy:
         self.pools = ShardPools(addresses, maxsize=pool_size)
         self.sequences = SequenceAllocator()
         self.messaging = MessagingService(
-            self.pools, {ks: self.shard_names(ks) for ks in config.keyspaces}, watch_changes=True
+            self.pools,
+            {ks: self.shard_names(ks) for ks in config.keyspaces},
+            watch_changes=config.messaging.binlog_watch,
         )
         self._global_vars: dict[str, Any] = {}
         self.planner: Any = None

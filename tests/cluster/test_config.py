@@ -142,6 +142,20 @@ def test_routing_rules_are_kept_in_vitess_shape(tmp_path: Path) -> None:
     }
 
 
+def test_messaging_binlog_watch_defaults_on_and_can_be_turned_off(tmp_path: Path) -> None:
+    on = write_cluster(tmp_path / "on", MINIMAL, {"ks.json": UNSHARDED_VSCHEMA})
+    assert load_config(on).messaging.binlog_watch is True
+    off = write_cluster(tmp_path / "off", "messaging: {binlog_watch: false}\n" + MINIMAL, {"ks.json": UNSHARDED_VSCHEMA})
+    assert load_config(off).messaging.binlog_watch is False
+
+
+def test_messaging_binlog_watch_must_be_a_boolean(tmp_path: Path) -> None:
+    path = write_cluster(tmp_path, "messaging: {binlog_watch: maybe}\n" + MINIMAL, {"ks.json": UNSHARDED_VSCHEMA})
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert "messaging.binlog_watch" in str(e.value)
+
+
 # Each invalid file must be reported with the file path and the dotted name of the bad field.
 INVALID_CONFIGS = {
     "missing_vschema_file": (
