@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from proxy.sqltext import split_top_level
+
 _ASSIGN = re.compile(
     r"""^\s*(?:(?P<scope_kw>session|global|local|persist)\s+|@@(?P<scope_at>session|global|local)\.|(?P<at2>@@))?
         (?P<name>@?`?[A-Za-z_][\w.$]*`?)\s*(?::=|=)\s*(?P<value>.+?)\s*$""",
@@ -39,30 +41,6 @@ class SetStatement:
     transaction: str | None = None  # e.g. "isolation level read uncommitted" / "read only"
     transaction_scope: str = "next"
     names: str | None = None
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, quote, start, i = [], 0, "", 0, 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c in "'\"`":
-            quote = c
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-        i += 1
-    parts.append(text[start:])
-    return parts
 
 
 def literal_value(text: str) -> object:
@@ -95,7 +73,7 @@ def parse_set(sql: str) -> SetStatement:
         return SetStatement([], names=m.group("rest"))
     body = re.sub(r"^\s*set\s+", "", sql.strip().rstrip(";"), flags=re.I)
     out: list[Assignment] = []
-    for piece in _split_top_level(body):
+    for piece in split_top_level(body):
         a = _ASSIGN.match(piece)
         if not a:
             raise ValueError(f"cannot parse assignment: {piece.strip()!r}")

@@ -53,6 +53,34 @@ def split_statements(sql: str) -> list[str]:
     return out
 
 
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` outside parentheses and quotes; parts stripped, a trailing empty one dropped."""
+    parts: list[str] = []
+    depth, quote, start, i = 0, "", 0, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\" and quote != "`":
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+        elif c in _QUOTES:
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+        i += 1
+    last = text[start:].strip()
+    if last:
+        parts.append(last)
+    return parts
+
+
 _LEADING_COMMENT = re.compile(r"^(?:\s+|/\*(?!!).*?\*/|--[ \t][^\n]*\n?|#[^\n]*\n?)+", re.S)
 _WORD = re.compile(r"[A-Za-z_]+")
 

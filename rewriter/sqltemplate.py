@@ -34,6 +34,11 @@ _ESCAPE_TABLE = str.maketrans(
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 
 
+def quote_identifier(name: str) -> str:
+    """A MySQL identifier in backquotes, for any name."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def escape_string(s: str) -> str:
     """The body of a MySQL single-quoted string literal for ``s``."""
     return s.translate(_ESCAPE_TABLE)

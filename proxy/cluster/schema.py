@@ -19,12 +19,9 @@ import pymysql
 from proxy.cluster.errors import SchemaError
 from proxy.cluster.layout import LocalShardSpec
 from proxy.cluster.sql_script import SqlScriptError, split_sql_statements
+from rewriter.sqltemplate import quote_identifier
 
 logger = logging.getLogger(__name__)
-
-
-def _quote_identifier(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _recorded_digest(spec: LocalShardSpec) -> str | None:
@@ -85,8 +82,8 @@ async def apply_schema_once(spec: LocalShardSpec, schema_path: Path | None) -> b
     )
     try:
         async with conn.cursor() as cur:
-            await cur.execute(f"CREATE DATABASE IF NOT EXISTS {_quote_identifier(spec.keyspace)}")
-            await cur.execute(f"USE {_quote_identifier(spec.keyspace)}")
+            await cur.execute(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(spec.keyspace)}")
+            await cur.execute(f"USE {quote_identifier(spec.keyspace)}")
             for number, statement in enumerate(statements, start=1):
                 try:
                     await cur.execute(statement)

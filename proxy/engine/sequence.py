@@ -28,13 +28,10 @@ from mysql_mimic.types import ColumnType
 from proxy.engine.result import Result, local_result
 from proxy.errors import ProxyError
 from rewriter.nodes import SequenceNext
+from rewriter.sqltemplate import quote_identifier
 
 RunSQL = Callable[[str], Awaitable[Result]]
 logger = logging.getLogger(__name__)
-
-
-def _ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class SequenceAllocator:
@@ -63,7 +60,7 @@ class SequenceAllocator:
                 return nxt
             cache = self._cache_sizes.get(key)
             if cache is None:
-                res = await run_autocommit(f"select cache from {_ident(table)} where id = 0")
+                res = await run_autocommit(f"select cache from {quote_identifier(table)} where id = 0")
                 if not res.rows:
                     raise ProxyError(1105, f"VT13001: sequence table {keyspace}.{table} has no row with id 0")
                 raw = res.rows[0][0]
@@ -72,7 +69,7 @@ class SequenceAllocator:
             # ids left in the current block are not contiguous with a new one: drop them
             block = max(cache, count)
             res = await run_autocommit(
-                f"update {_ident(table)} set next_id = last_insert_id(next_id + {block}) where id = 0"
+                f"update {quote_identifier(table)} set next_id = last_insert_id(next_id + {block}) where id = 0"
             )
             if res.affected_rows != 1 or not res.insert_id:
                 raise ProxyError(1105, f"VT13001: could not reserve ids from sequence {keyspace}.{table}")

@@ -27,15 +27,13 @@ from typing import Any
 
 import aiomysql
 
+from rewriter.sqltemplate import quote_identifier
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
     id: Any
     values: dict[str, Any]  # every streamed column, ``id`` included
-
-
-def _quote_identifier(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class MessageQueue:
@@ -87,7 +85,7 @@ class MessageQueue:
             async with conn.cursor() as cur:
                 await cur.execute("SET WORKLOAD = OLAP")
             cur = await conn.cursor(aiomysql.SSCursor)
-            sql = f"STREAM * FROM {_quote_identifier(self.table)}"
+            sql = f"STREAM * FROM {quote_identifier(self.table)}"
             if self.where:
                 sql += f" WHERE {self.where}"
             await cur.execute(sql)
@@ -114,7 +112,7 @@ class MessageQueue:
         async with conn.cursor() as cur:
             return int(
                 await cur.execute(
-                    f"UPDATE {_quote_identifier(self.table)} SET time_acked = {time.time_ns()}, time_next = NULL"
+                    f"UPDATE {quote_identifier(self.table)} SET time_acked = {time.time_ns()}, time_next = NULL"
                     f" WHERE id IN ({in_list}) AND time_acked IS NULL"
                 )
             )
@@ -144,7 +142,7 @@ class MessageQueue:
         async with conn.cursor() as cur:
             return int(
                 await cur.execute(
-                    f"INSERT INTO {_quote_identifier(self.table)} ({', '.join(_quote_identifier(c) for c in columns)})"
+                    f"INSERT INTO {quote_identifier(self.table)} ({', '.join(quote_identifier(c) for c in columns)})"
                     f" VALUES {values}"
                 )
             )

@@ -15,6 +15,7 @@ from typing import Any
 from proxy.errors import ProxyError, SyntaxError_
 from proxy.messaging.errors import MessageTableError
 from proxy.messaging.table import parse_message_table
+from proxy.sqltext import split_top_level
 
 DEFAULT_PARAMETERS: dict[str, str] = {
     "vt_ack_wait": "30",
@@ -66,30 +67,6 @@ def _unquote(ident: str) -> str:
     return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
 
 
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, current, quote = [], 0, [], ""
-    for ch in text:
-        if quote:
-            current.append(ch)
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(current).strip())
-            current = []
-            continue
-        current.append(ch)
-    if "".join(current).strip():
-        parts.append("".join(current).strip())
-    return parts
-
-
 def _parenthesised(text: str) -> tuple[str, str]:
     """Split ``(inner) rest`` at the matching parenthesis."""
     depth, quote = 0, ""
@@ -119,13 +96,13 @@ def translate_create_queue(sql: str, sharded: bool) -> QueueDefinition:
     user_defs: list[str] = []
     if rest.startswith("("):
         inner, rest = _parenthesised(rest)
-        user_defs = _split_top_level(inner)
+        user_defs = split_top_level(inner)
     params = dict(DEFAULT_PARAMETERS)
     if rest:
         w = _WITH.match(rest)
         if not w:
             raise SyntaxError_(f"syntax error in CREATE QUEUE near {rest[:40]!r}")
-        for item in _split_top_level(w.group("params")):
+        for item in split_top_level(w.group("params")):
             key, sep, value = (p.strip() for p in item.partition("="))
             key = key.lower()
             value = value.strip("'\"")

@@ -10,8 +10,8 @@ from typing import Protocol
 
 from proxy.engine.result import Field, Result
 from proxy.messaging.errors import MessageTableError
-from proxy.messaging.sql import quote_identifier
 from proxy.messaging.table import MessageTableSpec, is_message_comment, parse_message_table
+from rewriter.sqltemplate import quote_identifier
 
 logger = logging.getLogger(__name__)
 

@@ -10,18 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from pymysql.converters import escape_string
-
 from proxy.engine.result import BINARY_CHARSET, Field, is_numeric
 from proxy.messaging.cache import CachedMessage
 from proxy.messaging.table import MessageTableSpec
+from rewriter.sqltemplate import escape_string, quote_identifier
 
 PURGE_BATCH_ROWS = 500
 _NUMBER = re.compile(rb"^-?\d+(?:\.\d+)?$")
-
-
-def quote_identifier(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def literal(value: bytes | str | int | None, f: Field | None = None) -> str:
