@@ -59,6 +59,24 @@ def _field(f: FieldDescriptorPacket) -> Field:
     )
 
 
+_FIELD_CACHE: dict[bytes, Field] = {}
+_FIELD_CACHE_MAX = 4096
+
+
+def _field_of(raw: bytes, encoding: str) -> Field:
+    """The Field for a column-definition packet. The same statement shapes come back
+    again and again, so parsed definitions are kept by their bytes (Fields are never
+    mutated: a changed column is a ``dataclasses.replace`` copy)."""
+    f = _FIELD_CACHE.get(raw)
+    if f is None:
+        f = _field(FieldDescriptorPacket(raw, encoding))
+        f.raw = raw
+        if len(_FIELD_CACHE) >= _FIELD_CACHE_MAX:
+            _FIELD_CACHE.clear()
+        _FIELD_CACHE[raw] = f
+    return f
+
+
 class ShardConnection:
     """One checked-out shard connection; statements run on it in order."""
 
@@ -134,10 +152,8 @@ class ShardConnection:
                 ncols = first.read_length_encoded_integer()
                 fields = []
                 for _ in range(ncols):
-                    fp = await conn._read_packet(FieldDescriptorPacket)
-                    f = _field(fp)
-                    f.raw = fp._data
-                    fields.append(f)
+                    fp = await conn._read_packet()
+                    fields.append(_field_of(fp._data, conn._encoding))
                 await conn._read_packet()  # EOF after the column definitions
                 reading = True
                 read = conn._read_packet
