@@ -282,9 +282,10 @@ class ProxySession(BaseSession):
                 await sc.apply_settings(self.settings)
 
     async def _select(self, sql: str) -> Outcome | None:
-        m = _SYSVAR_SELECT.match(sql)
+        # Cheap substring tests first: this runs for every SELECT.
+        m = _SYSVAR_SELECT.match(sql) if "@@" in sql else None
         if not m:
-            if _PROXY_FN.search(sql) and " from " not in sql.lower():
+            if "(" in sql and _PROXY_FN.search(sql) and " from " not in sql.lower():
                 sql2 = _PROXY_FN.sub(self._proxy_function_literal, sql)
                 return await self.proxy.route(self, sql2, "select", any_shard=True)
             return None
