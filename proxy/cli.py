@@ -19,12 +19,27 @@ class CliError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
 
 
+_STANDARD_RECORD_KEYS = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+
+
+class KeyValueFormatter(logging.Formatter):
+    """The message, then the record's structured fields (``extra=``) as key=value."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        message = record.getMessage()
+        fields = {
+            k: v for k, v in record.__dict__.items() if k not in _STANDARD_RECORD_KEYS and f"{k}=" not in message
+        }
+        if fields:
+            line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
+        return line
+
+
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
 
 
 async def _run_until_signal(main: Any) -> None:
@@ -59,7 +74,7 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from proxy.cluster import LocalCluster
+    from proxy.cluster import ClusterError, LocalCluster
     from proxy.server import serve_proxy
 
     config = _load(args)
@@ -76,7 +91,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         finally:
             await cluster.stop()
 
-    asyncio.run(_run_until_signal(main()))
+    try:
+        asyncio.run(_run_until_signal(main()))
+    except ClusterError as e:
+        raise CliError(str(e)) from e
     return 0
 
 
