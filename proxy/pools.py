@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import aiomysql
 import pymysql
 from pymysql.constants import COMMAND
-from pymysql.protocol import EOFPacketWrapper, FieldDescriptorPacket, OKPacketWrapper
+from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
 from proxy.engine.result import Field, Result
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
@@ -77,6 +77,62 @@ def _field_of(raw: bytes, encoding: str) -> Field:
     return f
 
 
+class RowPacketReader:
+    """Reads the row packets of a result in bulk off the connection's socket buffer.
+
+    aiomysql reads (and awaits) one packet at a time, which caps a relayed scan at a
+    few hundred thousand rows per second; this splits whole buffers into packets."""
+
+    __slots__ = ("reader", "buf")
+
+    READ_SIZE = 256 * 1024
+
+    def __init__(self, conn: aiomysql.Connection) -> None:
+        self.reader: asyncio.StreamReader = conn._reader
+        self.buf = bytearray()
+
+    async def read(self, limit: int) -> tuple[list[bytes], bytes | None]:
+        """Up to ``limit`` (0: no limit) row payloads, and the EOF payload once the rows end."""
+        rows: list[bytes] = []
+        buf = self.buf
+        pos = 0
+        big: bytearray | None = None  # a row of 16 MiB or more, split over several packets
+        try:
+            while True:
+                end = len(buf)
+                while end - pos >= 4:
+                    n = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+                    if end - pos - 4 < n:
+                        break
+                    payload = bytes(buf[pos + 4 : pos + 4 + n])
+                    pos += 4 + n
+                    if n == 0xFFFFFF:
+                        big = (big or bytearray()) + payload
+                        continue
+                    if big is not None:
+                        payload, big = bytes(big + payload), None
+                    first = payload[0] if payload else 0
+                    if first == 0xFE and len(payload) < 9:
+                        if pos != end:
+                            raise pymysql.err.InternalError(f"{end - pos} unexpected bytes after a result")
+                        return rows, payload
+                    if first == 0xFF:
+                        pymysql.err.raise_mysql_exception(payload)
+                    rows.append(payload)
+                    if limit and len(rows) >= limit:
+                        return rows, None
+                del buf[:pos]
+                pos = 0
+                if limit and rows and not self.reader._buffer:  # nothing more waiting: hand these over
+                    return rows, None
+                chunk = await self.reader.read(self.READ_SIZE)
+                if not chunk:
+                    raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+                buf += chunk
+        finally:
+            del buf[:pos]
+
+
 class ShardConnection:
     """One checked-out shard connection; statements run on it in order."""
 
@@ -84,6 +140,7 @@ class ShardConnection:
         self.pool = pool
         self.conn = conn
         self.broken = False
+        self._rows: RowPacketReader | None = None
 
     @property
     def keyspace(self) -> str:
@@ -156,22 +213,17 @@ class ShardConnection:
                     fields.append(_field_of(fp._data, conn._encoding))
                 await conn._read_packet()  # EOF after the column definitions
                 reading = True
-                read = conn._read_packet
-                rows: list[bytes] = []
+                self._rows = rows_reader = RowPacketReader(conn)
                 first_chunk = True
                 while True:
-                    p = await read()
-                    data = p._data
-                    if data[0] == 0xFE and len(data) < 9:  # EOF: end of rows
-                        conn.server_status = EOFPacketWrapper(p).server_status
+                    rows, eof = await rows_reader.read(batch_rows)
+                    if eof is not None:
+                        conn.server_status = int.from_bytes(eof[3:5], "little")
                         pending = False
                         yield Result(fields=fields if first_chunk else [], raw_rows=rows)
                         return
-                    rows.append(data)
-                    if batch_rows and len(rows) >= batch_rows:
-                        yield Result(fields=fields if first_chunk else [], raw_rows=rows)
-                        first_chunk = False
-                        rows = []
+                    yield Result(fields=fields if first_chunk else [], raw_rows=rows)
+                    first_chunk = False
             except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
                 # An error packet ends the response; anything else broke the connection.
                 pending = False
@@ -190,10 +242,9 @@ class ShardConnection:
         try:
             async with self.pool.connection() as side:
                 await side.execute(f"kill query {self.conn.server_thread_id[0]}")
-            while True:
-                p = await self.conn._read_packet()
-                if p._data[0] == 0xFE and len(p._data) < 9:
-                    return
+            assert self._rows is not None
+            while (await self._rows.read(0))[1] is None:
+                pass
         except ProxyError:
             self.broken = True
         except pymysql.err.MySQLError as e:
