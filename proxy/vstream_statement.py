@@ -9,8 +9,6 @@ As in Vitess the default LIMIT is 100 rows.
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import json
 import re
 from collections.abc import AsyncIterator
@@ -18,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mysql_mimic.types import ColumnType
 
-from proxy.engine.result import UTF8MB4_GENERAL_CI, Field, Result
+from proxy.engine.result import UTF8MB4_GENERAL_CI, Field, Result, encode_value
 from proxy.errors import ProxyError
 
 if TYPE_CHECKING:
@@ -33,27 +31,6 @@ _VSTREAM = re.compile(
     re.I | re.S,
 )
 _POS = re.compile(r"^pos\s*>\s*'(?P<pos>(?:[^'\\]|\\.|'')*)'$", re.I | re.S)
-
-
-def _text(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, bool):
-        return b"1" if value else b"0"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(", ", ": ")).encode()
-    if isinstance(value, decimal.Decimal):
-        return format(value, "f").encode()
-    if isinstance(value, datetime.datetime):
-        return value.isoformat(sep=" ").encode()
-    if isinstance(value, datetime.timedelta):
-        total = int(value.total_seconds())
-        sign = "-" if total < 0 else ""
-        total = abs(total)
-        return f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}".encode()
-    return str(value).encode()
 
 
 def _vtext_field(name: str) -> Field:
@@ -114,7 +91,7 @@ async def vstream(proxy: Proxy, session: ProxySession, sql: str) -> AsyncIterato
                     continue
                 rows = rows[: limit - sent]
                 sent += len(rows)
-                yield Result(rows=[tuple(_text(v) for v in row) for row in rows])
+                yield Result(rows=[tuple(encode_value(v) for v in row) for row in rows])
                 if sent >= limit:
                     return
         except CdcError as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,6 +200,12 @@ def encode_value(value: Any) -> bytes | None:
         return format(value, "f").encode()
     if isinstance(value, datetime.datetime):
         return value.isoformat(sep=" ").encode()
+    if isinstance(value, datetime.timedelta):
+        total = int(value.total_seconds())
+        sign, total = ("-" if total < 0 else ""), abs(total)
+        return f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}".encode()
+    if isinstance(value, (dict, list)):  # JSON documents (e.g. decoded from a binlog)
+        return json.dumps(value, separators=(", ", ": ")).encode()
     return str(value).encode()
 
 
