@@ -28,7 +28,7 @@ from mysql_mimic.stream import ConnectionClosed
 from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
 
 from proxy import wire
-from proxy.engine.result import Result
+from proxy.engine.result import Result, split_packets
 from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
 from proxy.prepared import PreparedStatement, bind_parameters, count_placeholders, read_execute
 from proxy.session import ProxySession
@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 SERVER_CAPABILITIES = (
     Capabilities.CLIENT_PROTOCOL_41
-    | Capabilities.CLIENT_DEPRECATE_EOF
     | Capabilities.CLIENT_CONNECT_WITH_DB
     | Capabilities.CLIENT_CONNECT_ATTRS
     | Capabilities.CLIENT_PLUGIN_AUTH
@@ -263,9 +262,16 @@ class ProxyConnection(Connection):
         self.stream.write_many(pkts)
 
     def _write_rows(self, res: Result, binary: Any) -> None:
-        raw = res.raw_rows
-        if raw is not None and binary is None:
-            self.stream.write_many(raw)  # the shard's row packets, untouched
+        block = res.block
+        if block is not None and binary is None:
+            seq = self.stream.seq
+            if seq.value == block.first_seq:
+                # Our header mirrors the shard's packet for packet, so its row packets
+                # carry the very sequence ids the client expects: forward them whole.
+                self.stream._buffer.extend(block.data)
+                seq.value = (block.first_seq + block.count) % 256
+            else:
+                self.stream.write_many(split_packets(block.data))
             return
         if not res.rows:
             return

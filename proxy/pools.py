@@ -18,7 +18,7 @@ import pymysql
 from pymysql.constants import COMMAND
 from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
-from proxy.engine.result import Field, Result
+from proxy.engine.result import Field, PacketBlock, Result
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,8 @@ class RowPacketReader:
     """Reads the row packets of a result in bulk off the connection's socket buffer.
 
     aiomysql reads (and awaits) one packet at a time, which caps a relayed scan at a
-    few hundred thousand rows per second; this splits whole buffers into packets."""
+    few hundred thousand rows per second; this takes whole buffers and hands over the
+    complete packets in them as one block, headers included."""
 
     __slots__ = ("reader", "buf")
 
@@ -91,46 +92,47 @@ class RowPacketReader:
         self.reader: asyncio.StreamReader = conn._reader
         self.buf = bytearray()
 
-    async def read(self, limit: int) -> tuple[list[bytes], bytes | None]:
-        """Up to ``limit`` (0: no limit) row payloads, and the EOF payload once the rows end."""
-        rows: list[bytes] = []
+    async def read(self, limit: int) -> tuple[PacketBlock | None, bytes | None]:
+        """Row packets (up to about ``limit`` rows; 0: no limit), and the EOF payload
+        once the rows end."""
         buf = self.buf
-        pos = 0
-        big: bytearray | None = None  # a row of 16 MiB or more, split over several packets
-        try:
-            while True:
-                end = len(buf)
-                while end - pos >= 4:
-                    n = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
-                    if end - pos - 4 < n:
-                        break
+        pos = 0  # end of the complete packets taken so far
+        count = 0
+        while True:
+            end = len(buf)
+            while end - pos >= 4:
+                n = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+                if end - pos - 4 < n:
+                    break
+                first = buf[pos + 4] if n else 0
+                if n < 9 and first == 0xFE:  # EOF: the rows end here
+                    eof = bytes(buf[pos + 4 : pos + 4 + n])
+                    if pos + 4 + n != end:
+                        raise pymysql.err.InternalError(f"{end - pos - 4 - n} unexpected bytes after a result")
+                    block = self._take(pos, count)
+                    buf.clear()
+                    return block, eof
+                if first == 0xFF and n != 0xFFFFFF:
                     payload = bytes(buf[pos + 4 : pos + 4 + n])
-                    pos += 4 + n
-                    if n == 0xFFFFFF:
-                        big = (big or bytearray()) + payload
-                        continue
-                    if big is not None:
-                        payload, big = bytes(big + payload), None
-                    first = payload[0] if payload else 0
-                    if first == 0xFE and len(payload) < 9:
-                        if pos != end:
-                            raise pymysql.err.InternalError(f"{end - pos} unexpected bytes after a result")
-                        return rows, payload
-                    if first == 0xFF:
-                        pymysql.err.raise_mysql_exception(payload)
-                    rows.append(payload)
-                    if limit and len(rows) >= limit:
-                        return rows, None
-                del buf[:pos]
-                pos = 0
-                if limit and rows and not self.reader._buffer:  # nothing more waiting: hand these over
-                    return rows, None
-                chunk = await self.reader.read(self.READ_SIZE)
-                if not chunk:
-                    raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
-                buf += chunk
-        finally:
-            del buf[:pos]
+                    buf.clear()
+                    pymysql.err.raise_mysql_exception(payload)
+                pos += 4 + n
+                count += 1
+                if limit and count >= limit:
+                    return self._take(pos, count), None
+            if limit and count and not self.reader._buffer:
+                return self._take(pos, count), None  # nothing more waiting: hand these over now
+            chunk = await self.reader.read(self.READ_SIZE)
+            if not chunk:
+                raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+            buf += chunk
+
+    def _take(self, pos: int, count: int) -> PacketBlock | None:
+        if not count:
+            return None
+        data = bytes(self.buf[:pos])
+        del self.buf[:pos]
+        return PacketBlock(data, count, data[3])
 
 
 class ShardConnection:
@@ -216,13 +218,13 @@ class ShardConnection:
                 self._rows = rows_reader = RowPacketReader(conn)
                 first_chunk = True
                 while True:
-                    rows, eof = await rows_reader.read(batch_rows)
+                    block, eof = await rows_reader.read(batch_rows)
                     if eof is not None:
                         conn.server_status = int.from_bytes(eof[3:5], "little")
                         pending = False
-                        yield Result(fields=fields if first_chunk else [], raw_rows=rows)
+                        yield Result(fields=fields if first_chunk else [], block=block)
                         return
-                    yield Result(fields=fields if first_chunk else [], raw_rows=rows)
+                    yield Result(fields=fields if first_chunk else [], block=block)
                     first_chunk = False
             except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
                 # An error packet ends the response; anything else broke the connection.

@@ -83,18 +83,48 @@ def decode_text_row(data: bytes) -> Row:
     return tuple(out)
 
 
+def split_packets(block: bytes) -> list[bytes]:
+    """Payloads of the MySQL packets in ``block`` (headers included), joining the
+    continuation packets of a payload of 16 MiB or more."""
+    out: list[bytes] = []
+    pos, end = 0, len(block)
+    big = b""
+    while pos < end:
+        n = block[pos] | block[pos + 1] << 8 | block[pos + 2] << 16
+        payload = block[pos + 4 : pos + 4 + n]
+        pos += 4 + n
+        if n == 0xFFFFFF:
+            big += payload
+            continue
+        if big:
+            payload, big = big + payload, b""
+        out.append(payload)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PacketBlock:
+    """Row packets exactly as a shard sent them, headers included: ``count`` packets
+    whose sequence ids start at ``first_seq``. Forwarded in one piece when the
+    client's sequence numbering lines up."""
+
+    data: bytes
+    count: int
+    first_seq: int
+
+
 class Result:
     """A complete (or one chunk of a streamed) result.
 
     For streamed results the first chunk carries ``fields`` and later chunks only
     ``rows``. DML results carry ``affected_rows``/``insert_id`` and no fields.
 
-    A shard's rows may arrive as raw row packets (``raw_rows``): they are decoded
-    only if something reads ``rows`` (which then owns them); untouched, they go to
-    the client byte for byte.
+    A shard's rows may arrive as a raw ``PacketBlock``: they are decoded only if
+    something reads ``rows`` (which then owns them); untouched, they go to the client
+    byte for byte.
     """
 
-    __slots__ = ("fields", "_rows", "_raw_rows", "affected_rows", "insert_id", "info", "warnings")
+    __slots__ = ("fields", "_rows", "_block", "affected_rows", "insert_id", "info", "warnings")
 
     def __init__(
         self,
@@ -104,11 +134,11 @@ class Result:
         insert_id: int = 0,
         info: str = "",
         warnings: int = 0,
-        raw_rows: list[bytes] | None = None,
+        block: PacketBlock | None = None,
     ) -> None:
         self.fields = fields if fields is not None else []
         self._rows = rows if rows is not None else []
-        self._raw_rows = raw_rows
+        self._block = block
         self.affected_rows = affected_rows
         self.insert_id = insert_id
         self.info = info
@@ -116,20 +146,20 @@ class Result:
 
     @property
     def rows(self) -> list[Row]:
-        if self._raw_rows is not None:
-            self._rows = [decode_text_row(r) for r in self._raw_rows]
-            self._raw_rows = None
+        if self._block is not None:
+            self._rows = [decode_text_row(r) for r in split_packets(self._block.data)]
+            self._block = None
         return self._rows
 
     @rows.setter
     def rows(self, value: list[Row]) -> None:
         self._rows = value
-        self._raw_rows = None
+        self._block = None
 
     @property
-    def raw_rows(self) -> list[bytes] | None:
-        """Row packets as the shard sent them, if nothing has decoded them."""
-        return self._raw_rows
+    def block(self) -> PacketBlock | None:
+        """The shard's row packets, if nothing has decoded them."""
+        return self._block
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Result):

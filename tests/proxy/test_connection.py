@@ -250,3 +250,19 @@ def test_prepared_statement_binds_dates_and_binary_safely(proxy) -> None:
         assert got_hex == "00275CFF"
     finally:
         conn.close()
+
+
+def test_a_large_relayed_result_arrives_intact_and_in_order(proxy, local_cluster) -> None:
+    """Rows forwarded as the shard's own packets (sequence ids wrap many times) equal a direct read."""
+    sql = "select seq, md5(seq), if(seq % 7 = 0, null, repeat('y', seq % 300)) from seq_1_to_200000"
+    e = local_cluster.endpoint("lookup", "0")
+    direct = pymysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, database=e.database)
+    via = proxy.connect("lookup", cursorclass=pymysql.cursors.SSCursor)
+    try:
+        with direct.cursor() as d, via.cursor() as v:
+            d.execute(sql)
+            v.execute(sql)
+            assert list(v.fetchall_unbuffered()) == list(d.fetchall())
+    finally:
+        direct.close()
+        via.close()
