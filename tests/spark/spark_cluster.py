@@ -45,21 +45,7 @@ SPARK_TABLES: dict[str, str] = {
           PRIMARY KEY (id)
         ) ENGINE=InnoDB""",
     # The data source's write target: same columns as spark_items.
-    "spark_items_copy": """
-        CREATE TABLE spark_items_copy (
-          id BIGINT NOT NULL,
-          name VARCHAR(64) NOT NULL,
-          price DECIMAL(10,2),
-          qty INT,
-          small TINYINT,
-          big_unsigned BIGINT UNSIGNED,
-          ratio DOUBLE,
-          created DATETIME(6),
-          day DATE,
-          attrs JSON,
-          payload BLOB,
-          PRIMARY KEY (id)
-        ) ENGINE=InnoDB""",
+    "spark_items_copy": "CREATE TABLE spark_items_copy LIKE spark_items",
     # Source of the change stream tests.
     "spark_changes": """
         CREATE TABLE spark_changes (
