@@ -167,3 +167,15 @@ def rows_of(groups: list[EventGroup], table: str = PROBE) -> list[tuple[str, str
 
 def ids_seen(groups: list[EventGroup]) -> list[int]:
     return [(after or before)["id"] for _shard, _op, before, after in rows_of(groups)]
+
+
+async def consume_for(stream: Any, seconds: float) -> list:
+    """Every non-heartbeat group a stream delivers within ``seconds``."""
+    groups = []
+    deadline = time.monotonic() + seconds
+    async for group in stream:
+        if not group.is_heartbeat:
+            groups.append(group)
+        if time.monotonic() >= deadline:
+            break
+    return groups

@@ -15,21 +15,10 @@ from proxy.cdc import (
     Vgtid,
     VStream,
 )
-from tests.cdc.conftest import PROBE, PROBE_TABLE, collect_groups, ids_seen, new_id
+from tests.cdc.conftest import PROBE, PROBE_TABLE, collect_groups, consume_for, ids_seen, new_id
 
 INSERT = f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'p', 1, NOW(6))"
 
-
-async def consume_for(stream: VStream, seconds: float) -> list:
-    """Every non-heartbeat group arriving within ``seconds``."""
-    groups = []
-    deadline = time.monotonic() + seconds
-    async for group in stream:
-        if not group.is_heartbeat:
-            groups.append(group)
-        if time.monotonic() >= deadline:
-            break
-    return groups
 
 
 async def test_resume_from_saved_vgtid_delivers_exactly_the_missed_events(

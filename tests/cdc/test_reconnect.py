@@ -4,10 +4,17 @@ nothing is replayed and nothing is lost, whether the connection is killed or the
 from __future__ import annotations
 
 import asyncio
-import time
 
 from proxy.cdc import VStream
-from tests.cdc.conftest import PROBE, PROBE_TABLE, Shard, collect_groups, ids_seen, new_id
+from tests.cdc.conftest import (
+    PROBE,
+    PROBE_TABLE,
+    Shard,
+    collect_groups,
+    consume_for,
+    ids_seen,
+    new_id,
+)
 
 INSERT = f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'r', 1, NOW(6))"
 
@@ -20,16 +27,6 @@ async def kill_binlog_dumps(shard: Shard) -> int:
         await shard.run(f"KILL {int(thread_id)}")
     return len(rows)
 
-
-async def drain_for(stream: VStream, seconds: float) -> list:
-    groups = []
-    deadline = time.monotonic() + seconds
-    async for group in stream:
-        if not group.is_heartbeat:
-            groups.append(group)
-        if time.monotonic() >= deadline:
-            break
-    return groups
 
 
 async def test_killed_binlog_connection_neither_replays_nor_loses_events(
@@ -48,7 +45,7 @@ async def test_killed_binlog_connection_neither_replays_nor_loses_events(
         for row_id in after:
             await shard.run((INSERT, (row_id,)))
         groups += await collect_groups(stream, lambda g: after[-1] in ids_seen(g))
-        groups += await drain_for(stream, 1.5)  # a replay would show up here
+        groups += await consume_for(stream, 1.5)  # a replay would show up here
         reconnected = stream.readers[("commerce", "-80")].stats.connections > connections
     assert ids_seen(groups) == before + after
     assert reconnected
@@ -69,7 +66,7 @@ async def test_stream_continues_after_the_shard_restarts(
             await local_cluster.start_shard("commerce", "80-")
         await shard.run((INSERT, (second,)))
         groups += await collect_groups(stream, lambda g: second in ids_seen(g), within=30)
-        groups += await drain_for(stream, 1.0)
+        groups += await consume_for(stream, 1.0)
     assert ids_seen(groups) == [first, second]
 
 
@@ -97,7 +94,7 @@ async def test_transaction_cut_by_a_lost_connection_is_delivered_once_and_whole(
         killer = asyncio.create_task(kill_while_streaming())
         groups = await collect_groups(stream, lambda g: len(ids_seen(g)) >= rows, within=120)
         await killer
-        groups += await drain_for(stream, 1.0)
+        groups += await consume_for(stream, 1.0)
         discarded = reader.partial_transactions_discarded
     big = [g for g in groups if g.row_count]
     assert len(big) == 1
