@@ -3,7 +3,7 @@ FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      mariadb-server mariadb-client \
+      mariadb-server mariadb-client golang-golang-x-text-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
