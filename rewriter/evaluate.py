@@ -47,6 +47,15 @@ def _comparable(a: Any, b: Any) -> tuple[Any, Any]:
     return a, b
 
 
+def _numeric_operands(a: Any, b: Any) -> tuple[Any, Any]:
+    """Both operands of an arithmetic operator, strings read as numbers (NULL stays None)."""
+    if isinstance(a, str):
+        a = _to_number(a)
+    if isinstance(b, str):
+        b = _to_number(b)
+    return a, b
+
+
 def _to_number(s: str) -> Any:
     try:
         return Decimal(s.strip() or "0")
@@ -133,13 +142,9 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
         fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
 
         def div(row: list[Any], bv: Mapping[str, Any]) -> Any:
-            a, b = fa(row, bv), fb(row, bv)
+            a, b = _numeric_operands(fa(row, bv), fb(row, bv))
             if a is None or b is None:
                 return None
-            if isinstance(a, str):
-                a = _to_number(a)
-            if isinstance(b, str):
-                b = _to_number(b)
             if b == 0:
                 return None  # MySQL: division by zero is NULL
             if isinstance(a, float) or isinstance(b, float):
@@ -152,13 +157,9 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
         fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
 
         def arith(row: list[Any], bv: Mapping[str, Any]) -> Any:
-            a, b = fa(row, bv), fb(row, bv)
+            a, b = _numeric_operands(fa(row, bv), fb(row, bv))
             if a is None or b is None:
                 return None
-            if isinstance(a, str):
-                a = _to_number(a)
-            if isinstance(b, str):
-                b = _to_number(b)
             if isinstance(a, float) or isinstance(b, float):
                 return op2(float(a), float(b))
             return op2(a, b)

@@ -379,7 +379,10 @@ class AutoIncrement:
 
 
 @dataclass(eq=False)
-class Update(Plan):
+class ModifyRows(Plan):
+    """What UPDATE and DELETE share: a query routed like a Route, and the owned lookup
+    vindexes to maintain (owned_select reads the affected rows first)."""
+
     opcode: DMLOpcode
     keyspace: str
     table: str
@@ -390,27 +393,20 @@ class Update(Plan):
     in_var: str | None = None
     target_ksid: bytes | None = None
     target_shard: str | None = None
-    # owned lookup vindexes whose columns change: (column vindex, new value per column or
-    # None if that column is not assigned); owned_select reads the affected rows first
+    # UPDATE: (column vindex, new value per column or None if not assigned) of owned
+    # lookups whose columns change; DELETE: the owned lookups whose entries go.
     owned_lookups: list[Any] = field(default_factory=list)
     owned_select: SqlTemplate | None = None
 
 
 @dataclass(eq=False)
-class Delete(Plan):
-    opcode: DMLOpcode
-    keyspace: str
-    table: str
-    query: SqlTemplate
-    vindex_name: str = ""
-    vindex: Any = None
-    values: list[Val] = field(default_factory=list)
-    in_var: str | None = None
-    target_ksid: bytes | None = None
-    target_shard: str | None = None
-    # owned lookup vindexes: rows are read first (owned_select) to delete lookup entries
-    owned_lookups: list[Any] = field(default_factory=list)
-    owned_select: SqlTemplate | None = None
+class Update(ModifyRows):
+    pass
+
+
+@dataclass(eq=False)
+class Delete(ModifyRows):
+    pass
 
 
 @dataclass(eq=False)
