@@ -18,8 +18,10 @@ import pymysql
 from pymysql.constants import COMMAND
 from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
+from proxy import row_packets
 from proxy.engine.result import Field, PacketBlock, Result
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
+from proxy.row_packets import Stop
 
 logger = logging.getLogger(__name__)
 
@@ -93,33 +95,34 @@ class RowPacketReader:
         self.buf = bytearray()
 
     async def read(self, limit: int) -> tuple[PacketBlock | None, bytes | None]:
-        """Row packets (up to about ``limit`` rows; 0: no limit), and the EOF payload
-        once the rows end."""
+        """Row packets (about ``limit`` rows, or more if they arrived together; 0: no limit),
+        and the EOF payload once the rows end."""
         buf = self.buf
+        starts: list[int] = []
         pos = 0  # end of the complete packets taken so far
-        count = 0
         while True:
-            end = len(buf)
-            while end - pos >= 4:
-                n = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
-                if end - pos - 4 < n:
-                    break
-                first = buf[pos + 4] if n else 0
-                if n < 9 and first == 0xFE:  # EOF: the rows end here
-                    eof = bytes(buf[pos + 4 : pos + 4 + n])
-                    if pos + 4 + n != end:
-                        raise pymysql.err.InternalError(f"{end - pos - 4 - n} unexpected bytes after a result")
-                    block = self._take(pos, count)
-                    buf.clear()
-                    return block, eof
-                if first == 0xFF and n != 0xFFFFFF:
-                    payload = bytes(buf[pos + 4 : pos + 4 + n])
-                    buf.clear()
-                    pymysql.err.raise_mysql_exception(payload)
-                pos += 4 + n
-                count += 1
-                if limit and count >= limit:
-                    return self._take(pos, count), None
+            pos, stop = row_packets.scan(buf, pos, starts)
+            if stop is Stop.EOF:
+                end = pos + 4 + row_packets.payload_length(buf, pos)
+                if end != len(buf):
+                    raise pymysql.err.InternalError(f"{len(buf) - end} unexpected bytes after a result")
+                eof = bytes(buf[pos + 4 : end])
+                block = self._take(pos, len(starts))
+                buf.clear()
+                return block, eof
+            if stop is Stop.ERROR:
+                payload = bytes(buf[pos + 4 : pos + 4 + row_packets.payload_length(buf, pos)])
+                buf.clear()
+                pymysql.err.raise_mysql_exception(payload)
+            if stop is Stop.LONG_ROW:
+                joined = row_packets.long_row(buf, pos)
+                if joined is not None:  # relayed as its packets, each with its sequence id
+                    packets, pos = joined
+                    starts.extend(packets)
+                    continue
+            count = len(starts)
+            if limit and count >= limit:
+                return self._take(pos, count), None
             if limit and count and not self.reader._buffer:
                 return self._take(pos, count), None  # nothing more waiting: hand these over now
             chunk = await self.reader.read(self.READ_SIZE)

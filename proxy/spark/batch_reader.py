@@ -8,11 +8,11 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from proxy.spark.arrow_batches import record_batch
 from proxy.spark.column_types import ColumnSpec
-from proxy.spark.connect import connect, quote_name, shard_target, streaming_cursor
+from proxy.spark.connect import connect_for_rows, quote_name, shard_target
 from proxy.spark.options import SourceOptions
 from proxy.spark.shard_pruning import ShardSelection, VindexRoute, select_shards
+from proxy.spark.text_rows import query_record_batches
 
 logger = logging.getLogger(__name__)
 
@@ -54,18 +54,13 @@ class ShardTableReader(DataSourceReader):
         assert isinstance(partition, ShardPartition)
         keyspace, _ = self.options.require_table()
         sql = self.select_sql(partition.where_sql)
-        conn = connect(self.options.proxy, shard_target(keyspace, partition.shard), raw=True)
+        conn = connect_for_rows(self.options.proxy, shard_target(keyspace, partition.shard))
         rows_read = 0
         try:
-            cur = streaming_cursor(conn)
-            cur.execute(sql)
-            while True:
-                rows = cur.fetchmany(self.options.fetch_size)
-                if not rows:
-                    break
-                rows_read += len(rows)
-                yield record_batch(self.columns, rows)
-            cur.close()
+            batches = query_record_batches(conn, sql, self.columns, self.options.fetch_size)
+            for batch in batches:
+                rows_read += batch.num_rows
+                yield batch
         finally:
             conn.close()
         logger.info("shard read", extra={"keyspace": keyspace, "shard": partition.shard, "rows": rows_read})

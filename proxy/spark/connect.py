@@ -1,23 +1,23 @@
 """DB-API connections to the proxy, optionally targeted at one shard (`keyspace:shard`).
 
-mysqlclient (C) is used when installed: it decodes rows several times faster than PyMySQL,
-which is what makes a per-shard read keep up with Spark's JDBC reader. PyMySQL (a core
-dependency) is the fallback. Both are asked for raw values (no conversions): the readers turn
-whole columns into Arrow arrays at once, which is faster and exact (DECIMAL text -> decimal128).
+Statements (schema probes, routed INSERT batches) go through mysqlclient (C) when it is
+installed, PyMySQL (a core dependency) otherwise. Reads use PyMySQL for the handshake only:
+``text_rows`` then reads the row packets off its socket and cuts them into Arrow columns.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
+
+import pymysql
 
 from proxy.spark.options import ProxyAddress
 
 try:  # pragma: no branch - which driver is installed decides
     import MySQLdb as _mysqlclient
-    import MySQLdb.cursors as _mysqlclient_cursors
 except ImportError:  # mysqlclient is optional
     _mysqlclient = None
-    _mysqlclient_cursors = None
 
 
 def shard_target(keyspace: str, shard: str | None) -> str:
@@ -25,25 +25,23 @@ def shard_target(keyspace: str, shard: str | None) -> str:
     return keyspace if shard is None else f"{keyspace}:{shard}"
 
 
-def connect(address: ProxyAddress, database: str, *, autocommit: bool = True, raw: bool = False) -> Any:
-    """A connection to the proxy using `database` (a keyspace or `keyspace:shard`).
-
-    raw=True returns every value undecoded (str/bytes), for the Arrow column builders."""
+def connect(address: ProxyAddress, database: str, *, autocommit: bool = True) -> Any:
+    """A connection to the proxy using `database` (a keyspace or `keyspace:shard`)."""
     if _mysqlclient is not None:
-        kwargs: dict[str, Any] = {
-            "host": address.host,
-            "port": address.port,
-            "user": address.user,
-            "password": address.password,
-            "database": database,
-            "charset": "utf8mb4",
-            "autocommit": autocommit,
-        }
-        if raw:
-            kwargs["conv"] = {}
-        return _mysqlclient.connect(**kwargs)
-    import pymysql
+        return _mysqlclient.connect(
+            host=address.host,
+            port=address.port,
+            user=address.user,
+            password=address.password,
+            database=database,
+            charset="utf8mb4",
+            autocommit=autocommit,
+        )
+    return connect_for_rows(address, database, autocommit=autocommit)
 
+
+def connect_for_rows(address: ProxyAddress, database: str, *, autocommit: bool = True) -> pymysql.Connection:
+    """A PyMySQL connection, whose socket ``text_rows.query_record_batches`` reads from."""
     return pymysql.connect(
         host=address.host,
         port=address.port,
@@ -52,17 +50,19 @@ def connect(address: ProxyAddress, database: str, *, autocommit: bool = True, ra
         database=database,
         charset="utf8mb4",
         autocommit=autocommit,
-        conv={} if raw else None,
+        # PyMySQL otherwise prefers TLS and builds a fresh SSL context (loading the system's
+        # CA store, ~0.1 s) on every connect; over loopback TLS protects nothing.
+        ssl_disabled=_is_loopback(address.host),
     )
 
 
-def streaming_cursor(conn: Any) -> Any:
-    """An unbuffered cursor: rows come off the socket as they are fetched, not all at once."""
-    if _mysqlclient_cursors is not None and isinstance(conn, _mysqlclient.connections.Connection):
-        return conn.cursor(_mysqlclient_cursors.SSCursor)
-    import pymysql.cursors
-
-    return conn.cursor(pymysql.cursors.SSCursor)
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def quote_name(name: str) -> str:
