@@ -9,7 +9,6 @@ near one core.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ from mysql_mimic.auth import (
 from mysql_mimic.control import LocalControl
 from mysql_mimic.server import MysqlServer
 
+from proxy.addresses import is_loopback
 from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.engine.result import Result, is_numeric, local_result
 from proxy.engine.sequence import SequenceAllocator
@@ -293,11 +293,7 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
 
 def check_listen_safety(host: str, users: list[Any]) -> None:
     """Refuse to expose a password-less proxy beyond loopback."""
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback and not any(u.password for u in users):
+    if not is_loopback(host) and not any(u.password for u in users):
         raise ProxyError(
             1045,
             f"refusing to listen on {host}: no user has a password (set one in 'users' or listen on 127.0.0.1)",

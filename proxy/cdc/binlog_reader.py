@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import select
 import socket
 import threading
 import time
@@ -41,6 +40,8 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from proxy.addresses import is_loopback
+from proxy.cdc import socket_reader
 from proxy.cdc.channel import ChannelClosed, ThreadToLoopChannel
 from proxy.cdc.errors import (
     PositionPurgedError,
@@ -50,6 +51,7 @@ from proxy.cdc.errors import (
 )
 from proxy.cdc.positions import GtidPosition
 from proxy.cdc.replica_ids import next_replica_server_id
+from proxy.cdc.socket_reader import BufferedSocketReader
 from proxy.cdc.table_filter import TableFilter
 from proxy.cdc.transaction_assembler import (
     ShardHeartbeat,
@@ -110,6 +112,9 @@ def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
         "user": endpoint.user,
         "password": endpoint.password or "",
         "connect_timeout": 5,
+        # PyMySQL otherwise prefers TLS and builds a fresh SSL context (loading the system's
+        # CA store, ~0.1 s) on every connect; over loopback TLS protects nothing.
+        "ssl_disabled": is_loopback(endpoint.host),
     }
 
 
@@ -315,6 +320,7 @@ class ShardBinlogReader:
         if "db" in kwargs:  # the library still uses PyMySQL's deprecated spelling
             kwargs["database"] = kwargs.pop("db")
         conn = pymysql.connect(**kwargs)
+        socket_reader.install(conn)
         with self._connections_lock:
             self._connections = [c for c in self._connections if c.open]
             self._connections.append(conn)
@@ -397,11 +403,8 @@ def _more_to_read(stream: BinLogStreamReader) -> bool:
     """Whether the next read will return at once (bytes already arrived): then the
     consumer need not be woken yet, the next transaction will join this batch."""
     conn = getattr(stream, "_stream_connection", None)
-    sock = getattr(conn, "_sock", None)
-    if sock is None:
-        return False
-    readable, _, _ = select.select([sock], [], [], 0)
-    return bool(readable)
+    reader = getattr(conn, "_rfile", None)
+    return isinstance(reader, BufferedSocketReader) and reader.buffered > 0
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 # MariaDB GTID event flag: the event group is a single statement without BEGIN/COMMIT.
 _FL_STANDALONE = 0x01
+_FIELDS_CACHE_MAX = 1024
 
 # Binlog column type -> the type name users know from SQL.
 _TYPE_NAMES: dict[int, str] = {
@@ -165,7 +166,7 @@ class TransactionAssembler:
         # would announce (merged only if the transaction is delivered).
         self._announced: dict[str, tuple[Field, ...]] = {}
         self._pending_fields: dict[str, tuple[Field, ...]] = {}
-        self._fields_cache: dict[int, tuple[list, tuple[Field, ...]]] = {}
+        self._fields_cache: dict[tuple, tuple[Field, ...]] = {}
         self._table_allowed: dict[tuple[str, str], bool] = {}
 
     @property
@@ -309,12 +310,16 @@ class TransactionAssembler:
         return allowed
 
     def _fields_for(self, event: RowsEvent) -> tuple[Field, ...]:
+        # The library makes new column objects for every table-map event (one per
+        # transaction), so the cache is keyed by what the fields are made of.
         columns = event.columns
-        cached = self._fields_cache.get(event.table_id)
-        if cached is not None and cached[0] is columns:
-            return cached[1]
-        fields = _fields_of(columns)
-        self._fields_cache[event.table_id] = (columns, fields)
+        signature = tuple([(c.name, c.type, c.unsigned, c.character_set_name) for c in columns])
+        fields = self._fields_cache.get(signature)
+        if fields is None:
+            fields = _fields_of(columns)
+            if len(self._fields_cache) >= _FIELDS_CACHE_MAX:
+                self._fields_cache.clear()
+            self._fields_cache[signature] = fields
         return fields
 
     def _add_rows(self, event: RowsEvent) -> None:

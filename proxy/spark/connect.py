@@ -7,11 +7,11 @@ installed, PyMySQL (a core dependency) otherwise. Reads use PyMySQL for the hand
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import pymysql
 
+from proxy.addresses import is_loopback
 from proxy.spark.options import ProxyAddress
 
 try:  # pragma: no branch - which driver is installed decides
@@ -52,17 +52,8 @@ def connect_for_rows(address: ProxyAddress, database: str, *, autocommit: bool =
         autocommit=autocommit,
         # PyMySQL otherwise prefers TLS and builds a fresh SSL context (loading the system's
         # CA store, ~0.1 s) on every connect; over loopback TLS protects nothing.
-        ssl_disabled=_is_loopback(address.host),
+        ssl_disabled=is_loopback(address.host),
     )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def quote_name(name: str) -> str:
