@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 import threading
 import time
@@ -401,10 +402,19 @@ class ShardBinlogReader:
 
 def _more_to_read(stream: BinLogStreamReader) -> bool:
     """Whether the next read will return at once (bytes already arrived): then the
-    consumer need not be woken yet, the next transaction will join this batch."""
+    consumer need not be woken yet, the next transaction will join this batch.
+
+    Bytes already buffered answer it from memory (catching up on a backlog, nearly always);
+    only with the buffer empty is the socket asked."""
     conn = getattr(stream, "_stream_connection", None)
     reader = getattr(conn, "_rfile", None)
-    return isinstance(reader, BufferedSocketReader) and reader.buffered > 0
+    if isinstance(reader, BufferedSocketReader) and reader.buffered > 0:
+        return True
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return False
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -3,17 +3,19 @@
 After each transaction the reader thread must know whether its next read will return at once
 (more of the binlog has already arrived: let the transaction wait for a batch) or block (wake
 the consumer now). PyMySQL reads through a ``BufferedReader``, whose fill level is hidden, so
-the check had to ask the socket (``select``): a syscall per transaction that also hands the
-GIL to the other threads and often waits a whole switch interval to get it back. This reader
-replaces PyMySQL's ``_rfile`` on the connections the binlog library opens: it reads the socket
-in large chunks and answers ``buffered`` from memory.
+the check had to ask the socket (``select``) every time: a syscall per transaction that also
+hands the GIL to the other threads and often waits a whole switch interval to get it back.
+This reader replaces PyMySQL's ``_rfile`` on the connections the binlog library opens: it
+reads the socket in large chunks and answers ``buffered`` from memory, so the socket is asked
+only when the buffer is empty.
 """
 
 from __future__ import annotations
 
 import socket
 
-CHUNK = 256 * 1024
+# Below glibc's mmap threshold: a larger recv buffer is mapped and unmapped on every call.
+CHUNK = 32 * 1024
 
 
 class BufferedSocketReader:
