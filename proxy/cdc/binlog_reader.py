@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import select
 import socket
 import threading
 import time
@@ -401,20 +400,13 @@ class ShardBinlogReader:
 
 
 def _more_to_read(stream: BinLogStreamReader) -> bool:
-    """Whether the next read will return at once (bytes already arrived): then the
-    consumer need not be woken yet, the next transaction will join this batch.
-
-    Bytes already buffered answer it from memory (catching up on a backlog, nearly always);
-    only with the buffer empty is the socket asked."""
+    """Whether the next read will return at once (bytes already buffered): then the consumer
+    need not be woken yet, the next transaction will join this batch. Answered from memory:
+    asking the socket as well (``select``) woke the consumer less often but released the GIL
+    once more per transaction, which tripled the hand-off's p99 under load."""
     conn = getattr(stream, "_stream_connection", None)
     reader = getattr(conn, "_rfile", None)
-    if isinstance(reader, BufferedSocketReader) and reader.buffered > 0:
-        return True
-    sock = getattr(conn, "_sock", None)
-    if sock is None:
-        return False
-    readable, _, _ = select.select([sock], [], [], 0)
-    return bool(readable)
+    return isinstance(reader, BufferedSocketReader) and reader.buffered > 0
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

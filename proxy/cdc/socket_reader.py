@@ -6,8 +6,7 @@ the consumer now). PyMySQL reads through a ``BufferedReader``, whose fill level 
 the check had to ask the socket (``select``) every time: a syscall per transaction that also
 hands the GIL to the other threads and often waits a whole switch interval to get it back.
 This reader replaces PyMySQL's ``_rfile`` on the connections the binlog library opens: it
-reads the socket in large chunks and answers ``buffered`` from memory, so the socket is asked
-only when the buffer is empty.
+reads the socket in large chunks and answers ``buffered`` from memory.
 """
 
 from __future__ import annotations
