@@ -20,6 +20,7 @@ from typing import Any
 import pymysql
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from proxy.addresses import is_loopback
 from proxy.cdc import GtidPosition, Vgtid
 from proxy.cdc.start_positions import resolve_start
 from proxy.cdc.table_filter import TableFilter
@@ -97,7 +98,11 @@ class ChangeStreamReader(DataSourceStreamReader):
 
 def _binlog_position(endpoint: ShardEndpointSpec) -> str:
     conn = pymysql.connect(
-        host=endpoint.host, port=endpoint.port, user=endpoint.user, password=endpoint.password
+        host=endpoint.host,
+        port=endpoint.port,
+        user=endpoint.user,
+        password=endpoint.password,
+        ssl_disabled=is_loopback(endpoint.host),  # no per-trigger CA store load over loopback
     )
     try:
         with conn.cursor() as cur:
