@@ -35,7 +35,8 @@ def _query_one(endpoint: ShardEndpointLike, sql: str) -> tuple:
         conn.close()
 
 
-def _current_position(endpoint: ShardEndpointLike) -> GtidPosition:
+def current_position(endpoint: ShardEndpointLike) -> GtidPosition:
+    """The shard's binlog position now (``@@GLOBAL.gtid_binlog_pos``)."""
     rows = _query_one(endpoint, "SELECT @@GLOBAL.gtid_binlog_pos")
     return GtidPosition.parse(rows[0][0] or "")
 
@@ -56,7 +57,7 @@ async def _resolve_one(
 ) -> tuple[ShardKey, GtidPosition]:
     try:
         if gtid == GTID_CURRENT:
-            return key, await asyncio.to_thread(_current_position, endpoint)
+            return key, await asyncio.to_thread(current_position, endpoint)
         if gtid in (GTID_BEGINNING, ""):
             return key, await asyncio.to_thread(_earliest_position, endpoint)
     except pymysql.OperationalError as exc:

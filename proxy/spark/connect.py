@@ -28,32 +28,27 @@ def shard_target(keyspace: str, shard: str | None) -> str:
 def connect(address: ProxyAddress, database: str, *, autocommit: bool = True) -> Any:
     """A connection to the proxy using `database` (a keyspace or `keyspace:shard`)."""
     if _mysqlclient is not None:
-        return _mysqlclient.connect(
-            host=address.host,
-            port=address.port,
-            user=address.user,
-            password=address.password,
-            database=database,
-            charset="utf8mb4",
-            autocommit=autocommit,
-        )
+        return _mysqlclient.connect(**_connection_kwargs(address, database, autocommit))
     return connect_for_rows(address, database, autocommit=autocommit)
 
 
 def connect_for_rows(address: ProxyAddress, database: str, *, autocommit: bool = True) -> pymysql.Connection:
     """A PyMySQL connection, whose socket ``text_rows.query_record_batches`` reads from."""
-    return pymysql.connect(
-        host=address.host,
-        port=address.port,
-        user=address.user,
-        password=address.password,
-        database=database,
-        charset="utf8mb4",
-        autocommit=autocommit,
-        # PyMySQL otherwise prefers TLS and builds a fresh SSL context (loading the system's
-        # CA store, ~0.1 s) on every connect; over loopback TLS protects nothing.
-        ssl_disabled=is_loopback(address.host),
-    )
+    # PyMySQL otherwise prefers TLS and builds a fresh SSL context (loading the system's CA
+    # store, ~0.1 s) on every connect; over loopback TLS protects nothing.
+    return pymysql.connect(**_connection_kwargs(address, database, autocommit), ssl_disabled=is_loopback(address.host))
+
+
+def _connection_kwargs(address: ProxyAddress, database: str, autocommit: bool) -> dict[str, Any]:
+    return {
+        "host": address.host,
+        "port": address.port,
+        "user": address.user,
+        "password": address.password,
+        "database": database,
+        "charset": "utf8mb4",
+        "autocommit": autocommit,
+    }
 
 
 def quote_name(name: str) -> str:

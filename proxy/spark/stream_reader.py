@@ -17,12 +17,10 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import pymysql
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from proxy.addresses import is_loopback
 from proxy.cdc import GtidPosition, Vgtid
-from proxy.cdc.start_positions import resolve_start
+from proxy.cdc.start_positions import current_position, resolve_start
 from proxy.cdc.table_filter import TableFilter
 from proxy.spark.options import OptionError, SourceOptions
 from proxy.spark.shard_changes import ShardRange, read_shard_range
@@ -70,7 +68,7 @@ class ChangeStreamReader(DataSourceStreamReader):
         return offset_of(vgtid)
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:  # noqa: N802
-        positions = {key: _binlog_position(endpoint) for key, endpoint in sorted(self.endpoints.items())}
+        positions = {key: current_position(endpoint) for key, endpoint in sorted(self.endpoints.items())}
         return offset_of(Vgtid.from_positions(positions))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -94,23 +92,6 @@ class ChangeStreamReader(DataSourceStreamReader):
     def commit(self, end: dict[str, Any]) -> None:
         # Nothing to release: positions live in Spark's checkpoint, binlogs on the shards.
         logger.info("change stream batch committed", extra={"vgtid": vgtid_of(end).to_json()})
-
-
-def _binlog_position(endpoint: ShardEndpointSpec) -> str:
-    conn = pymysql.connect(
-        host=endpoint.host,
-        port=endpoint.port,
-        user=endpoint.user,
-        password=endpoint.password,
-        ssl_disabled=is_loopback(endpoint.host),  # no per-trigger CA store load over loopback
-    )
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
-            (position,) = cur.fetchone()
-    finally:
-        conn.close()
-    return str(position or "")
 
 
 __all__ = ["ChangeStreamReader"]
