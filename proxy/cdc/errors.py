@@ -6,6 +6,18 @@ from __future__ import annotations
 class CdcError(Exception):
     """Base class of every change-data-capture failure."""
 
+    def __reduce__(self) -> tuple:
+        # Errors cross from a shard's decoder process; the subclasses' constructors take
+        # other arguments than ``args`` holds, so rebuild them without calling those.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[CdcError], args: tuple, state: dict) -> CdcError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class InvalidPositionError(CdcError):
     """A start position (VGTID, GTID, timestamp) that cannot be parsed or applied."""

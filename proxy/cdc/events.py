@@ -118,7 +118,7 @@ class EventGroup:
     """Events delivered together: one shard transaction, or one stream heartbeat.
 
     ``commit_time`` is our estimate of when the transaction committed, in this host's
-    epoch seconds with sub-second resolution (see ``binlog_reader`` for how); it is what
+    epoch seconds with sub-second resolution (see ``binlog_decoder`` for how); it is what
     skew minimization compares. ``received_at`` is when the binlog bytes were read.
     """
 

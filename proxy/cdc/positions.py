@@ -49,6 +49,11 @@ class Gtid:
     def __str__(self) -> str:
         return f"{self.domain}-{self.server}-{self.seq}"
 
+    def __reduce__(self) -> tuple:
+        # Positions cross from the decoder processes with every transaction; the
+        # dataclass's own pickle support (for frozen slots) looks its fields up each time.
+        return (Gtid, (self.domain, self.server, self.seq))
+
 
 class GtidPosition:
     """The last committed GTID per domain of one shard; immutable.
@@ -77,6 +82,9 @@ class GtidPosition:
         if not text:
             return cls()
         return cls(Gtid.parse(part) for part in text.split(",") if part.strip())
+
+    def __reduce__(self) -> tuple:
+        return (GtidPosition, (tuple(self._by_domain.values()),))
 
     def __str__(self) -> str:
         text = self._text

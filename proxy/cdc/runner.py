@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal, Protocol
 
-from proxy.cdc.binlog_reader import ShardEndpointLike
+from proxy.cdc.binlog_decoder import ShardEndpointLike
 from proxy.cdc.debezium import debezium_envelopes
 from proxy.cdc.errors import InvalidPositionError
 from proxy.cdc.event_json import event_to_json

@@ -13,7 +13,7 @@ Differences from Vitess, on purpose: Vitess declares one skew at a time against 
 laggard and also compares with a "lowest timestamp" that is never set, so every stream
 but the laggard pauses whenever any skew is declared; here each shard is compared with
 the real lowest time, so a shard within ``max_skew`` of the laggard keeps flowing. Times
-are sub-second estimates of commit time on this host's clock (see ``binlog_reader``),
+are sub-second estimates of commit time on this host's clock (see ``binlog_decoder``),
 not Vitess's whole-second binlog timestamps.
 """
 

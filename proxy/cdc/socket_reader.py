@@ -1,10 +1,9 @@
 """The binlog connection's read buffer, with its fill level in sight.
 
-After each transaction the reader thread must know whether its next read will return at once
-(more of the binlog has already arrived: let the transaction wait for a batch) or block (wake
-the consumer now). PyMySQL reads through a ``BufferedReader``, whose fill level is hidden, so
-the check had to ask the socket (``select``) every time: a syscall per transaction that also
-hands the GIL to the other threads and often waits a whole switch interval to get it back.
+After each transaction the decoder must know whether its next read will return at once
+(more of the binlog has already arrived: let the transaction wait for a batch) or block (send
+what it holds now). PyMySQL reads through a ``BufferedReader``, whose fill level is hidden, so
+the check had to ask the socket (``select``) every time: a syscall per transaction.
 This reader replaces PyMySQL's ``_rfile`` on the connections the binlog library opens: it
 reads the socket in large chunks and answers ``buffered`` from memory.
 """

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pymysql
 
-from proxy.cdc.binlog_reader import ShardEndpointLike, connection_kwargs
+from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
 from proxy.cdc.errors import InvalidPositionError, ShardUnavailableError
 from proxy.cdc.positions import GTID_BEGINNING, GTID_CURRENT, GtidPosition, Vgtid
 from proxy.cdc.table_filter import TableFilter

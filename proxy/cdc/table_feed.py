@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from proxy.cdc.binlog_reader import ALL_ROW_OPS, ShardEndpointLike
+from proxy.cdc.binlog_decoder import ALL_ROW_OPS, ShardEndpointLike
 from proxy.cdc.events import RowOp
 from proxy.cdc.positions import Vgtid
 from proxy.cdc.start_positions import ShardKey

@@ -99,7 +99,7 @@ class ShardTransaction:
     position: GtidPosition  # the shard's position after this transaction
     timestamp: int  # binlog time of the transaction, whole seconds
     received_at: float  # this host's time when its last event was read
-    commit_time: float  # estimated commit time on this host's clock (see binlog_reader)
+    commit_time: float  # estimated commit time on this host's clock (see binlog_decoder)
     row_count: int
 
 

@@ -7,7 +7,7 @@
             handle(group.events)
             save(group.vgtid.to_json())     # resume point: after this group
 
-Each shard has a binlog reader (thread) and a pump task. The pump applies the artificial
+Each shard has a binlog reader (its decoder runs in a process of its own) and a pump task. The pump applies the artificial
 per-shard delay if one was configured (tests use it to make a shard lag), then skew
 alignment, and enqueues whole transactions; the consumer side appends the VGTID, so the
 VGTID carries exactly the shards' positions of what was handed out before it, whatever
@@ -20,7 +20,7 @@ Shard heartbeats (every ``shard_heartbeat_period`` s from an idle shard) are nev
 forwarded; they feed skew alignment and position tracking. With ``heartbeat_interval``
 set, the stream itself yields a HEARTBEAT group after that many seconds without a group.
 
-Always close the stream (``async with`` or ``aclose()``): its reader threads run until
+Always close the stream (``async with`` or ``aclose()``): its decoder processes run until
 then, even if the caller stops iterating.
 """
 
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 
-from proxy.cdc.binlog_reader import ALL_ROW_OPS, ShardBinlogReader, ShardEndpointLike
+from proxy.cdc.binlog_decoder import ALL_ROW_OPS, ShardEndpointLike
+from proxy.cdc.binlog_reader import ShardBinlogReader
 from proxy.cdc.errors import CdcError
 from proxy.cdc.events import EventGroup, HeartbeatEvent, VgtidEvent
 from proxy.cdc.positions import GtidPosition, Vgtid
@@ -144,8 +145,8 @@ class VStream:
             )
             self._readers[key] = reader
         try:
+            await asyncio.gather(*(reader.start() for reader in self._readers.values()))
             for key, reader in self._readers.items():
-                reader.start()
                 self._pumps.append(
                     asyncio.create_task(self._pump(key, reader), name=f"vstream-pump-{key}")
                 )

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from proxy.cdc.binlog_reader import ShardEndpointLike
+from proxy.cdc.binlog_decoder import ShardEndpointLike
 from proxy.cdc.events import RowOp
 from proxy.cdc.table_feed import TableChangeFeed
 

@@ -3,8 +3,10 @@ in the same run, on the same binlogs.
 
 * Throughput: a backlog is written to both shards first (single-row transactions, then
   batched 100-row transactions); each reader then drains it from the same start position.
-  The raw readers run one thread per shard at the same time, as the VStream does, so both
-  share the GIL the same way. Rates are per shard.
+  Two raw baselines read both shards at the same time: ``raw`` with one thread per shard in
+  one process (the library's usual use; the shards share one GIL) and ``raw-procs`` with one
+  process per shard (the parallelism the VStream's decoder processes have). Rates are per
+  shard; the ratio column is the VStream's rate over each baseline's.
 * Latency: writer processes commit single-row transactions at a fixed total rate (1k/s over
   the 2 shards) while a reader streams live; latency is from the moment the writer's COMMIT
   returned to the moment the row reached the consumer (raw: ``fetchone`` returned the rows
@@ -30,6 +32,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from proxy.cdc import GtidPosition, Vgtid, VStream
 from proxy.cdc.replica_ids import next_replica_server_id
+from proxy.config import ShardEndpoint
 from tests.benchmarks.harness import local_cluster, machine
 
 TABLE = "cdc_bench"
@@ -39,6 +42,9 @@ BATCHED_TXNS = 200  # per shard, 100 rows each
 BATCH_ROWS = 100
 LATENCY_RATE = 1000.0  # commits/s over both shards
 LATENCY_SECONDS = 5.0
+# raw: the library's reader, one thread per shard in one process (how it is usually run);
+# raw-procs: the same, one process per shard (the parallelism the VStream's decoders have).
+READERS = ("raw", "raw-procs", "vstream")
 THROUGHPUT_ROUNDS = int(os.environ.get("CDC_BENCH_THROUGHPUT_ROUNDS", "3"))
 LATENCY_ROUNDS = int(os.environ.get("CDC_BENCH_LATENCY_ROUNDS", "3"))
 DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -153,6 +159,42 @@ def raw_throughput(cluster, starts, ends) -> dict[tuple[str, str], Drain]:
         t.start()
     for t in threads:
         t.join()
+    return results
+
+
+def _raw_drain_process(ep_tuple, start: str, end: str, results) -> None:
+    """A separate process (spawned): ``raw_drain`` of one shard, reporting its Drain."""
+    host, port, user, password, database = ep_tuple
+    ep = ShardEndpoint(host, port, user, password, database)
+    out = Drain()
+    raw_drain(ep, GtidPosition.parse(start), GtidPosition.parse(end), out)
+    results.put(((ep.host, ep.port), out))
+
+
+def raw_throughput_processes(cluster, starts, ends) -> dict[tuple[str, str], Drain]:
+    """The raw reader with the VStream's parallelism: one process per shard."""
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = {}
+    for key in SHARDS:
+        ep = cluster.endpoint(*key)
+        proc = ctx.Process(
+            target=_raw_drain_process,
+            args=(
+                (ep.host, ep.port, ep.user, ep.password, ep.database),
+                str(starts[key]),
+                str(ends[key]),
+                queue,
+            ),
+        )
+        proc.start()
+        procs[(ep.host, ep.port)] = (key, proc)
+    results = {}
+    for _ in SHARDS:
+        address, drain = queue.get(timeout=600)
+        results[procs[address][0]] = drain
+    for _key, proc in procs.values():
+        proc.join()
     return results
 
 
@@ -347,31 +389,33 @@ def main() -> None:
             f"\nThroughput per shard (2 shards read concurrently; median of {THROUGHPUT_ROUNDS}"
             " alternating rounds), rows/s and txns/s:"
         )
-        print(f"{'shape':<22}{'reader':<10}{'rows/s':>10}{'txns/s':>10}{'ratio':>8}")
+        print(f"{'shape':<22}{'reader':<10}{'rows/s':>10}{'txns/s':>10}{'vstream/reader':>16}")
         for shape, begin, finish, txns in (
             ("single-row txns", starts, mids, SINGLE_ROW_TXNS),
             (f"{BATCH_ROWS}-row txns", mids, ends, BATCHED_TXNS),
         ):
-            rates: dict[str, list[tuple[float, float]]] = {"raw": [], "vstream": []}
+            rates: dict[str, list[tuple[float, float]]] = {r: [] for r in READERS}
             for _ in range(THROUGHPUT_ROUNDS):
                 raw = raw_throughput(cluster, begin, finish)
+                raw_procs = raw_throughput_processes(cluster, begin, finish)
                 vs = asyncio.run(vstream_throughput(cluster, begin, txns))
-                for name, drains in (("raw", raw), ("vstream", vs)):
+                for name, drains in (("raw", raw), ("raw-procs", raw_procs), ("vstream", vs)):
                     rates[name].append(
                         (
                             statistics.mean(d.rows / d.seconds for d in drains.values()),
                             statistics.mean(d.txns / d.seconds for d in drains.values()),
                         )
                     )
-            raw_rows = statistics.median(r[0] for r in rates["raw"])
-            raw_txns = statistics.median(r[1] for r in rates["raw"])
-            vs_rows = statistics.median(r[0] for r in rates["vstream"])
-            vs_txns = statistics.median(r[1] for r in rates["vstream"])
-            print(f"{shape:<22}{'raw':<10}{raw_rows:>10.0f}{raw_txns:>10.0f}")
-            print(
-                f"{shape:<22}{'vstream':<10}{vs_rows:>10.0f}{vs_txns:>10.0f}"
-                f"{vs_rows / raw_rows:>8.2f}"
-            )
+            medians = {
+                name: (
+                    statistics.median(r[0] for r in rounds),
+                    statistics.median(r[1] for r in rounds),
+                )
+                for name, rounds in rates.items()
+            }
+            for name, (rows, txns_per_s) in medians.items():
+                ratio = "" if name == "vstream" else f"{medians['vstream'][0] / rows:>8.2f}"
+                print(f"{shape:<22}{name:<10}{rows:>10.0f}{txns_per_s:>10.0f}{ratio}")
 
         print(
             f"\nCommit-to-event latency at {LATENCY_RATE:.0f} commits/s over 2 shards "

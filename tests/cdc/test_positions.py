@@ -20,7 +20,6 @@ from tests.cdc.conftest import PROBE, PROBE_TABLE, collect_groups, consume_for, 
 INSERT = f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'p', 1, NOW(6))"
 
 
-
 async def test_resume_from_saved_vgtid_delivers_exactly_the_missed_events(
     commerce_endpoints, shards, probe_table
 ):

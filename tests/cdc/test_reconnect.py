@@ -28,7 +28,6 @@ async def kill_binlog_dumps(shard: Shard) -> int:
     return len(rows)
 
 
-
 async def test_killed_binlog_connection_neither_replays_nor_loses_events(
     commerce_endpoints, shards, probe_table
 ):

@@ -1,0 +1,332 @@
+"""One shard's binlog, read and decoded by python-mysql-replication: the blocking part.
+
+``BinlogDecoder.run()`` reads the binlog with the (blocking) library, assembles whole
+transactions (``TransactionAssembler``) and hands each to a ``DecodedSink`` until the sink
+is closed or the stream fails; it runs in the shard's decoder process (see
+``decoder_process``), so it never shares a GIL with the proxy or another shard.
+
+Position handling works around the library: on a dropped connection it reconnects by
+itself from the position it was *created* with and would replay everything since. Every
+connection it opens goes through our connection factory, which first points it at the
+position we track (the last whole transaction); the assembler also skips any GTID the
+position already includes. Connection failures the library does not handle (the shard is
+down) are retried here for ``reconnect_timeout`` seconds from the tracked position.
+
+Commit times for skew: binlog timestamps are whole seconds, so a transaction's commit time
+is estimated as the moment we read it, clamped into ``[ts, ts + 1)`` of its binlog second
+(converted to this host's clock with an offset measured at start). Streaming live, that
+is the receipt time (sub-second, within a millisecond or so of the commit); catching up
+on a backlog, it is the end of the binlog second (at most 1 s late).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import (
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from proxy.addresses import is_loopback
+from proxy.cdc import socket_reader
+from proxy.cdc.errors import (
+    PositionPurgedError,
+    PositionUnknownError,
+    ShardStreamError,
+    ShardUnavailableError,
+)
+from proxy.cdc.positions import GtidPosition
+from proxy.cdc.socket_reader import BufferedSocketReader
+from proxy.cdc.table_filter import TableFilter
+from proxy.cdc.transaction_assembler import (
+    ShardHeartbeat,
+    ShardTransaction,
+    TransactionAssembler,
+)
+
+logger = logging.getLogger(__name__)
+
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+_CONNECTION_ERRORS = frozenset({2002, 2003, 2006, 2013, 2055})
+_CONTROL_EVENTS = [MariadbGtidEvent, QueryEvent, XidEvent, HeartbeatLogEvent]
+ROW_EVENTS_BY_OP = {"insert": WriteRowsEvent, "update": UpdateRowsEvent, "delete": DeleteRowsEvent}
+ALL_ROW_OPS = frozenset(ROW_EVENTS_BY_OP)
+
+ShardItem = ShardTransaction | ShardHeartbeat
+
+
+class ShardEndpointLike(Protocol):
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str
+
+
+@dataclass(frozen=True, slots=True)
+class BinlogSource:
+    """Where a decoder reads from: a shard endpoint reduced to plain (picklable) values."""
+
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+    database: str
+
+    @classmethod
+    def of(cls, endpoint: ShardEndpointLike) -> BinlogSource:
+        return cls(
+            str(endpoint.host),
+            int(endpoint.port),
+            str(endpoint.user),
+            str(endpoint.password or ""),
+            str(endpoint.database),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderSpec:
+    """Everything a decoder needs, sent to its process when it starts."""
+
+    keyspace: str
+    shard: str
+    source: BinlogSource
+    start: GtidPosition
+    table_filter: TableFilter
+    server_id: int
+    heartbeat_period: float = 1.0
+    skip_before_timestamp: int | None = None
+    reconnect_timeout: float = 30.0
+    row_ops: frozenset[str] = ALL_ROW_OPS
+
+
+@dataclass(slots=True)
+class DecoderStats:
+    connections: int = 0
+    transactions: int = 0
+    heartbeats: int = 0
+    duplicates_skipped: int = 0  # transactions the position already included
+    partial_transactions_discarded: int = 0  # cut by a lost connection; came again whole
+
+
+class SinkClosed(Exception):
+    """The consumer went away; the decoder must stop."""
+
+
+class DecodedSink(Protocol):
+    """Where a decoder's items go. ``put`` may block (backpressure) and raises SinkClosed."""
+
+    def put(self, item: ShardItem, stats: DecoderStats) -> None: ...
+
+    def idle(self) -> None:
+        """Nothing more is buffered: the next read will block, so deliver what is held."""
+
+    def finish(self, error: ShardStreamError | None, stats: DecoderStats) -> None: ...
+
+
+def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
+    return {
+        "host": endpoint.host,
+        "port": int(endpoint.port),
+        "user": endpoint.user,
+        "password": endpoint.password or "",
+        "connect_timeout": 5,
+        # PyMySQL otherwise prefers TLS and builds a fresh SSL context (loading the system's
+        # CA store, ~0.1 s) on every connect; over loopback TLS protects nothing.
+        "ssl_disabled": is_loopback(endpoint.host),
+    }
+
+
+class BinlogDecoder:
+    def __init__(self, spec: DecoderSpec, sink: DecodedSink) -> None:
+        """``spec.row_ops``: which row changes to read; the others are skipped undecoded by
+        the library, which is most of the cost of a busy table."""
+        self.spec = spec
+        self.keyspace = spec.keyspace
+        self.shard = spec.shard
+        self.source = spec.source
+        self.server_id = spec.server_id
+        self.clock_offset = 0.0  # shard clock minus ours, seconds
+        self.stats = DecoderStats()
+        self._sink = sink
+        self._heartbeat_period = spec.heartbeat_period
+        self._reconnect_timeout = spec.reconnect_timeout
+        self._assembler = TransactionAssembler(
+            spec.keyspace,
+            spec.shard,
+            spec.source.database,
+            spec.table_filter,
+            spec.start,
+            skip_before_timestamp=spec.skip_before_timestamp,
+        )
+        self._only_tables = spec.table_filter.explicit_tables(spec.keyspace)
+        self._events = _CONTROL_EVENTS + [ROW_EVENTS_BY_OP[op] for op in sorted(spec.row_ops)]
+        self._stream: BinLogStreamReader | None = None
+
+    @property
+    def position(self) -> GtidPosition:
+        """The position after the last whole transaction read (delivered or filtered)."""
+        return self._assembler.position
+
+    def _sync_stats(self) -> DecoderStats:
+        stats = self.stats
+        stats.duplicates_skipped = self._assembler.duplicates_skipped
+        stats.partial_transactions_discarded = self._assembler.partial_transactions_discarded
+        return stats
+
+    def run(self) -> None:
+        """Stream until the sink closes or the stream fails; the sink always gets ``finish``
+        unless it closed (then there is nobody to tell)."""
+        error: ShardStreamError | None = None
+        try:
+            self._stream_with_retries()
+        except SinkClosed:
+            return
+        except ShardStreamError as exc:
+            error = exc
+        except Exception as exc:  # any other failure ends the stream, named by shard
+            logger.exception(
+                "binlog reader failed", extra={"keyspace": self.keyspace, "shard": self.shard}
+            )
+            error = ShardStreamError(self.keyspace, self.shard, f"binlog reader failed: {exc!r}")
+            error.__cause__ = exc
+        self._sink.finish(error, self._sync_stats())
+
+    def _stream_with_retries(self) -> None:
+        first_failure: float | None = None
+        backoff = 0.2
+        while True:
+            try:
+                self._measure_clock_offset()
+                self._stream_until_failure()
+                return
+            except pymysql.OperationalError as exc:
+                code = exc.args[0] if exc.args else None
+                if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                    raise self._position_error(str(exc.args[1])) from exc
+                if code not in _CONNECTION_ERRORS:
+                    raise
+                now = time.monotonic()
+                first_failure = first_failure if first_failure is not None else now
+                if now - first_failure > self._reconnect_timeout:
+                    raise ShardUnavailableError(
+                        self.keyspace,
+                        self.shard,
+                        f"binlog connection lost and not re-established within "
+                        f"{self._reconnect_timeout:.0f} s: {exc.args}",
+                    ) from exc
+                logger.warning(
+                    "binlog connection failed, retrying",
+                    extra={
+                        "keyspace": self.keyspace,
+                        "shard": self.shard,
+                        "error": str(exc),
+                        "position": str(self.position),
+                    },
+                )
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+            else:
+                first_failure = None
+
+    def _position_error(self, message: str) -> ShardStreamError:
+        position = str(self.position)
+        if "purged" in message.lower():
+            return PositionPurgedError(self.keyspace, self.shard, position, message)
+        return PositionUnknownError(self.keyspace, self.shard, position, message)
+
+    def _measure_clock_offset(self) -> None:
+        conn = self._connect(**connection_kwargs(self.source))
+        try:
+            with conn.cursor() as cur:
+                before = time.time()
+                cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
+                after = time.time()
+                (shard_now,) = cur.fetchone()
+            self.clock_offset = float(shard_now) - (before + after) / 2
+            self._assembler.clock_offset = self.clock_offset
+        finally:
+            conn.close()
+
+    def _connect(self, **kwargs: Any) -> pymysql.Connection:
+        """Every connection the library opens comes through here (``pymysql_wrapper``)."""
+        stream = self._stream
+        if stream is not None:
+            # Resume from our own position, never from the one the library started with.
+            stream.auto_position = str(self.position)
+        if "db" in kwargs:  # the library still uses PyMySQL's deprecated spelling
+            kwargs["database"] = kwargs.pop("db")
+        conn = pymysql.connect(**kwargs)
+        socket_reader.install(conn)
+        self.stats.connections += 1
+        return conn
+
+    def _stream_until_failure(self) -> None:
+        sink = self._sink
+        assembler = self._assembler
+        settings = connection_kwargs(self.source)
+        # The shard sends a heartbeat every period when idle, so a silent socket for several
+        # periods is a dead link (no RST came): time the read out and reconnect.
+        settings["read_timeout"] = max(10.0, 5 * self._heartbeat_period)
+        stream = BinLogStreamReader(
+            connection_settings=settings,
+            server_id=self.server_id,
+            blocking=True,
+            is_mariadb=True,
+            auto_position=str(self.position),
+            only_events=self._events,
+            only_schemas=[self.source.database],
+            only_tables=self._only_tables,
+            slave_heartbeat=self._heartbeat_period,
+            pymysql_wrapper=self._connect,
+            enable_logging=False,
+        )
+        self._stream = stream
+        logger.info(
+            "binlog stream starting",
+            extra={
+                "keyspace": self.keyspace,
+                "shard": self.shard,
+                "position": str(self.position),
+                "server_id": self.server_id,
+            },
+        )
+        try:
+            fetch = stream.fetchone
+            clock = time.time
+            stats = self.stats
+            while True:
+                event = fetch()
+                if event is None:
+                    # The server ended the dump (shutdown): reconnect like a lost link.
+                    raise pymysql.OperationalError(2013, "binlog dump ended by the server")
+                item = assembler.on_event(event, clock())
+                if item is not None:
+                    if isinstance(item, ShardHeartbeat):
+                        stats.heartbeats += 1
+                    else:
+                        stats.transactions += 1
+                    sink.put(item, self._sync_stats())
+                    if not _more_to_read(stream):
+                        sink.idle()
+        finally:
+            self._stream = None
+            stream.close()
+
+
+def _more_to_read(stream: BinLogStreamReader) -> bool:
+    """Whether the next read will return at once (bytes already buffered): then the consumer
+    need not be woken yet, the next transaction will join this batch. Answered from memory:
+    asking the socket as well (``select``) costs a syscall per transaction."""
+    conn = getattr(stream, "_stream_connection", None)
+    reader = getattr(conn, "_rfile", None)
+    return isinstance(reader, BufferedSocketReader) and reader.buffered > 0
