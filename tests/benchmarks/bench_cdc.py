@@ -45,7 +45,7 @@ LATENCY_SECONDS = 5.0
 # raw: the library's reader, one thread per shard in one process (how it is usually run);
 # raw-procs: the same, one process per shard (the parallelism the VStream's decoders have).
 READERS = ("raw", "raw-procs", "vstream")
-THROUGHPUT_ROUNDS = int(os.environ.get("CDC_BENCH_THROUGHPUT_ROUNDS", "3"))
+THROUGHPUT_ROUNDS = int(os.environ.get("CDC_BENCH_THROUGHPUT_ROUNDS", "5"))
 LATENCY_ROUNDS = int(os.environ.get("CDC_BENCH_LATENCY_ROUNDS", "3"))
 DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
   id BIGINT NOT NULL PRIMARY KEY, label VARCHAR(64), amount DECIMAL(10,2), written_at DATETIME(6)
