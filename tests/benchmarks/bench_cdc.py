@@ -10,7 +10,8 @@ in the same run, on the same binlogs.
 * Latency: writer processes commit single-row transactions at a fixed total rate (1k/s over
   the 2 shards) while a reader streams live; latency is from the moment the writer's COMMIT
   returned to the moment the row reached the consumer (raw: ``fetchone`` returned the rows
-  event; VStream: the transaction group was yielded), p50/p99.
+  event; VStream: the transaction group was yielded; VStream over SQL: a client of a proxy
+  process running ``VSTREAM * FROM customer`` had the row), p50/p99.
 
 Run: ``python -m tests.benchmarks cdc`` (not part of the default test suite).
 """
@@ -26,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 import pymysql
+import pymysql.cursors
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -33,7 +35,8 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from proxy.cdc import GtidPosition, Vgtid, VStream
 from proxy.cdc.replica_ids import next_replica_server_id
 from proxy.config import ShardEndpoint
-from tests.benchmarks.harness import local_cluster, machine
+from tests.benchmarks.harness import local_cluster, machine, proxies
+from tests.proxy_process import ProxyProcess
 
 TABLE = "cdc_bench"
 SHARDS = (("commerce", "-80"), ("commerce", "80-"))
@@ -50,6 +53,13 @@ LATENCY_ROUNDS = int(os.environ.get("CDC_BENCH_LATENCY_ROUNDS", "3"))
 DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
   id BIGINT NOT NULL PRIMARY KEY, label VARCHAR(64), amount DECIMAL(10,2), written_at DATETIME(6)
 ) ENGINE=InnoDB"""
+LIVE_INSERT = f"INSERT INTO {TABLE} VALUES (%s, 'live', 3, NOW(6))"
+# SQL VSTREAM needs a table of the proxy's vschema: the example schema's customer table.
+SQL_TABLE = "customer"
+SQL_INSERT = (
+    f"INSERT INTO {SQL_TABLE} (customer_id, email, tenant_id, created_at) "
+    "VALUES (%s, 'live', 3, NOW(6))"
+)
 EVENTS = [
     MariadbGtidEvent,
     QueryEvent,
@@ -224,7 +234,9 @@ async def vstream_throughput(cluster, starts, txns_per_shard: int) -> dict[tuple
 # -- latency -----------------------------------------------------------------------------
 
 
-def paced_writer(ep_tuple, first_id: int, rate: float, seconds: float, results) -> None:
+def paced_writer(
+    ep_tuple, first_id: int, rate: float, seconds: float, results, insert: str = LIVE_INSERT
+) -> None:
     """A separate process: single-row autocommit inserts at ``rate``/s; reports commit times."""
     host, port, user, password, database = ep_tuple
     conn = pymysql.connect(
@@ -242,7 +254,7 @@ def paced_writer(ep_tuple, first_id: int, rate: float, seconds: float, results) 
                 if delay > 0:
                     time.sleep(delay)
                 row_id = first_id + i
-                cur.execute(f"INSERT INTO {TABLE} VALUES (%s, 'live', 3, NOW(6))", (row_id,))
+                cur.execute(insert, (row_id,))
                 acks.append((row_id, time.time()))
                 i += 1
     finally:
@@ -250,7 +262,7 @@ def paced_writer(ep_tuple, first_id: int, rate: float, seconds: float, results) 
     results.put(acks)
 
 
-def start_writers(cluster, first_id: int):
+def start_writers(cluster, first_id: int, insert: str = LIVE_INSERT):
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     procs = []
@@ -264,6 +276,7 @@ def start_writers(cluster, first_id: int):
                 LATENCY_RATE / len(SHARDS),
                 LATENCY_SECONDS,
                 queue,
+                insert,
             ),
         )
         proc.start()
@@ -329,6 +342,59 @@ async def vstream_latency(cluster, first_id: int) -> tuple[dict[int, float], dic
             if acks_future.done() and len(seen) >= len(acks_future.result()):
                 break
         acks = await acks_future
+    return acks, seen
+
+
+def sql_vstream_latency(
+    cluster, proxy: ProxyProcess, first_id: int
+) -> tuple[dict[int, float], dict[int, float]]:
+    """The same, read as a client of the proxy: ``VSTREAM * FROM customer`` over the MySQL
+    protocol (PyMySQL, unbuffered); a row counts when the client has it. The writers write on
+    the shards directly, as for the other readers; a negative id ends the reader."""
+    seen: dict[int, float] = {}
+    opened = threading.Event()
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        conn = proxy.connect("commerce", cursorclass=pymysql.cursors.SSCursor, autocommit=True)
+        try:
+            cur = conn.cursor()
+            cur.execute("SET WORKLOAD = OLAP")
+            cur.execute(f"VSTREAM * FROM {SQL_TABLE} LIMIT 100000000")
+            opened.set()
+            while True:
+                row = cur.fetchone()
+                now = time.time()
+                if row is None:
+                    raise RuntimeError("VSTREAM ended before the sentinel row")
+                row_id = int(row[1])
+                if row_id < 0:
+                    return
+                seen[row_id] = now
+        except BaseException as exc:
+            failure.append(exc)
+            opened.set()
+        finally:
+            # The stream has no end to read: leave the result unfinished (PyMySQL would
+            # otherwise try to read it to its end when it is collected).
+            if conn._result is not None:
+                conn._result.unbuffered_active = False
+            conn.close()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    opened.wait(30)
+    procs, queue = start_writers(cluster, first_id, SQL_INSERT)
+    acks = collect_acks(procs, queue)
+    time.sleep(0.5)
+    sentinel = cluster.endpoint(*SHARDS[0])
+    conn = connect(sentinel, autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(SQL_INSERT, (-first_id,))
+    conn.close()
+    reader.join(60)
+    if failure:
+        raise failure[0]
     return acks, seen
 
 
@@ -421,19 +487,23 @@ def main() -> None:
             f"\nCommit-to-event latency at {LATENCY_RATE:.0f} commits/s over 2 shards "
             f"({LATENCY_ROUNDS} alternating rounds of {LATENCY_SECONDS:.0f} s each):"
         )
-        print(f"{'round':<7}{'reader':<10}{'commits':>9}{'p50 ms':>9}{'p99 ms':>9}{'missing':>9}")
-        results: dict[str, list[tuple[float, float]]] = {"raw": [], "vstream": []}
+        print(f"{'round':<7}{'reader':<13}{'commits':>9}{'p50 ms':>9}{'p99 ms':>9}{'missing':>9}")
+        readers = ("raw", "vstream", "vstream-sql")
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in readers}
         first_id = 200_000_000
-        for n in range(LATENCY_ROUNDS):
-            for name in ("raw", "vstream"):
-                first_id += 50_000_000
-                if name == "raw":
-                    acks, seen = raw_latency(cluster, first_id)
-                else:
-                    acks, seen = asyncio.run(vstream_latency(cluster, first_id))
-                p50, p99, missing = percentiles(acks, seen)
-                results[name].append((p50, p99))
-                print(f"{n:<7}{name:<10}{len(acks):>9}{p50:>9.2f}{p99:>9.2f}{missing:>9}")
+        with proxies(cluster) as proxy:
+            for n in range(LATENCY_ROUNDS):
+                for name in readers:
+                    first_id += 50_000_000
+                    if name == "raw":
+                        acks, seen = raw_latency(cluster, first_id)
+                    elif name == "vstream":
+                        acks, seen = asyncio.run(vstream_latency(cluster, first_id))
+                    else:
+                        acks, seen = sql_vstream_latency(cluster, proxy, first_id)
+                    p50, p99, missing = percentiles(acks, seen)
+                    results[name].append((p50, p99))
+                    print(f"{n:<7}{name:<13}{len(acks):>9}{p50:>9.2f}{p99:>9.2f}{missing:>9}")
         medians = {
             name: (
                 statistics.median(r[0] for r in rounds),
@@ -442,11 +512,12 @@ def main() -> None:
             for name, rounds in results.items()
         }
         for name, (p50, p99) in medians.items():
-            print(f"median {name:<10} p50 {p50:.2f} ms, p99 {p99:.2f} ms")
-        print(
-            f"ratios vstream/raw (medians): p50 {medians['vstream'][0] / medians['raw'][0]:.2f}, "
-            f"p99 {medians['vstream'][1] / medians['raw'][1]:.2f}"
-        )
+            print(f"median {name:<13} p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        for name in readers[1:]:
+            print(
+                f"ratios {name}/raw (medians): p50 {medians[name][0] / medians['raw'][0]:.2f}, "
+                f"p99 {medians[name][1] / medians['raw'][1]:.2f}"
+            )
 
 
 if __name__ == "__main__":
