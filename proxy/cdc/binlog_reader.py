@@ -54,7 +54,8 @@ class _FrameReceiver(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self._discarding = False
-        self._waiter: asyncio.Future[None] | None = None
+        # The consumer waits for messages while close() may wait for the end: wake both.
+        self._waiters: list[asyncio.Future[None]] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -97,21 +98,25 @@ class _FrameReceiver(asyncio.Protocol):
             self._paused = False
             self._transport.resume_reading()
         while not self.ended:
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
+            await self._wait()
 
     def _wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _wait(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
 
     async def next_message(self) -> tuple | None:
         """The next message, or None once the connection closed and all were taken."""
         while not self.messages:
             if self.ended:
                 return None
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
+            await self._wait()
         message = self.messages.popleft()
         if self._paused and len(self.messages) <= self._max_pending // 2:
             self._paused = False

@@ -137,3 +137,19 @@ async def test_a_zygote_killed_from_outside_is_replaced_at_the_next_start(shards
         assert replacement.pid is not None and alive(replacement.pid)
     finally:
         await replacement.close()
+
+
+async def test_close_ends_a_consumer_waiting_for_the_next_batch(shards, probe_table):
+    reader = await reader_at_current(shards["80-"])
+
+    async def consume() -> int:
+        batches = 0
+        async for _batch in reader.batches():
+            batches += 1
+        return batches
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0.3)  # the consumer is waiting: the shard is idle
+    await reader.close()
+    async with asyncio.timeout(5):
+        await consumer  # ends cleanly: a closed reader is not a failure
