@@ -148,7 +148,10 @@ def cmd_cdc(args: argparse.Namespace) -> int:
     except CdcError as e:
         raise CliError(str(e)) from e
     sys.stdout.flush()
-    print(f"resume position: {final.to_json()}", file=sys.stderr)
+    if final is None:
+        print("resume position: none (stopped during the table copy; start again with --from snapshot)", file=sys.stderr)
+    else:
+        print(f"resume position: {final.to_json()}", file=sys.stderr)
     return 0
 
 
@@ -194,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cdc.add_argument("-c", "--config", required=True)
     cdc.add_argument("--tables", action="append", required=True, help="keyspace.table[,keyspace.table...]")
-    cdc.add_argument("--from", dest="start", default="current", help="current | beginning | <vgtid json> | since:<ts>")
+    cdc.add_argument("--from", dest="start", default="current", help="current | beginning | snapshot (copy the tables first) | <vgtid json> | since=<ts>")
     cdc.add_argument("--format", choices=["debezium", "vstream"], default="debezium")
     cdc.add_argument("--minimize-skew", action="store_true", help="hold shards more than 2 s ahead of the slowest")
     cdc.add_argument("--max-rows", type=int, help="stop after this many row events")

@@ -1,10 +1,11 @@
 """Debezium-shaped change events, so tools built for Debezium's Vitess connector can read
 ours: one envelope per changed row, ``{"before", "after", "op", "ts_ms", "source"}``.
 
-``op`` is ``c`` (insert), ``u`` (update), ``d`` (delete); ``r`` (snapshot read) is never
-produced, as streams start from binlog positions without a table copy. ``source.vgtid``
-is the position *after* the row's transaction (resuming from it does not repeat the
-transaction); ``source.gtid`` is the transaction's own MariaDB GTID.
+``op`` is ``c`` (insert), ``u`` (update), ``d`` (delete), or ``r`` for a row read by the
+table copy of a ``snapshot`` start, as Debezium's initial snapshot; ``source.snapshot`` is
+then ``"true"``, and ``"last"`` on the copy's final row, the first one with a ``vgtid``.
+``source.vgtid`` is the position *after* the row's transaction (resuming from it does not
+repeat the transaction); ``source.gtid`` is the transaction's own MariaDB GTID.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def debezium_envelopes(group: EventGroup, *, now_ms: int | None = None) -> list[
             "gtid": gtid,
             "vgtid": vgtid,
         }
-        op = _OPS[event.op]
+        op = "r" if event.copied else _OPS[event.op]
+        if event.copied:
+            source["snapshot"] = "true"
         for change in event.changes:
             envelopes.append(
                 {
@@ -63,4 +66,6 @@ def debezium_envelopes(group: EventGroup, *, now_ms: int | None = None) -> list[
                     "source": source,
                 }
             )
+    if vgtid is not None and envelopes and envelopes[-1]["op"] == "r":
+        envelopes[-1]["source"] = {**envelopes[-1]["source"], "snapshot": "last"}
     return envelopes

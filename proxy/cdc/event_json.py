@@ -30,6 +30,8 @@ def event_to_json(event: VEvent) -> dict[str, Any]:
     elif isinstance(event, RowEvent):
         out["table_name"] = event.table_name
         out["op"] = event.op.value
+        if event.copied:
+            out["copied"] = True
         out["row_changes"] = [
             {"before": json_row(c.before), "after": json_row(c.after)} for c in event.changes
         ]

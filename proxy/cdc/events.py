@@ -91,6 +91,7 @@ class RowEvent(VEvent):
     table_name: str
     op: RowOp
     changes: tuple[RowChange, ...]
+    copied: bool = False  # a row read by the table copy of a ``snapshot`` start, not the binlog
 
 
 @dataclass(slots=True, kw_only=True)

@@ -23,6 +23,8 @@ MARIADB_FLAVOR_PREFIX = "MariaDB/"
 # Special gtid values a caller may put in a VGTID entry instead of a real position.
 GTID_CURRENT = "current"
 GTID_BEGINNING = "beginning"
+# A stream start (not a VGTID entry): copy the tables first, then stream from that copy.
+GTID_SNAPSHOT = "snapshot"
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -1,10 +1,12 @@
 """``shardgate cdc``: stream a cluster's changes as newline-delimited JSON.
 
-``start`` is ``current``, ``beginning``, a VGTID JSON, or ``since=<time>`` where time is
-epoch seconds or ISO-8601 (``since=2026-01-31T12:00:00Z``). ``fmt`` is ``debezium`` (one
+``start`` is ``current``, ``beginning``, ``snapshot`` (copy the tables first), a VGTID
+JSON, or ``since=<time>`` where time is epoch seconds or ISO-8601
+(``since=2026-01-31T12:00:00Z``). ``fmt`` is ``debezium`` (one
 envelope per changed row) or ``vstream`` (one object per event, VGTID included). The
 function returns the VGTID after the last transaction written, for the CLI to print as
-the resume position; it runs until ``stop`` is set (or ``max_rows`` row changes were
+the resume position (None if it stopped during a snapshot's table copy, which cannot be
+resumed halfway); it runs until ``stop`` is set (or ``max_rows`` row changes were
 written).
 """
 
@@ -21,7 +23,7 @@ from proxy.cdc.debezium import debezium_envelopes
 from proxy.cdc.errors import InvalidPositionError
 from proxy.cdc.event_json import event_to_json
 from proxy.cdc.json_values import dumps
-from proxy.cdc.positions import GTID_BEGINNING, GTID_CURRENT, Vgtid
+from proxy.cdc.positions import GTID_BEGINNING, GTID_CURRENT, GTID_SNAPSHOT, Vgtid
 from proxy.cdc.start_positions import ShardKey
 from proxy.cdc.vstream import VStream
 
@@ -42,7 +44,7 @@ class TextOut(Protocol):
 def parse_start(start: str) -> tuple[str | Vgtid, datetime | float | None]:
     """``(start, since)`` for VStream from the CLI's ``--from`` text."""
     text = start.strip()
-    if text in (GTID_CURRENT, GTID_BEGINNING):
+    if text in (GTID_CURRENT, GTID_BEGINNING, GTID_SNAPSHOT):
         return text, None
     if text.startswith(SINCE_PREFIX):
         value = text[len(SINCE_PREFIX) :].strip()
@@ -81,7 +83,7 @@ async def run_cdc(
     heartbeat_interval: float = 0.0,
     max_rows: int | None = None,
     endpoints: Mapping[ShardKey, ShardEndpointLike] | None = None,
-) -> Vgtid:
+) -> Vgtid | None:
     """Write ``tables``' changes to ``out`` as NDJSON until ``stop``; returns the VGTID
     after the last written transaction (the start position if none was written).
 
@@ -127,6 +129,9 @@ async def run_cdc(
             rows_written += group.row_count
             if stop.is_set() or (max_rows is not None and rows_written >= max_rows):
                 break
-        final = stream.vgtid
-    logger.info("cdc stopped", extra={"vgtid": final.to_json(), "rows": rows_written})
+        final = None if stream.copying else stream.vgtid
+    logger.info(
+        "cdc stopped",
+        extra={"vgtid": final.to_json() if final else None, "rows": rows_written},
+    )
     return final

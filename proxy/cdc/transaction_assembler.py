@@ -112,12 +112,19 @@ class ShardHeartbeat:
     received_at: float
 
 
-def _field_type_name(column: object) -> str:
-    type_code = getattr(column, "type", None)
-    name = _TYPE_NAMES.get(type_code, f"TYPE{type_code}")
-    if name == "BLOB" and getattr(column, "character_set_name", None):
+def field_type_name(type_code: int | None, text: bool) -> str:
+    """The type name a FIELD event gives a column of MySQL type ``type_code`` (binlog and
+    protocol codes agree); ``text``: the column has a character set (TEXT, not BLOB)."""
+    name = _TYPE_NAMES.get(type_code, f"TYPE{type_code}") if type_code is not None else "NULL"
+    if name == "BLOB" and text:
         return "TEXT"
     return name
+
+
+def _field_type_name(column: object) -> str:
+    return field_type_name(
+        getattr(column, "type", None), bool(getattr(column, "character_set_name", None))
+    )
 
 
 def _fields_of(columns: list) -> tuple[Field, ...]:

@@ -30,18 +30,19 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 
 from proxy.cdc.binlog_decoder import ALL_ROW_OPS, ShardEndpointLike
 from proxy.cdc.binlog_reader import ShardBinlogReader
-from proxy.cdc.errors import CdcError
+from proxy.cdc.errors import CdcError, InvalidPositionError
 from proxy.cdc.events import EventGroup, HeartbeatEvent, VgtidEvent
-from proxy.cdc.positions import GtidPosition, Vgtid
+from proxy.cdc.positions import GTID_SNAPSHOT, GtidPosition, Vgtid
 from proxy.cdc.skew import DEFAULT_MAX_HOLD, DEFAULT_MAX_SKEW, SkewAligner
-from proxy.cdc.start_positions import ShardKey, resolve_start
+from proxy.cdc.start_positions import ResolvedStart, ShardKey, resolve_start
+from proxy.cdc.table_copy import TableCopy
 from proxy.cdc.table_filter import TableFilter
 from proxy.cdc.transaction_assembler import ShardHeartbeat, ShardTransaction
 
@@ -85,7 +86,9 @@ class VStream:
         """
         endpoints: every shard of the cluster, by (keyspace, shard).
         tables: filter entries (``ks.table``, ``ks.*``, ``table``, ``*``); None = all.
-        start: ``"current"``, ``"beginning"``, a Vgtid or its JSON.
+        start: ``"current"``, ``"beginning"``, a Vgtid or its JSON, or ``"snapshot"``: first
+            every current row of the tables (copied, see ``table_copy``), then the changes
+            committed after that copy.
         since: start at this time instead (epoch seconds or datetime; whole-second
             granularity, rounding down).
         minimize_skew: hold shards more than ``max_skew`` s ahead of the slowest.
@@ -116,6 +119,8 @@ class VStream:
         self._opened = False
         self._closed = False
         self._last_sent = 0.0
+        self._copy: TableCopy | None = None
+        self._copy_groups: AsyncIterator[tuple[EventGroup, bool]] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -125,7 +130,14 @@ class VStream:
         if self._closed:
             raise CdcError("the stream is closed")
         self._opened = True
-        resolved = await resolve_start(self._endpoints, self._filter, self._start, self._since)
+        if self._start == GTID_SNAPSHOT:
+            if self._since is not None:
+                raise InvalidPositionError("give either start='snapshot' or since=, not both")
+            self._copy = await TableCopy.take(self._endpoints, self._filter)
+            self._copy_groups = self._copy.groups()
+            resolved = ResolvedStart(self._copy.positions)
+        else:
+            resolved = await resolve_start(self._endpoints, self._filter, self._start, self._since)
         self._positions = dict(resolved.positions)
         self._vgtid = Vgtid.from_positions(self._positions)
         if self._minimize_skew:
@@ -174,6 +186,7 @@ class VStream:
                     continue
                 raise
         await asyncio.gather(*(reader.close() for reader in self._readers.values()))
+        await self._end_copy()
 
     async def __aenter__(self) -> VStream:
         await self.open()
@@ -197,6 +210,12 @@ class VStream:
         return self._vgtid
 
     @property
+    def copying(self) -> bool:
+        """A ``snapshot`` start's table copy is still being delivered (its groups carry no
+        VGTID: a copy cannot be resumed halfway)."""
+        return self._copy is not None
+
+    @property
     def readers(self) -> Mapping[ShardKey, ShardBinlogReader]:
         return self._readers
 
@@ -210,6 +229,10 @@ class VStream:
             await self.open()
         if self._closed:
             raise StopAsyncIteration
+        if self._copy_groups is not None:
+            copied = await self._next_copied()
+            if copied is not None:
+                return copied
         pending = self._pending
         while True:
             if not pending:
@@ -229,6 +252,39 @@ class VStream:
                 self._vgtid = Vgtid.from_positions(self._positions)
                 continue
             return self._deliver(key, payload)
+
+    async def _next_copied(self) -> EventGroup | None:
+        assert self._copy_groups is not None
+        try:
+            group, last = await anext(self._copy_groups)
+        except StopAsyncIteration:
+            await self._end_copy()  # nothing was copied
+            return None
+        except BaseException:
+            await self.aclose()
+            raise
+        self._last_sent = time.monotonic()
+        if last:
+            # The end of the copy: from here on the stream is resumable, at the snapshot.
+            group.vgtid = self._vgtid
+            group.events.append(
+                VgtidEvent(
+                    keyspace=group.keyspace,
+                    shard=group.shard,
+                    timestamp=int(group.commit_time),
+                    vgtid=group.vgtid,
+                )
+            )
+            await self._end_copy()
+        return group
+
+    async def _end_copy(self) -> None:
+        copy, self._copy = self._copy, None
+        groups, self._copy_groups = self._copy_groups, None
+        if groups is not None:
+            await groups.aclose()  # type: ignore[attr-defined]
+        if copy is not None:
+            await copy.close()
 
     async def _next_or_heartbeat(self) -> _QueueItem | None:
         queue = self._queue

@@ -88,3 +88,28 @@ def test_cdc_writes_debezium_ndjson_and_prints_the_resume_position(local_cluster
     # email is VARBINARY: Debezium's default binary handling is base64
     assert all(ev["after"]["email"] == "Y2xp" and ev["before"] is None for ev in events), events
     assert "resume position: [" in err
+
+
+def test_cdc_from_snapshot_copies_rows_first_and_a_run_stopped_during_the_copy_has_no_resume_position(
+    local_cluster, tmp_path: Path
+) -> None:
+    cfg = _dsn_config(local_cluster, tmp_path)
+    n = 800_000 + uuid.uuid4().int % 100_000 * 10
+    for (ks, _shard), e in local_cluster.endpoints.items():
+        if ks != "commerce":
+            continue
+        conn = pymysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, database=e.database,
+                               autocommit=True)
+        with conn.cursor() as c:  # a row on every shard: the copy has more than one group
+            c.execute(f"insert into customer(customer_id, email, tenant_id) values ({n}, 'snap', 1)")
+        conn.close()
+        n += 1
+    out = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "cdc", "-c", str(cfg), "--tables", "commerce.customer",
+         "--from", "snapshot", "--format", "debezium", "--max-rows", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    first = json.loads(out.stdout.splitlines()[0])
+    assert (first["op"], first["source"]["snapshot"]) == ("r", "true")
+    assert "resume position: none" in out.stderr and "--from snapshot" in out.stderr
