@@ -3,7 +3,8 @@
 Each row change becomes ``(op, <table columns...>, vgtid)`` as Vitess streams it: op
 ``+`` insert (after image), ``*`` update (after image), ``-`` delete (before image).
 The trailing ``vgtid`` column (ours, not Vitess's) is the JSON position after the row's
-transaction, so a SQL client can resume with ``WHERE pos > '<that value>'``.
+transaction, so a SQL client can resume with ``WHERE pos > '<that value>'``. Rows of a
+``snapshot`` start's table copy have none, except the copy's very last row.
 
 Column order comes from the table's FIELD event, which a stream sends only before the
 table's first row; the formatter remembers it across groups, so use one formatter per
@@ -38,6 +39,7 @@ class VStreamRowFormatter:
 
     def rows(self, group: EventGroup) -> list[tuple[Any, ...]]:
         out: list[tuple[Any, ...]] = []
+        copied = False
         vgtid = group.vgtid.to_json() if group.vgtid is not None else None
         for event in group.events:
             if isinstance(event, FieldEvent) and event.table_name == self.table_name:
@@ -52,4 +54,8 @@ class VStreamRowFormatter:
                     image = change.before if event.op is RowOp.DELETE else change.after
                     assert image is not None
                     out.append((sign, *(image.get(c) for c in columns), vgtid))
+                copied = copied or event.copied
+        if copied and vgtid is not None:
+            # A copied group is no transaction: only its last row is a resume point.
+            out[:-1] = [(*row[:-1], None) for row in out[:-1]]
         return out

@@ -9,7 +9,7 @@ import json
 
 import pytest_asyncio
 
-from proxy.cdc import FieldEvent, VStream, debezium_envelopes, run_cdc
+from proxy.cdc import FieldEvent, VStream, VStreamRowFormatter, debezium_envelopes, run_cdc
 from proxy.cdc.table_copy import DEFAULT_CHUNK_ROWS
 from tests.cdc.conftest import collect_groups
 
@@ -149,3 +149,13 @@ async def test_run_cdc_stopped_during_the_copy_has_no_resume_position(
 
 def shards_endpoints(shards) -> dict:
     return {("commerce", name): shard.endpoint for name, shard in shards.items()}
+
+
+async def test_sql_rows_of_the_copy_carry_a_vgtid_on_the_final_row_only(shards, copy_table):
+    formatter = VStreamRowFormatter(COPY)
+    async with VStream(shards_endpoints(shards), [COPY], start="snapshot") as stream:
+        groups = await copy_of(stream)
+    rows = [row for g in groups for row in formatter.rows(g)]
+    assert len(rows) == sum(ROWS_PER_SHARD.values())
+    assert {row[0] for row in rows} == {"+"}
+    assert [row[-1] is not None for row in rows] == [False] * (len(rows) - 1) + [True]
