@@ -157,7 +157,14 @@ class VStream:
             )
             self._readers[key] = reader
         try:
-            await asyncio.gather(*(reader.start() for reader in self._readers.values()))
+            # Every start runs to its end before any failure is raised, so aclose() finds
+            # each reader either started (and stops it) or not started at all.
+            started = await asyncio.gather(
+                *(reader.start() for reader in self._readers.values()), return_exceptions=True
+            )
+            for result in started:
+                if isinstance(result, BaseException):
+                    raise result
             for key, reader in self._readers.items():
                 self._pumps.append(
                     asyncio.create_task(self._pump(key, reader), name=f"vstream-pump-{key}")
