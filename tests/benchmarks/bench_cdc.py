@@ -398,6 +398,19 @@ def sql_vstream_latency(
     return acks, seen
 
 
+def medians_of(
+    rounds_by_reader: dict[str, list[tuple[float, float]]],
+) -> dict[str, tuple[float, float]]:
+    """Per reader, the median of each of the two figures its rounds measured."""
+    return {
+        name: (
+            statistics.median(r[0] for r in rounds),
+            statistics.median(r[1] for r in rounds),
+        )
+        for name, rounds in rounds_by_reader.items()
+    }
+
+
 def percentiles(acks: dict[int, float], seen: dict[int, float]) -> tuple[float, float, int]:
     lat = sorted((seen[i] - t) * 1000 for i, t in acks.items() if i in seen)
     missing = sum(1 for i in acks if i not in seen)
@@ -472,13 +485,7 @@ def main() -> None:
                             statistics.mean(d.txns / d.seconds for d in drains.values()),
                         )
                     )
-            medians = {
-                name: (
-                    statistics.median(r[0] for r in rounds),
-                    statistics.median(r[1] for r in rounds),
-                )
-                for name, rounds in rates.items()
-            }
+            medians = medians_of(rates)
             for name, (rows, txns_per_s) in medians.items():
                 ratio = "" if name == "vstream" else f"{medians['vstream'][0] / rows:>8.2f}"
                 print(f"{shape:<22}{name:<10}{rows:>10.0f}{txns_per_s:>10.0f}{ratio}")
@@ -504,13 +511,7 @@ def main() -> None:
                     p50, p99, missing = percentiles(acks, seen)
                     results[name].append((p50, p99))
                     print(f"{n:<7}{name:<13}{len(acks):>9}{p50:>9.2f}{p99:>9.2f}{missing:>9}")
-        medians = {
-            name: (
-                statistics.median(r[0] for r in rounds),
-                statistics.median(r[1] for r in rounds),
-            )
-            for name, rounds in results.items()
-        }
+        medians = medians_of(results)
         for name, (p50, p99) in medians.items():
             print(f"median {name:<13} p50 {p50:.2f} ms, p99 {p99:.2f} ms")
         for name in readers[1:]:

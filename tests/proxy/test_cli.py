@@ -37,6 +37,20 @@ def _dsn_config(local_cluster, tmp: Path) -> Path:
     return out
 
 
+def _insert_customer_on_every_commerce_shard(local_cluster, base: int, email: str) -> None:
+    """One customer row written directly on each commerce shard, bypassing the proxy."""
+    n = base + uuid.uuid4().int % 100_000 * 10
+    for (ks, _shard), e in local_cluster.endpoints.items():
+        if ks != "commerce":
+            continue
+        conn = pymysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, database=e.database,
+                               autocommit=True)
+        with conn.cursor() as c:
+            c.execute(f"insert into customer(customer_id, email, tenant_id) values ({n}, %s, 1)", (email,))
+        conn.close()
+        n += 1
+
+
 def test_help_documents_up_serve_and_cdc() -> None:
     out = _run("--help")
     assert out.returncode == 0
@@ -67,16 +81,7 @@ def test_cdc_writes_debezium_ndjson_and_prints_the_resume_position(local_cluster
     )
     try:
         time.sleep(2)  # the stream fixes its start position
-        n = 700_000 + uuid.uuid4().int % 100_000 * 10
-        for (ks, _shard), e in local_cluster.endpoints.items():
-            if ks != "commerce":
-                continue
-            conn = pymysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, database=e.database,
-                                   autocommit=True)
-            with conn.cursor() as c:  # written directly on the shard, bypassing the proxy
-                c.execute(f"insert into customer(customer_id, email, tenant_id) values ({n}, 'cli', 1)")
-            conn.close()
-            n += 1
+        _insert_customer_on_every_commerce_shard(local_cluster, 700_000, "cli")
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -94,16 +99,8 @@ def test_cdc_from_snapshot_copies_rows_first_and_a_run_stopped_during_the_copy_h
     local_cluster, tmp_path: Path
 ) -> None:
     cfg = _dsn_config(local_cluster, tmp_path)
-    n = 800_000 + uuid.uuid4().int % 100_000 * 10
-    for (ks, _shard), e in local_cluster.endpoints.items():
-        if ks != "commerce":
-            continue
-        conn = pymysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, database=e.database,
-                               autocommit=True)
-        with conn.cursor() as c:  # a row on every shard: the copy has more than one group
-            c.execute(f"insert into customer(customer_id, email, tenant_id) values ({n}, 'snap', 1)")
-        conn.close()
-        n += 1
+    # A row on every shard: the copy has more than one group.
+    _insert_customer_on_every_commerce_shard(local_cluster, 800_000, "snap")
     out = subprocess.run(
         [sys.executable, "-m", "proxy.cli", "cdc", "-c", str(cfg), "--tables", "commerce.customer",
          "--from", "snapshot", "--format", "debezium", "--max-rows", "1"],
