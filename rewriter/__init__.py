@@ -31,6 +31,7 @@ from rewriter.nodes import Plan, VExplain
 from rewriter.normalize import normalize
 from rewriter.planner import plan
 from rewriter.vexplain import vexplain_json
+from vschema.tracked_schema import TrackedSchema
 
 __all__ = [
     "DEFAULT_CACHE",
@@ -51,21 +52,22 @@ _VEXPLAIN = re.compile(r"^\s*(?:/\*.*?\*/\s*)*vexplain\s+(?:(plan|queries|all)\s
 
 
 def plan_query(sql: str, vschema: Any, keyspace: str | None,
-               cache: PlanCache | None = None) -> tuple[Plan, dict[str, Any]]:
+               cache: PlanCache | None = None,
+               schema: TrackedSchema | None = None) -> tuple[Plan, dict[str, Any]]:
     m = _VEXPLAIN.match(sql)
     if m:
         kind = (m.group(1) or "plan").lower()
         if kind != "plan":
             raise Unsupported(f"VT12001: unsupported: VEXPLAIN {kind.upper()}")
         inner = sql[m.end():]
-        return VExplain(vexplain_json(plan(inner, vschema, keyspace))), {}
+        return VExplain(vexplain_json(plan(inner, vschema, keyspace, schema=schema))), {}
     if cache is None:
         cache = DEFAULT_CACHE
     try:
         shape, bindvars = normalize(sql)
     except ValueError as e:
         raise ParseError(f"You have an error in your SQL syntax; {e}") from None
-    key = (shape, keyspace, vschema_version(vschema))
+    key = (shape, keyspace, vschema_version(vschema), schema.version if schema is not None else 0)
     cached = cache.get(key)
     if cached is not None:
         return cached, bindvars
@@ -73,12 +75,12 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
     # '::v' (list) keeps its length as ' :v' so sqlglot positions match the source text
     source = shape.replace("::", " :") if list_vars else shape
     try:
-        result = plan(source, vschema, keyspace, list_vars=list_vars)
+        result = plan(source, vschema, keyspace, list_vars=list_vars, schema=schema)
     except PlanningError as normalized_error:
         # The message quotes the normalised text (":vtg1"); plan the client's own text
         # to report the same refusal with its literals.
         try:
-            plan(sql, vschema, keyspace)
+            plan(sql, vschema, keyspace, schema=schema)
         except PlanningError as literal_error:
             raise literal_error from None
         raise normalized_error

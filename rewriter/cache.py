@@ -13,7 +13,7 @@ from typing import Any
 
 from rewriter.nodes import Plan
 
-CacheKey = tuple[str, str | None, Any]
+CacheKey = tuple[str, str | None, Any, int]
 
 
 def vschema_version(vschema: Any) -> Any:

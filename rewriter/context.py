@@ -9,6 +9,8 @@ from typing import Any
 
 from sqlglot import exp
 
+from vschema.tracked_schema import TrackedSchema
+
 DIALECT = "mysql"
 
 
@@ -18,6 +20,7 @@ class PlanContext:
     keyspace: str | None
     list_vars: frozenset[str] = frozenset()
     source: str = ""  # the (normalised) statement text, placeholders ``:v``/``::v``
+    schema: TrackedSchema | None = None  # the shards' columns (schema tracking)
     counter: list[int] = field(default_factory=lambda: [0])
 
     def new_var(self, prefix: str) -> str:

@@ -112,7 +112,7 @@ def _plan_insert_select(stmt: exp.Insert, ref: TableRef, columns: list[str], ctx
     if not columns:
         raise unsupported("VT09004: INSERT should contain column list or the table should have "
                           "authoritative columns in vschema")
-    source = plan_select(query.copy(), PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.counter))
+    source = plan_select(query.copy(), PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter))
     lower = [c.lower() for c in columns]
     table: Any = ref.table
     columns = list(columns)

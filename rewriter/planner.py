@@ -23,6 +23,7 @@ from rewriter.nodes import Plan, Send, SequenceNext, Val
 from rewriter.select_planner import plan_select
 from rewriter.sqltemplate import parse_template
 from rewriter.tables import resolve_table
+from vschema.tracked_schema import TrackedSchema
 
 _NEXT_VALUES = re.compile(
     r"^\s*select\s+next\s+(?:(\d+|:\w+)\s+values|value)\s+from\s+([`\w.]+)\s*$", re.I | re.S
@@ -51,7 +52,8 @@ def split_target(keyspace: str | None) -> tuple[str | None, str | None]:
 
 
 def plan(sql_or_ast: str | exp.Expression, vschema: Any, keyspace: str | None,
-         *, list_vars: frozenset[str] = frozenset(), source: str | None = None) -> Plan:
+         *, list_vars: frozenset[str] = frozenset(), source: str | None = None,
+         schema: TrackedSchema | None = None) -> Plan:
     """Plan one statement. ``source`` is the SQL text the AST came from (when given, a
     statement that goes to one route unchanged is sent as that text, so result column
     names are the client's own)."""
@@ -74,7 +76,7 @@ def plan(sql_or_ast: str | exp.Expression, vschema: Any, keyspace: str | None,
     targeted = _shard_qualified(stmt, vschema)
     if targeted is not None:
         return targeted
-    ctx = PlanContext(vschema, ks, list_vars, src)
+    ctx = PlanContext(vschema, ks, list_vars, src, schema)
     if isinstance(stmt, exp.Select | exp.Union | exp.Subquery):
         return plan_select(stmt, ctx)
     if isinstance(stmt, exp.Insert):

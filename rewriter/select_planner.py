@@ -455,7 +455,7 @@ def _derived_over_plan(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     for node in [*sel.expressions, *([where] if where is not None else [])]:
         for sub in node.find_all(exp.Subquery, exp.Select, exp.Window):
             raise unsupported(f"subquery or window in a query over a derived table: {to_sql(sub)}")
-    sub_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.counter)
+    sub_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
     inner_plan = plan_select(sources[0].this, sub_ctx)
 
     def own_column(col: exp.Column) -> str:
@@ -531,7 +531,7 @@ def _plan_union(u: exp.Union, ctx: PlanContext) -> Plan:
         elif isinstance(node, exp.Except | exp.Intersect):
             raise unsupported("EXCEPT/INTERSECT across shards")
         else:
-            sub = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.counter)
+            sub = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
             sources.append(plan_select(node, sub))
 
     walk(u)

@@ -99,7 +99,7 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
             inner = node.this
             kind = "value"
         _check_uncorrelated(inner, outer_aliases)
-        sub_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.counter)
+        sub_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
         sub_plan = plan_select(inner, sub_ctx)
         has = exp.Placeholder(this=has_var)
         if kind == "in":
@@ -123,7 +123,7 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
         else:
             node.replace(exp.Placeholder(this=values_var))
         pulled.append((kind, values_var, has_var, sub_plan))
-    outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, frozenset(list_vars), "", ctx.counter)
+    outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, frozenset(list_vars), "", ctx.schema, ctx.counter)
     plan = plan_select(sel, outer_ctx)
     for kind, values_var, has_var, sub_plan in reversed(pulled):
         plan = PulloutSubquery(kind, values_var, has_var, sub_plan, plan)
