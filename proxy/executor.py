@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from proxy.engine.result import Result
 from proxy.engine.sequence import SequenceAllocator
-from proxy.pools import ShardPools
+from proxy.pools import ShardConnection, ShardPools
 from proxy.transaction import ShardTransaction
 
 if TYPE_CHECKING:
@@ -78,6 +79,17 @@ class SessionVCursor:
                 await gen.aclose()
         finally:
             pool.release(sc)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._tx() is not None
+
+    @asynccontextmanager
+    async def scratch(self, keyspace: str, shard: str) -> AsyncIterator[ShardConnection]:
+        pool = self.pools.get(keyspace, shard)
+        async with pool.connection() as sc:
+            await sc.apply_settings(self.settings())
+            yield sc
 
     async def next_sequence_values(self, keyspace: str, table: str, count: int) -> int:
         shard = self.vschema.shards(keyspace)[0]

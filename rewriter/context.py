@@ -51,6 +51,7 @@ def select_item_texts(source: str, count: int) -> list[str] | None:
     items: list[str] = []
     start = -1
     depth = 0
+    in_with = False
     while i < n:
         c = source[i]
         if c in " \t\r\n":
@@ -74,6 +75,10 @@ def select_item_texts(source: str, count: int) -> list[str] | None:
                 j += 1
             word = source[i:j].lower()
             if words == 0:
+                if word == "with" or (in_with and (word != "select" or depth != 0)):
+                    in_with = True  # skip the WITH clause to the main select list
+                    i = j
+                    continue
                 if word != "select":
                     return None
                 words = 1
@@ -89,7 +94,11 @@ def select_item_texts(source: str, count: int) -> list[str] | None:
             i = j
             continue
         if words == 0:
-            return None
+            if not in_with:
+                return None
+            depth += 1 if c == "(" else -1 if c == ")" else 0
+            i += 1
+            continue
         if c == "(":
             depth += 1
         elif c == ")":

@@ -414,3 +414,53 @@ class VExplain(Plan):
     """``VEXPLAIN PLAN <q>``: answered by the proxy as one row with the JSON."""
 
     json: str
+
+
+@dataclass(frozen=True, slots=True)
+class TempReduction:
+    """Fetch the input through ``source`` instead when input ``from_input`` produced at
+    most a bounded number of distinct values in ``from_column``: they are bound as the
+    list ``var`` (a semi-join reduction, Vitess's batched join variables)."""
+
+    var: str
+    from_input: int
+    from_column: int
+    source: Plan
+
+
+@dataclass(eq=False)
+class TempInput:
+    """Rows materialised as temporary table ``name`` on the compute connection.
+
+    ``create`` makes the (empty) table there when the compute shard holds the table
+    itself (exact column types); otherwise the table is made from the fetched fields.
+    ``local_query``: the fetch as that shard would run it, so its own rows are copied
+    in place (``INSERT ... SELECT``) rather than through the proxy."""
+
+    name: str
+    table: str  # keyspace.table the rows come from, for VEXPLAIN and metadata
+    columns: list[str]
+    source: Plan
+    create: SqlTemplate | None = None
+    indexes: list[str] = field(default_factory=list)
+    local_query: SqlTemplate | None = None
+    reductions: list[TempReduction] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Compute(Plan):
+    """Finish a statement on one shard's server over temporary copies of its inputs.
+
+    What no route can answer alone (joins, subqueries, CTEs, windows, aggregation
+    across shards) runs where MySQL's own semantics are exact: each input's rows
+    (filtered and projected at the shards) are loaded into a temporary table on a
+    connection of ``shard`` of ``keyspace``, then ``query`` (the client's statement
+    over those tables) runs there. ``output_names``: result column names to set
+    (the client's own text of unaliased select items), None to keep."""
+
+    keyspace: str
+    shard: str
+    inputs: list[TempInput]
+    query: SqlTemplate
+    output_names: list[SqlTemplate | None] = field(default_factory=list)
+    original_tables: dict[str, str] = field(default_factory=dict)  # temp name -> table name

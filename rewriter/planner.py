@@ -16,6 +16,7 @@ import sqlglot
 from sqlglot import exp
 
 from rewriter import errors
+from rewriter.compute_planner import plan_compute
 from rewriter.context import DIALECT, PlanContext
 from rewriter.dml_planner import plan_delete, plan_insert, plan_update
 from rewriter.errors import unsupported
@@ -77,8 +78,16 @@ def plan(sql_or_ast: str | exp.Expression, vschema: Any, keyspace: str | None,
     if targeted is not None:
         return targeted
     ctx = PlanContext(vschema, ks, list_vars, src, schema)
-    if isinstance(stmt, exp.Select | exp.Union | exp.Subquery):
-        return plan_select(stmt, ctx)
+    if isinstance(stmt, exp.Select | exp.SetOperation | exp.Subquery):
+        pristine = stmt.copy()
+        if any(True for _ in stmt.find_all(exp.CTE)):
+            return plan_compute(pristine, ctx)  # the route planners know no CTEs
+        try:
+            return plan_select(stmt, ctx)
+        except errors.PlanningError as e:
+            if not _computable_refusal(e):
+                raise
+        return plan_compute(pristine, ctx)
     if isinstance(stmt, exp.Insert):
         return plan_insert(stmt, ctx)
     if isinstance(stmt, exp.Update):
@@ -86,6 +95,12 @@ def plan(sql_or_ast: str | exp.Expression, vschema: Any, keyspace: str | None,
     if isinstance(stmt, exp.Delete):
         return plan_delete(stmt, ctx)
     raise unsupported(f"statement type {type(stmt).__name__.lower()} in the planner")
+
+
+def _computable_refusal(e: errors.PlanningError) -> bool:
+    """A refusal of the route planners that the Compute primitive may answer: a
+    construct they cannot split across shards, or a column they could not place."""
+    return isinstance(e, errors.Unsupported) or e.message.startswith("Column '")
 
 
 def _shard_qualified(stmt: exp.Expression, vschema: Any) -> Plan | None:

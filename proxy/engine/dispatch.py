@@ -17,6 +17,7 @@ _MODULES: dict[type, ModuleType] = {}
 def _registry() -> dict[type, ModuleType]:
     if not _MODULES:
         from proxy.engine import (
+            compute,
             concatenate,
             distinct,
             dml,
@@ -59,6 +60,7 @@ def _registry() -> dict[type, ModuleType]:
             P.Update: dml,
             P.Delete: dml,
             P.VExplain: vexplain,
+            P.Compute: compute,
         })
     return _MODULES
 

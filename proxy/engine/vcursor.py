@@ -9,12 +9,21 @@ against real shards with a small implementation of it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from proxy.engine.result import Result
 
 if TYPE_CHECKING:
     from vschema.model import VSchema
+
+
+class ScratchConnection(Protocol):
+    broken: bool
+
+    async def execute(self, sql: str) -> Result: ...
+
+    def stream(self, sql: str) -> AsyncIterator[Result]: ...
 
 
 class VCursor(Protocol):
@@ -37,6 +46,16 @@ class VCursor(Protocol):
         """Stream one statement's result: the first chunk has ``fields`` (and maybe
         rows), later chunks rows only. Closing the iterator early releases the
         shard connection at once."""
+        ...
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether statements run inside the session's open transaction."""
+        ...
+
+    def scratch(self, keyspace: str, shard: str) -> AbstractAsyncContextManager[ScratchConnection]:
+        """A connection of the shard's own, outside the session's transaction, with the
+        session's settings (for temporary tables); returned to its pool on exit."""
         ...
 
     async def next_sequence_values(self, keyspace: str, table: str, count: int) -> int:

@@ -4,6 +4,7 @@ rows kept as raw text-protocol bytes (no converters), like the proxy's own VCurs
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiomysql
@@ -25,6 +26,32 @@ def fields_of(cursor: Any) -> list[Field]:
                          flags=f.flags, decimals=f.scale, table=f.table_name,
                          org_table=f.org_table, db=db or "", org_name=f.org_name))
     return out
+
+
+def _shard_error(keyspace: str, shard: str, e: pymysql.err.MySQLError) -> ShardError:
+    code = e.args[0] if e.args and isinstance(e.args[0], int) else 1105
+    return ShardError(keyspace, shard, code, str(e.args[-1]))
+
+
+class ScratchConnection:
+    """One aiomysql connection held for a Compute primitive's temporary tables."""
+
+    def __init__(self, keyspace: str, shard: str, conn: Any, log: list[tuple[str, str, str]]) -> None:
+        self.keyspace, self.shard, self.conn, self.log = keyspace, shard, conn, log
+        self.broken = False
+
+    async def execute(self, sql: str) -> Result:
+        self.log.append((self.keyspace, self.shard, sql))
+        async with self.conn.cursor() as cur:
+            try:
+                await cur.execute(sql)
+            except pymysql.err.MySQLError as e:
+                raise _shard_error(self.keyspace, self.shard, e) from e
+            rows = list(await cur.fetchall()) if cur.description else []
+            return Result(fields=fields_of(cur), rows=[tuple(r) for r in rows])
+
+    async def stream(self, sql: str) -> AsyncIterator[Result]:
+        yield await self.execute(sql)
 
 
 class ShardVCursor:
@@ -100,6 +127,22 @@ class ShardVCursor:
         finally:
             if not finished:
                 conn.close()  # unread rows: drop the connection rather than drain it
+            pool.release(conn)
+
+    @property
+    def in_transaction(self) -> bool:
+        return False
+
+    @asynccontextmanager
+    async def scratch(self, keyspace: str, shard: str) -> AsyncIterator[ScratchConnection]:
+        pool = await self.pool(keyspace, shard)
+        conn = await pool.acquire()
+        sc = ScratchConnection(keyspace, shard, conn, self.statements)
+        try:
+            yield sc
+        finally:
+            if sc.broken:
+                conn.close()
             pool.release(conn)
 
     async def next_sequence_values(self, keyspace: str, table: str, count: int) -> int:

@@ -1,0 +1,385 @@
+"""Semantic analysis: which base table each column reference binds to, per scope.
+
+The statement is qualified on a copy with sqlglot's optimizer (``qualify``) against the
+tracked schema (``vschema.tracked_schema``): every column gets its table, ``*`` is
+expanded, ``USING`` becomes ``ON``, CTE and derived-table names are told apart from
+base tables. The copy is only read: plans that send the client's statement keep its
+own text. Each base table occurrence (``Occurrence``) then knows
+
+- the columns the statement reads from it (all of them for ``*``/``NATURAL`` or an
+  unknown schema),
+- the predicates that may be evaluated on its rows alone, before any join (pushed
+  into the query that fetches them), respecting outer joins,
+- its join keys (equalities with other occurrences: indexed when the rows are
+  materialised) and the *reductions* it admits: ``b.y = a.x`` lets ``b``'s fetch be
+  limited to the values ``a`` produced (a semi-join reduction, valid whenever ``b``'s
+  rows only matter through that equality).
+
+Unknown or ambiguous columns raise MySQL's 1054 / 1052 (``BindError``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+from rewriter import errors
+from rewriter.context import DIALECT, PlanContext
+from rewriter.tables import TableRef, resolve_table
+from vschema.tracked_schema import TableSchema
+
+TAG = "sg_occurrence"
+
+# Functions whose value differs between the moment rows are fetched and the moment
+# the rest of the statement runs, or per row: never evaluated early.
+_VOLATILE_CLASSES: tuple[type[exp.Expression], ...] = (
+    exp.Rand, exp.Uuid, exp.CurrentDate, exp.CurrentTime, exp.CurrentTimestamp,
+)
+_VOLATILE_NAMES = frozenset({
+    "rand", "uuid", "uuid_short", "now", "sysdate", "curdate", "curtime", "current_date",
+    "current_time", "current_timestamp", "localtime", "localtimestamp", "unix_timestamp",
+    "utc_date", "utc_time", "utc_timestamp", "last_insert_id", "row_count", "found_rows",
+    "connection_id", "nextval", "lastval", "setval", "get_lock", "release_lock", "sleep",
+    "benchmark", "random_bytes", "is_free_lock", "is_used_lock", "master_pos_wait",
+})
+
+
+class BindError(errors.PlanningError):
+    """A column that names no column of the tables in scope (1054) or several (1052)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """``column`` of this occurrence may be limited to the values of ``source_column``
+    of occurrence ``source`` (a semi-join reduction)."""
+
+    column: str
+    source: int
+    source_column: str
+
+
+@dataclass(eq=False)
+class Occurrence:
+    """One base table in the statement (a table named twice is two occurrences)."""
+
+    tag: int
+    ref: TableRef
+    alias: str  # the name the qualified copy refers to it by
+    schema: TableSchema | None
+    columns: list[str] = field(default_factory=list)  # in table order
+    all_columns: bool = False
+    predicates: list[exp.Expression] = field(default_factory=list)  # over ``alias``
+    join_keys: set[str] = field(default_factory=set)
+    reductions: list[Reduction] = field(default_factory=list)
+    null_supplied: bool = False
+
+    def add_column(self, name: str) -> None:
+        if name.lower() not in (c.lower() for c in self.columns):
+            self.columns.append(name)
+
+
+@dataclass(eq=False)
+class Bound:
+    """The result of semantic analysis of one statement."""
+
+    occurrences: dict[int, Occurrence]  # by tag
+    qualified: exp.Expression  # the qualified copy
+    cte_names: frozenset[str]
+
+
+def cte_names(stmt: exp.Expression) -> frozenset[str]:
+    return frozenset(c.alias_or_name for c in stmt.find_all(exp.CTE))
+
+
+def base_tables(stmt: exp.Expression, ctes: frozenset[str]) -> list[exp.Table]:
+    """The Table nodes of ``stmt`` that name stored tables (not CTEs, not ``dual``)."""
+    out = []
+    for t in stmt.find_all(exp.Table):
+        if isinstance(t.parent, exp.Schema) or not t.name:
+            continue
+        db = t.args.get("db")
+        if db is None and (t.name in ctes or t.name.lower() == "dual"):
+            continue
+        out.append(t)
+    return out
+
+
+def tag_tables(stmt: exp.Expression, ctx: PlanContext) -> dict[int, TableRef]:
+    """Tag each base table node of ``stmt`` (in place, in ``meta``) and resolve it."""
+    ctes = cte_names(stmt)
+    refs: dict[int, TableRef] = {}
+    for i, t in enumerate(base_tables(stmt, ctes)):
+        t.meta[TAG] = i
+        refs[i] = resolve_table(t, ctx.vschema, ctx.keyspace)
+    return refs
+
+
+def bind(stmt: exp.Expression, ctx: PlanContext) -> Bound:
+    """Analyse ``stmt`` (its base tables already tagged by ``tag_tables``)."""
+    refs = {t.meta[TAG]: resolve_table(t, ctx.vschema, ctx.keyspace)
+            for t in stmt.find_all(exp.Table) if TAG in t.meta}
+    copy = stmt.copy()
+    mapping: dict[str, dict[str, dict[str, str]]] = {}
+    schemas: dict[int, TableSchema | None] = {}
+    for t in copy.find_all(exp.Table):
+        tag = t.meta.get(TAG)
+        if tag is None:
+            continue
+        ref = refs[tag]
+        ts = ctx.schema.table(ref.keyspace, ref.name) if ctx.schema is not None else None
+        schemas[tag] = ts
+        if not t.alias:
+            t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
+        t.set("db", exp.to_identifier(ref.keyspace))
+        t.set("catalog", None)
+        t.set("this", exp.to_identifier(ref.name))
+        if ts is not None:
+            mapping.setdefault(ref.keyspace, {})[ref.name] = {
+                c.name.lower(): "TEXT" for c in ts.columns}
+    known = all(s is not None for s in schemas.values())
+    for col in copy.find_all(exp.Column):
+        ident = col.args.get("this")
+        if isinstance(ident, exp.Identifier):
+            ident.set("this", ident.this.lower())
+        if col.args.get("db") is not None:  # ks.t.col: the alias is t
+            col.set("db", None)
+            col.set("catalog", None)
+    if known:
+        try:
+            copy = qualify(copy, schema=mapping, dialect=DIALECT,
+                           validate_qualify_columns=True, identify=False,
+                           quote_identifiers=False, expand_stars=True)
+        except OptimizeError as e:
+            raise _bind_error(str(e)) from None
+    occurrences: dict[int, Occurrence] = {}
+    scopes = list(traverse_scope(copy))
+    for scope in scopes:
+        for name, src in scope.sources.items():
+            if isinstance(src, exp.Table) and TAG in src.meta:
+                tag = src.meta[TAG]
+                occurrences[tag] = Occurrence(tag, refs[tag], name, schemas.get(tag))
+    for occ in occurrences.values():
+        if occ.schema is None:
+            occ.all_columns = True
+    for scope in scopes:
+        _collect_columns(scope, occurrences, known)
+        if isinstance(scope.expression, exp.Select):
+            _collect_predicates(scope, occurrences)
+    for occ in occurrences.values():
+        if occ.all_columns and occ.schema is not None:
+            occ.columns = occ.schema.column_names()
+        elif occ.schema is not None:
+            order = {c.lower(): i for i, c in enumerate(occ.schema.column_names())}
+            occ.columns = [occ.schema.columns[order[c.lower()]].name for c in occ.columns
+                           if c.lower() in order]
+            occ.columns.sort(key=lambda c: order[c.lower()])
+    return Bound(occurrences, copy, cte_names(stmt))
+
+
+def _bind_error(text: str) -> BindError:
+    # sqlglot: "Column 'x' could not be resolved" / "Ambiguous column 'x' ..."
+    low = text.lower()
+    name = text.split("'")[1] if "'" in text else text
+    if "ambiguous" in low:
+        return BindError(f"Column '{name}' in field list is ambiguous", 1052)
+    return BindError(f"Unknown column '{name}' in 'field list'", 1054)
+
+
+def _source_of(scope: Scope, table_alias: str) -> tuple[exp.Expression | Scope | None, bool]:
+    """The source ``table_alias`` names from ``scope`` (walking out to enclosing
+    scopes for correlated references), and whether it was found in ``scope`` itself."""
+    s: Scope | None = scope
+    local = True
+    while s is not None:
+        src = s.sources.get(table_alias)
+        if src is not None:
+            return src, local
+        s = s.parent
+        local = False
+    return None, False
+
+
+def _occurrence_of(scope: Scope, col: exp.Column, occs: dict[int, Occurrence]) -> tuple[Occurrence | None, bool]:
+    src, local = _source_of(scope, col.table)
+    if isinstance(src, exp.Table) and TAG in src.meta:
+        return occs.get(src.meta[TAG]), local
+    return None, local
+
+
+def _collect_columns(scope: Scope, occs: dict[int, Occurrence], known: bool) -> None:
+    expr = scope.expression
+    local_occs = [occs[s.meta[TAG]] for s in scope.sources.values()
+                  if isinstance(s, exp.Table) and TAG in s.meta]
+    natural = isinstance(expr, exp.Select) and any(
+        (j.args.get("method") or "").upper() == "NATURAL" for j in expr.args.get("joins") or [])
+    stars = isinstance(expr, exp.Select) and any(
+        isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+        for e in expr.expressions)
+    if natural or stars or not known:
+        for o in local_occs:
+            o.all_columns = True
+    for col in scope.columns:
+        if not col.table:
+            if len(local_occs) == 1 and not known:
+                local_occs[0].add_column(col.name)
+            continue
+        occ, _local = _occurrence_of(scope, col, occs)
+        if occ is not None:
+            occ.add_column(col.name)
+
+
+def conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
+    if e is None:
+        return []
+    if isinstance(e, exp.And):
+        return list(e.flatten())
+    if isinstance(e, exp.Paren) and isinstance(e.this, exp.And):
+        return conjuncts(e.this)
+    return [e]
+
+
+def _null_supplied(sel: exp.Select, occs: dict[int, Occurrence]) -> set[int]:
+    """Tags of the occurrences of ``sel``'s FROM that an outer join may NULL-extend."""
+    out: set[int] = set()
+    seen: list[int] = []
+    frm = sel.args.get("from_") or sel.args.get("from")
+
+    def tags_in(node: exp.Expression) -> list[int]:
+        return [t.meta[TAG] for t in node.find_all(exp.Table) if TAG in t.meta]
+
+    if frm is not None:
+        seen.extend(tags_in(frm.this))
+    for j in sel.args.get("joins") or []:
+        side = (j.args.get("side") or "").upper()
+        here = tags_in(j.this)
+        if not isinstance(j.this, exp.Table):
+            out.update(here)  # a parenthesised join: not analysed, nothing pushed in
+        if side in ("LEFT", "FULL"):
+            out.update(here)
+        if side in ("RIGHT", "FULL"):
+            out.update(seen)
+        seen.extend(here)
+    return out
+
+
+def _pushable(pred: exp.Expression) -> bool:
+    for node in pred.walk():
+        if isinstance(node, exp.Subquery | exp.Select | exp.AggFunc | exp.Window | exp.Star):
+            return False
+        if isinstance(node, _VOLATILE_CLASSES):
+            return False
+        if isinstance(node, exp.Parameter | exp.SessionParameter | exp.PropertyEQ):
+            return False
+        if isinstance(node, exp.Func):
+            name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+            if name in _VOLATILE_NAMES:
+                return False
+    return True
+
+
+def _local_columns_occurrence(scope: Scope, pred: exp.Expression,
+                              occs: dict[int, Occurrence]) -> Occurrence | None:
+    """The one local base occurrence all of ``pred``'s columns belong to, else None."""
+    found: Occurrence | None = None
+    cols = list(pred.find_all(exp.Column))
+    if not cols:
+        return None
+    for col in cols:
+        if not col.table:
+            return None
+        occ, local = _occurrence_of(scope, col, occs)
+        if occ is None or not local:
+            return None
+        if found is not None and found is not occ:
+            return None
+        found = occ
+    return found
+
+
+def _collect_predicates(scope: Scope, occs: dict[int, Occurrence]) -> None:
+    sel = scope.expression
+    assert isinstance(sel, exp.Select)
+    nulls = _null_supplied(sel, occs)
+    for tag in nulls:
+        if tag in occs:
+            occs[tag].null_supplied = True
+    where = sel.args.get("where")
+    # (conjunct, tags it may be pushed into / reduce)
+    candidates: list[tuple[exp.Expression, set[int] | None]] = []
+    for p in conjuncts(where.this if where is not None else None):
+        candidates.append((p, None))  # None: any local occurrence not NULL-extended
+    for j in sel.args.get("joins") or []:
+        side = (j.args.get("side") or "").upper()
+        if not isinstance(j.this, exp.Table) or TAG not in j.this.meta:
+            continue
+        right = j.this.meta[TAG]
+        if side in ("", "INNER", "CROSS", "LEFT"):
+            for p in conjuncts(j.args.get("on")):
+                candidates.append((p, {right}))
+    for pred, allowed in candidates:
+        occ = _local_columns_occurrence(scope, pred, occs)
+        if occ is not None:
+            ok = (occ.tag in allowed) if allowed is not None else occ.tag not in nulls
+            if ok and _pushable(pred):
+                occ.predicates.append(pred)
+            continue
+        _equality(scope, pred, occs, allowed)
+
+
+def _equality(scope: Scope, pred: exp.Expression, occs: dict[int, Occurrence],
+              allowed: set[int] | None) -> None:
+    """``a.x = b.y``: both columns are join keys; a local side may be reduced by the other."""
+    if not isinstance(pred, exp.EQ):
+        return
+    a, b = pred.this, pred.expression
+    if not (isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.table and b.table):
+        return
+    oa, la = _occurrence_of(scope, a, occs)
+    ob, lb = _occurrence_of(scope, b, occs)
+    if oa is None or ob is None or oa is ob:
+        return
+    oa.join_keys.add(a.name)
+    ob.join_keys.add(b.name)
+    for target, tcol, local, source, scol in ((oa, a.name, la, ob, b.name), (ob, b.name, lb, oa, a.name)):
+        if not local:
+            continue
+        if allowed is not None and target.tag not in allowed:
+            continue
+        if not _same_type_class(target, tcol, source, scol):
+            continue
+        target.reductions.append(Reduction(tcol, source.tag, scol))
+
+
+_INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"})
+_STRINGS = frozenset({"char", "varchar", "text", "tinytext", "mediumtext", "longtext"})
+
+
+def _type_class(occ: Occurrence, column: str) -> tuple[str, str | None] | None:
+    if occ.schema is None:
+        return None
+    c = occ.schema.column(column)
+    if c is None:
+        return None
+    t = c.data_type.lower()
+    if t in _INTEGERS:
+        return ("int", None)
+    if t in _STRINGS:
+        return ("str", c.collation)
+    if t in ("date", "datetime", "timestamp", "decimal"):
+        return (t, c.column_type.lower() if t == "decimal" else None)
+    return None
+
+
+def _same_type_class(a: Occurrence, acol: str, b: Occurrence, bcol: str) -> bool:
+    """Reductions compare literals under the reduced column's type: only between
+    columns that compare the same way on either side."""
+    ta, tb = _type_class(a, acol), _type_class(b, bcol)
+    return ta is not None and ta == tb
