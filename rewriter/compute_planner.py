@@ -64,10 +64,13 @@ def _check_computable(stmt: exp.Expression) -> None:
     if isinstance(stmt, exp.Select) and stmt.args.get("locks"):
         raise unsupported("locking read (FOR UPDATE / LOCK IN SHARE MODE) across shards")
     for node in stmt.walk():
+        if isinstance(node, exp.Select) and any(
+                m.name.upper() == "SQL_CALC_FOUND_ROWS" for m in node.args.get("operation_modifiers") or []):
+            raise unsupported("SQL_CALC_FOUND_ROWS across shards")
+        if isinstance(node, exp.PropertyEQ):
+            raise unsupported("user variable assignment across shards")
         if isinstance(node, exp.Parameter):
             raise unsupported("user variables in a query that spans shards")
-        if isinstance(node, exp.PropertyEQ):
-            raise unsupported("user variable assignment in a query that spans shards")
         if isinstance(node, exp.Into):
             raise unsupported("SELECT INTO")
         if isinstance(node, exp.Anonymous) and node.name.lower() in _SESSION_FUNCTIONS:
@@ -84,7 +87,8 @@ def _compute_location(refs: list[TableRef], ctx: PlanContext) -> tuple[str, str]
 
 
 def _input_order(bound: Bound) -> list[int]:
-    """Filtered inputs first (likely small, and their values reduce the others)."""
+    """Inputs others can be reduced by come first; among those that are free to go,
+    filtered ones (likely small), then reference and unsharded tables."""
     occs = bound.occurrences
 
     def key(tag: int) -> tuple[int, int, int]:
@@ -92,7 +96,15 @@ def _input_order(bound: Bound) -> list[int]:
         reference = 0 if (o.ref.is_reference or not o.ref.sharded) else 1
         return (0 if o.predicates else 1, reference, tag)
 
-    return sorted(occs, key=key)
+    remaining = set(occs)
+    order: list[int] = []
+    while remaining:
+        free = [t for t in remaining
+                if not any(r.source in remaining for r in occs[t].reductions)]
+        pick = min(free or remaining, key=key)
+        order.append(pick)
+        remaining.discard(pick)
+    return order
 
 
 def _temp_name(tag: int) -> str:

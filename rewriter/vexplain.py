@@ -191,7 +191,28 @@ def describe(node: P.Plan) -> dict[str, Any]:
         if node.vindex_name:
             d["Vindex"] = node.vindex_name
         return d
+    if isinstance(node, P.Compute):
+        return {"OperatorType": "Compute", "Keyspace": _keyspace(node.keyspace, True),
+                "TargetDestination": f"Shard({node.shard})", "Query": node.query.text(),
+                "Inputs": [_temp_input(i, node) for i in node.inputs]}
     return {"OperatorType": type(node).__name__}
+
+
+def _temp_input(inp: P.TempInput, node: P.Compute) -> dict[str, Any]:
+    d: dict[str, Any] = {"OperatorType": "TempTable", "Name": inp.name, "Table": inp.table,
+                         "Columns": list(inp.columns)}
+    if inp.indexes:
+        d["Indexes"] = list(inp.indexes)
+    if inp.local_query is not None:
+        d["CopiedInPlaceOn"] = node.shard
+    inputs = [describe(inp.source)]
+    for r in inp.reductions:
+        src = node.inputs[r.from_input]
+        d.setdefault("Reductions", []).append(
+            f"::{r.var} = {src.name}.{src.columns[r.from_column]}")
+        inputs.append(describe(r.source))
+    d["Inputs"] = inputs
+    return d
 
 
 def _lookup_input(node: P.VindexLookup) -> dict[str, Any]:

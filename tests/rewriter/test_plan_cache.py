@@ -71,13 +71,3 @@ def test_vexplain_is_not_cached(vschema):
     cache = PlanCache()
     plan_query("vexplain plan select * from customer", vschema, None, cache)
     assert len(cache) == 0
-
-
-def test_refusals_quote_the_clients_literals(vschema):
-    import pytest
-
-    from rewriter import Unsupported
-
-    with pytest.raises(Unsupported) as e:
-        plan_query("select concat(count(*), 'seventeen') from customer", vschema, None, PlanCache())
-    assert "'seventeen'" in e.value.message and ":vtg" not in e.value.message

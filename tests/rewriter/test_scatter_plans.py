@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rewriter import errors
+from rewriter import PlanCache, plan_query
 from tests.rewriter.helpers import explain
+from vschema.tracked_schema import ColumnInfo, TableSchema, TrackedSchema
 
 
 def test_limit_is_pushed_as_offset_plus_count(vschema):
@@ -103,38 +107,48 @@ def test_join_routes_right_side_by_vindex_of_join_var(vschema):
     assert (right["Variant"], right["Values"]) == ("EqualUnique", [":p_id"])
 
 
-@pytest.mark.parametrize(("sql", "message"), [
-    ("select * from customer c join product p on p.id = c.tenant_id", "'*' expression in cross-shard query"),
-    ("select sum(c.tenant_id + p.id) from customer c join product p on p.id = c.tenant_id",
-     "expression over several tables in a cross-shard join"),
-    ("select c.email from customer c left join product p on p.id = c.tenant_id where p.name = 'x'",
-     "WHERE condition on the outer side of a LEFT JOIN"),
-    ("select (select count(*) from corder) from customer", "subquery on a sharded table"),
-    ("select concat(count(*), 'x') from customer", "expression evaluated at the proxy"),
-    ("select group_concat(email) from customer", "unsupported"),
-    ("select t.n + 1 from (select tenant_id, count(*) n from customer group by tenant_id) t",
-     "over a derived table that spans shards"),
-    ("select * from (select tenant_id, count(*) n from customer group by tenant_id) t order by n",
-     "ORDER BY over a derived table"),
-    ("select email from customer union all select name from product order by 1", "ORDER BY or LIMIT on a UNION"),
+@pytest.mark.parametrize("sql", [
+    "select * from customer c join product p on p.id = c.tenant_id",
+    "select sum(c.tenant_id + p.id) from customer c join product p on p.id = c.tenant_id",
+    "select c.email from customer c left join product p on p.id = c.tenant_id where p.name = 'x'",
+    "select (select count(*) from corder) from customer",
+    "select concat(count(*), 'x') from customer",
+    "select group_concat(email) from customer",
+    "select t.n + 1 from (select tenant_id, count(*) n from customer group by tenant_id) t",
+    "select * from (select tenant_id, count(*) n from customer group by tenant_id) t order by n",
+    "select email from customer union all select name from product order by 1",
+    "select stddev(tenant_id) from customer",
+    "select bit_xor(tenant_id) from customer",
+    "select customer_id, row_number() over (order by customer_id) from customer",
+    "select tenant_id, count(*) from customer group by tenant_id with rollup",
+    "select * from customer c where exists (select 1 from corder o where o.customer_id = c.tenant_id)",
 ])
-def test_constructs_the_planner_cannot_do_correctly_are_refused(vschema, sql, message):
-    with pytest.raises(errors.Unsupported) as e:
-        explain(vschema, sql)
-    assert e.value.code == 1235
-    assert e.value.message.startswith("VT12001: unsupported: ")
-    assert message in e.value.message
+def test_what_shards_cannot_combine_is_finished_by_a_compute(vschema, sql):
+    plan = explain(vschema, sql)
+    assert plan["OperatorType"] == "Compute"
+    assert all(i["OperatorType"] == "TempTable" for i in plan["Inputs"])
 
 
-@pytest.mark.parametrize(("sql", "message"), [
-    ("select stddev(tenant_id) from customer", "aggregate function"),
-    ("select bit_xor(tenant_id) from customer", "aggregate function"),
-    ("select customer_id, row_number() over (order by customer_id) from customer", "window functions across shards"),
-    ("select tenant_id, count(*) from customer group by tenant_id with rollup", "WITH ROLLUP"),
-])
-def test_results_shards_cannot_combine_are_refused(vschema, sql, message):
-    with pytest.raises(errors.Unsupported, match=message):
-        explain(vschema, sql)
+def test_compute_pushes_single_table_filters_and_reduces_joined_inputs(vschema):
+    schema = TrackedSchema({
+        "customer": {"customer": TableSchema("customer", (
+            ColumnInfo("customer_id", "bigint"), ColumnInfo("tenant_id", "bigint"),
+            ColumnInfo("email", "varchar", collation="utf8mb4_general_ci")))},
+        "commerce": {"product": TableSchema("product", (
+            ColumnInfo("id", "bigint"), ColumnInfo("name", "varchar", collation="utf8mb4_general_ci")))},
+    })
+    node, _ = plan_query("vexplain plan select c.email, count(p.name) from customer c left join product p "
+                         "on p.id = c.tenant_id and p.name = 'x' where c.email like 'a%' "
+                         "group by c.email with rollup", vschema, None, PlanCache(), schema=schema)
+    plan = json.loads(node.json)
+    assert plan["OperatorType"] == "Compute"
+    customer, product = plan["Inputs"]
+    assert customer["Columns"] == ["tenant_id", "email"]
+    assert customer["Inputs"][0]["Query"] == "SELECT c.tenant_id, c.email FROM customer AS c WHERE c.email LIKE 'a%'"
+    assert product["Inputs"][0]["Query"] == "SELECT p.id, p.name FROM product AS p WHERE p.name = 'x'"
+    # product is the NULL-supplied side: it may be fetched for customer's tenants only
+    assert product["Reductions"] == ["::__sg_red1 = _sg_tmp_0.tenant_id"]
+    assert product["Inputs"][1]["Query"].endswith("WHERE p.name = 'x' AND p.id IN (:__sg_red1)")
 
 
 def test_window_function_on_one_shard_is_sent_whole(vschema):
@@ -172,11 +186,6 @@ def test_scalar_subquery_value_routes_the_outer_query(vschema):
     plan = explain(vschema, "select * from customer where customer_id = (select max(customer_id) from corder)")
     assert plan["Variant"] == "PulloutValue"
     assert plan["Inputs"][1]["Variant"] == "EqualUnique"
-
-
-def test_correlated_subquery_across_shards_is_refused(vschema):
-    with pytest.raises(errors.Unsupported, match="correlated subquery"):
-        explain(vschema, "select * from customer c where exists (select 1 from corder o where o.customer_id = c.tenant_id)")
 
 
 def test_expression_over_aggregates_is_computed_by_a_projection(vschema):
