@@ -189,6 +189,83 @@ def _merged_sharded_components(sel: exp.Select, sharded: list[TableRef], ctx: Pl
     return len(roots) == 1
 
 
+def _primary_vindex_column(r: TableRef) -> str | None:
+    cv = r.primary_vindex()
+    if cv is None or len(cv.columns) != 1:
+        return None
+    return cv.columns[0].lower()
+
+
+def _same_vindex(a: TableRef, b: TableRef) -> bool:
+    va, vb = a.primary_vindex(), b.primary_vindex()
+    return va is not None and vb is not None and _vindex_identity(va) == _vindex_identity(vb)
+
+
+def _subqueries_merge(sel: exp.Select, top: list[TableRef], inner: list[TableRef],
+                      ctx: PlanContext) -> bool:
+    """True when every sharded table of a subquery is tied to an outer sharded table by
+    equal primary vindex values (Vitess merges such subqueries into the outer route):
+    ``WHERE inner.v = outer.v`` inside the subquery (any subquery kind, EXISTS and NOT
+    IN included: every row it may read lives on the outer row's shard), or
+    ``outer.v IN (SELECT inner.v ...)`` (not negated)."""
+    anchored = {id(r.node): r for r in top}
+    pending = list(inner)
+    progress = True
+    while pending and progress:
+        progress = False
+        for r in list(pending):
+            if _anchored(r, anchored, ctx):
+                anchored[id(r.node)] = r
+                pending.remove(r)
+                progress = True
+    return not pending
+
+
+def _anchored(r: TableRef, anchored: dict[int, TableRef], ctx: PlanContext) -> bool:
+    col = _primary_vindex_column(r)
+    if col is None or r.pinned is not None:
+        return False
+    sub = r.node.find_ancestor(exp.Select)
+    if sub is None:
+        return False
+    if any(not isinstance(t, exp.Table) for t in from_sources(sub)):
+        return False
+    own = [x for x in resolve_scope(sub, ctx).refs]
+    outer = list(anchored.values())
+    where = sub.args.get("where")
+    for p in conjuncts(where.this if where is not None else None):
+        if not isinstance(p, exp.EQ):
+            continue
+        a, b = p.this, p.expression
+        if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+            continue
+        for mine, theirs in ((a, b), (b, a)):
+            mine_ref = column_table(mine, own)
+            if mine_ref is None or mine_ref.node is not r.node or mine.name.lower() != col:
+                continue
+            if any(x.alias == theirs.table for x in own):
+                continue  # not correlated: names a table of the subquery itself
+            o = next((x for x in outer if x.alias == theirs.table), None)
+            if o is not None and _primary_vindex_column(o) == theirs.name.lower() and _same_vindex(r, o):
+                return True
+    # outer.v IN (SELECT r.v FROM r ...)
+    subquery = sub.parent
+    if isinstance(subquery, exp.Subquery):
+        subquery = subquery.parent
+    if isinstance(subquery, exp.In) and subquery.args.get("query") is not None \
+            and not isinstance(subquery.parent, exp.Not) and len(sub.expressions) == 1:
+        left, item = subquery.this, sub.expressions[0]
+        if isinstance(item, exp.Alias):
+            item = item.this
+        item_ref = column_table(item, own) if isinstance(item, exp.Column) else None
+        if isinstance(left, exp.Column) and item_ref is not None and item_ref.node is r.node \
+                and item.name.lower() == col:
+            o = next((x for x in outer if x.alias == left.table), None)
+            if o is not None and _primary_vindex_column(o) == left.name.lower() and _same_vindex(r, o):
+                return True
+    return False
+
+
 def _vindex_identity(cv: Any) -> Any:
     v = cv.vindex
     return (type(v).__name__, getattr(v, "name", cv.name)) if getattr(v, "needs_lookup", False) else type(v).__name__
@@ -220,10 +297,12 @@ def single_route(sel: exp.Expression, scope_sel: exp.Select | None, ctx: PlanCon
     if scope_sel is None:
         return None
     top_scope = {id(r.node) for r in resolve_scope(scope_sel, ctx).refs}
-    # sharded tables inside subqueries would see only one shard's rows
-    if any(id(r.node) not in top_scope for r in sharded):
-        return None
     top = [r for r in sharded if id(r.node) in top_scope]
+    # sharded tables inside subqueries would see only one shard's rows, unless the
+    # subquery only reads rows that share the outer row's vindex value
+    inner = [r for r in sharded if id(r.node) not in top_scope]
+    if inner and not _subqueries_merge(scope_sel, top, inner, ctx):
+        return None
     if not _merged_sharded_components(scope_sel, top, ctx):
         return None
     pinned = [r for r in top if r.pinned is not None]

@@ -74,6 +74,10 @@ QUERIES = {
                                       "group by customer_id) t group by t.c order by t.c limit 3", "ordered"),
     "cross_keyspace_join": ("select l.label, count(*) from items i join lookup.qty_labels l on l.qty = i.qty "
                             "group by l.label", "unordered"),
+    "merged_correlated_count": ("select i.id, (select count(*) from items j where j.id = i.id and j.qty > 3) "
+                                "from items i where i.qty < 3", "unordered"),
+    "merged_not_exists": ("select count(*) from items i where not exists (select 1 from items j "
+                          "where j.id = i.id and j.price > 100)", "ordered"),
     "std_variance_bit": ("select std(qty), variance(price), bit_or(qty), bit_and(qty), bit_xor(qty) from items",
                          "ordered"),
 }

@@ -220,3 +220,23 @@ def test_star_in_cross_shard_join_expands_authoritative_columns(vschema):
     right = plan["Inputs"][0]["Inputs"][1]
     assert right["Query"] == ("SELECT n.note_id, n.customer_id, n.body FROM customer_note AS n "
                               "WHERE n.customer_id = :c_tenant_id")
+
+
+@pytest.mark.parametrize("sql", [
+    "select c.email, (select count(*) from corder o where o.customer_id = c.customer_id) from customer c",
+    "select c.email from customer c where exists (select 1 from corder o where o.customer_id = c.customer_id)",
+    "select c.email from customer c where not exists (select 1 from corder o where o.customer_id = c.customer_id)",
+    "select c.email from customer c where c.customer_id in (select o.customer_id from corder o where o.sku = 3)",
+])
+def test_subquery_on_the_outer_rows_vindex_value_merges_into_one_route(vschema, sql):
+    plan = explain(vschema, sql)
+    assert (plan["OperatorType"], plan["Variant"]) == ("Route", "Scatter")
+    assert plan["Query"] == sql
+
+
+@pytest.mark.parametrize("sql", [
+    "select c.email from customer c where exists (select 1 from corder o where o.customer_id = c.tenant_id)",
+    "select c.email from customer c where c.customer_id not in (select o.customer_id from corder o)",
+])
+def test_subquery_not_tied_to_the_vindex_value_does_not_merge(vschema, sql):
+    assert explain(vschema, sql)["OperatorType"] != "Route"
