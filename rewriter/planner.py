@@ -16,12 +16,11 @@ import sqlglot
 from sqlglot import exp
 
 from rewriter import errors
-from rewriter.compute_planner import plan_compute
 from rewriter.context import DIALECT, PlanContext
 from rewriter.dml_planner import plan_delete, plan_insert, plan_update
 from rewriter.errors import unsupported
-from rewriter.nodes import Plan, Route, Send, SequenceNext, Val, VindexLookup
-from rewriter.select_planner import plan_select
+from rewriter.nodes import Plan, Send, SequenceNext, Val
+from rewriter.read_planner import plan_read
 from rewriter.sqltemplate import parse_template
 from rewriter.tables import resolve_table
 from vschema.tracked_schema import TrackedSchema
@@ -79,18 +78,7 @@ def plan(sql_or_ast: str | exp.Expression, vschema: Any, keyspace: str | None,
         return targeted
     ctx = PlanContext(vschema, ks, list_vars, src, schema)
     if isinstance(stmt, exp.Select | exp.SetOperation | exp.Subquery):
-        pristine = stmt.copy()
-        if any(True for _ in stmt.find_all(exp.CTE)):
-            return plan_compute(pristine, ctx)  # the route planners know no CTEs
-        try:
-            planned = plan_select(stmt, ctx)
-        except errors.PlanningError as e:
-            if not _computable_refusal(e):
-                raise
-            return plan_compute(pristine, ctx)
-        if _whole_route_only(pristine) and not isinstance(planned, Route | VindexLookup):
-            return plan_compute(pristine, ctx)
-        return planned
+        return plan_read(stmt, ctx)
     if isinstance(stmt, exp.Insert):
         return plan_insert(stmt, ctx)
     if isinstance(stmt, exp.Update):
@@ -98,21 +86,6 @@ def plan(sql_or_ast: str | exp.Expression, vschema: Any, keyspace: str | None,
     if isinstance(stmt, exp.Delete):
         return plan_delete(stmt, ctx)
     raise unsupported(f"statement type {type(stmt).__name__.lower()} in the planner")
-
-
-def _whole_route_only(stmt: exp.Expression) -> bool:
-    """Constructs the route planners only handle when the statement goes to one route
-    whole (ROLLUP rows and window functions need all rows together)."""
-    for node in stmt.walk():
-        if isinstance(node, exp.Window | exp.Rollup):
-            return True
-    return False
-
-
-def _computable_refusal(e: errors.PlanningError) -> bool:
-    """A refusal of the route planners that the Compute primitive may answer: a
-    construct they cannot split across shards, or a column they could not place."""
-    return isinstance(e, errors.Unsupported) or e.message.startswith("Column '")
 
 
 def _shard_qualified(stmt: exp.Expression, vschema: Any) -> Plan | None:

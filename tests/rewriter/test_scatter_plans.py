@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from rewriter import errors
-from rewriter import PlanCache, plan_query
+from rewriter import PlanCache, errors, plan_query
 from tests.rewriter.helpers import explain
 from vschema.tracked_schema import ColumnInfo, TableSchema, TrackedSchema
 

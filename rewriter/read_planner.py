@@ -1,0 +1,45 @@
+"""Planning a read (SELECT, set operations): the one entry for every caller.
+
+The route planners (``select_planner``, ``join_planner``, ``subquery_planner``) go
+first: they push whole statements to one route, split aggregation between shards and
+proxy, and join with nested loops. What they refuse — and ROLLUP or window functions
+they could only keep correct on one whole route — is finished by ``Compute``
+(``compute_planner``), exactly as one MySQL would.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from rewriter import errors
+from rewriter.compute_planner import plan_compute
+from rewriter.context import PlanContext
+from rewriter.nodes import Plan, Route, VindexLookup
+from rewriter.select_planner import plan_select
+
+
+def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
+    pristine = stmt.copy()
+    if any(True for _ in stmt.find_all(exp.CTE)):
+        return plan_compute(pristine, ctx)  # the route planners know no CTEs
+    try:
+        planned = plan_select(stmt, ctx)
+    except errors.PlanningError as e:
+        if not _computable_refusal(e):
+            raise
+        return plan_compute(pristine, ctx)
+    if _whole_route_only(pristine) and not isinstance(planned, Route | VindexLookup):
+        return plan_compute(pristine, ctx)
+    return planned
+
+
+def _whole_route_only(stmt: exp.Expression) -> bool:
+    """Constructs the route planners only handle when the statement goes to one route
+    whole (ROLLUP rows and window functions need all rows together)."""
+    return any(isinstance(node, exp.Window | exp.Rollup) for node in stmt.walk())
+
+
+def _computable_refusal(e: errors.PlanningError) -> bool:
+    """A refusal of the route planners that Compute may answer: a construct they
+    cannot split across shards, or a column they could not place."""
+    return isinstance(e, errors.Unsupported) or e.message.startswith("Column '")
