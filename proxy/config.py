@@ -6,6 +6,7 @@ The names in the file are an interface users script against (see issue 2)::
     users: [{user: root, password: ""}]
     local: {data_dir: .shardgate/data, base_port: 17100}
     routing_rules: {rules: []}
+    schema_tracking: {refresh_seconds: 60}  # re-read the shards' columns this often; 0: off
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -116,6 +117,13 @@ class MessagingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SchemaTrackingConfig:
+    # Re-read every keyspace's columns this often (catches DDL made directly on the shards);
+    # 0 turns the timer off (DDL through the proxy is still seen at once).
+    refresh_seconds: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     path: Path
     listen: ListenConfig
@@ -124,6 +132,7 @@ class ClusterConfig:
     routing_rules: dict[str, Any]
     keyspaces: dict[str, KeyspaceConfig]
     messaging: MessagingConfig = field(default_factory=MessagingConfig)
+    schema_tracking: SchemaTrackingConfig = field(default_factory=SchemaTrackingConfig)
 
     @property
     def has_local_shards(self) -> bool:
@@ -157,7 +166,9 @@ def load_config(
     reader = _Reader(path)
     doc = reader.mapping(raw, "<top level>")
     reader.no_unknown_keys(
-        doc, "<top level>", {"listen", "users", "local", "routing_rules", "keyspaces", "messaging"}
+        doc,
+        "<top level>",
+        {"listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking"},
     )
 
     listen = reader.listen(doc.get("listen"))
@@ -186,6 +197,7 @@ def load_config(
         )
     routing_rules = reader.routing_rules(doc.get("routing_rules"))
     messaging = reader.messaging(doc.get("messaging"))
+    schema_tracking = reader.schema_tracking(doc.get("schema_tracking"))
     keyspaces = reader.keyspaces(doc.get("keyspaces"))
 
     config = ClusterConfig(
@@ -195,6 +207,7 @@ def load_config(
         local=local,
         routing_rules=routing_rules,
         messaging=messaging,
+        schema_tracking=schema_tracking,
         keyspaces=keyspaces,
     )
     if config.has_local_shards and local is None:
@@ -356,6 +369,18 @@ class _Reader:
         if not isinstance(watch, bool):
             raise self.error("messaging.binlog_watch", "must be true or false")
         return MessagingConfig(binlog_watch=watch)
+
+    def schema_tracking(self, value: Any) -> SchemaTrackingConfig:
+        if value is None:
+            return SchemaTrackingConfig()
+        doc = self.mapping(value, "schema_tracking")
+        self.no_unknown_keys(doc, "schema_tracking", {"refresh_seconds"})
+        seconds = doc.get("refresh_seconds", SchemaTrackingConfig.refresh_seconds)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds:
+            raise self.error("schema_tracking.refresh_seconds", f"expected a number of seconds, got {_kind(seconds)}")
+        if seconds < 0:
+            raise self.error("schema_tracking.refresh_seconds", f"must be 0 (off) or more, got {seconds}")
+        return SchemaTrackingConfig(refresh_seconds=float(seconds))
 
     def routing_rules(self, value: Any) -> dict[str, Any]:
         if value is None:

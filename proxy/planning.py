@@ -58,7 +58,7 @@ class Planner:
         from rewriter import PlanningError, plan_query
 
         try:
-            return plan_query(sql, self.proxy.vschema, session.keyspace)
+            return plan_query(sql, self.proxy.vschema, session.keyspace, schema=self.proxy.schema)
         except PlanningError as e:
             raise ProxyError(e.code, e.message) from e
 

@@ -38,6 +38,7 @@ from proxy.errors import ER_NO_DB_ERROR, ProxyError
 from proxy.messaging.dml import MessageDml, message_dml
 from proxy.messaging.service import MessagingService
 from proxy.pools import ShardAddress, ShardPools
+from proxy.schema_tracker import SchemaTracker
 from proxy.session import Outcome, ProxySession
 from proxy.tls_stream import TlsUpgradableStream
 from rewriter.sqltemplate import sql_literal
@@ -45,11 +46,13 @@ from rewriter.sqltemplate import sql_literal
 if TYPE_CHECKING:
     from proxy.config import ClusterConfig, ShardEndpoint
     from vschema.model import VSchema
+    from vschema.tracked_schema import TrackedSchema
 
 logger = logging.getLogger(__name__)
 
 # Statement kinds whose result is read as a stream (rows flow as the shard sends them).
 _STREAMED = {"select", "with", "show", "explain", "describe", "desc", "table", "values", "("}
+_DDL = {"create", "drop", "alter", "truncate", "rename"}
 
 
 class ProxyAuthPlugin(NativePasswordAuthPlugin):
@@ -110,6 +113,13 @@ class Proxy:
             self.pools,
             {ks: self.shard_names(ks) for ks in config.keyspaces},
             watch_changes=config.messaging.binlog_watch,
+            on_ddl=self.ddl_seen,
+        )
+        self.schema_tracker = SchemaTracker(
+            self.pools,
+            {ks: self.shard_names(ks) for ks in config.keyspaces},
+            {key: e.database for key, e in self.endpoints.items()},
+            refresh_seconds=config.schema_tracking.refresh_seconds,
         )
         self._global_vars: dict[str, Any] = {}
         self.planner: Any = None
@@ -123,7 +133,13 @@ class Proxy:
             self.config.routing_rules or None,
         )
 
+    @property
+    def schema(self) -> TrackedSchema:
+        """The shards' tables and columns (schema tracking): immutable, replaced on change."""
+        return self.schema_tracker.schema
+
     async def start(self) -> None:
+        await self.schema_tracker.start()
         await self.messaging.start()
 
     def _try_load_planner(self) -> None:
@@ -155,7 +171,10 @@ class Proxy:
         if session.target_shard is not None or any_shard:
             ks = session.keyspace or sorted(self.vschema.keyspaces)[0]
             shard = session.target_shard or self.shard_names(ks)[0]
-            return await self.send(session, ks, shard, sql, stream=kw in _STREAMED)
+            out = await self.send(session, ks, shard, sql, stream=kw in _STREAMED)
+            if kw in _DDL:
+                self.ddl_seen(ks)  # DDL on one shard: the tracker reads the keyspace again
+            return out
         return await self.planner.run(session, sql, kw)
 
     async def send(self, session: ProxySession, keyspace: str, shard: str, sql: str, stream: bool) -> Outcome:
@@ -219,7 +238,16 @@ class Proxy:
         """DDL ran on every shard of ``keyspace``: refresh what depends on the schema
         (a changed message-table comment takes effect without a restart)."""
         logger.info("schema changed", extra={"keyspace": keyspace, "ddl": ddl[:200]})
+        try:
+            await self.schema_tracker.refresh(keyspace)
+        except ProxyError as e:  # the DDL ran; the timer reads the keyspace again
+            logger.warning("schema tracking: refresh after DDL failed", extra={"keyspace": keyspace, "error": e.message})
         await self.messaging.reload(keyspace)
+
+    def ddl_seen(self, keyspace: str) -> None:
+        """A DDL on ``keyspace`` not made through ``schema_changed`` (a binlog DDL event in a
+        CDC stream this proxy runs, a shard-targeted DDL): re-read its schema in the background."""
+        self.schema_tracker.ddl_seen(keyspace)
 
     def wrote(self, session: ProxySession, sql: str) -> None:
         """A DML statement succeeded: tell messaging now, or at commit inside a transaction."""
@@ -244,6 +272,7 @@ class Proxy:
         return self.messaging.show_rows()
 
     async def close(self) -> None:
+        await self.schema_tracker.close()
         await self.messaging.stop()
         await self.pools.close()
 

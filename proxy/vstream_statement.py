@@ -37,7 +37,7 @@ def _vtext_field(name: str) -> Field:
 
 
 async def vstream(proxy: Proxy, session: ProxySession, sql: str) -> AsyncIterator[Result]:
-    from proxy.cdc import VStream, VStreamRowFormatter
+    from proxy.cdc import DdlEvent, VStream, VStreamRowFormatter
     from proxy.cdc.errors import CdcError
 
     m = _VSTREAM.match(sql.strip())
@@ -75,6 +75,8 @@ async def vstream(proxy: Proxy, session: ProxySession, sql: str) -> AsyncIterato
         yield Result(fields=fields)
         sent = 0
         async for group in stream:
+            if group.row_count == 0 and any(isinstance(e, DdlEvent) for e in group.events):
+                proxy.ddl_seen(keyspace)  # the schema tracker re-reads the keyspace
             rows = formatter.rows(group)
             if not rows:
                 continue

@@ -2,7 +2,7 @@
 
 Entry points (stable; the proxy calls these):
 
-``plan_query(sql, vschema, keyspace, cache=DEFAULT_CACHE) -> (Plan, bindvars)``
+``plan_query(sql, vschema, keyspace, cache=DEFAULT_CACHE, schema=None) -> (Plan, bindvars)``
     Normalises ``sql`` (literals -> bind variables), looks the shape up in the plan
     cache keyed by (shape, keyspace, vschema), plans on a miss, and returns the plan
     with this execution's bind variables. Pass both to
@@ -10,6 +10,8 @@ Entry points (stable; the proxy calls these):
     ``VEXPLAIN PLAN <q>`` returns a ``VExplain`` node whose ``json`` is the answer (one
     row, one column named ``JSON``). ``keyspace`` is the session's target: ``None``,
     ``"ks"``, or ``"ks:-80"`` for a shard-targeted session (statements sent verbatim).
+    ``schema`` is the proxy's ``TrackedSchema`` (the shards' columns: INSERT/REPLACE
+    without a column list); ``REPLACE`` is planned as the INSERT it routes like.
 
 ``plan(sql_or_ast, vschema, keyspace) -> Plan`` (``rewriter.planner.plan``; nodes in ``rewriter.nodes``)
     Plans literal SQL without normalisation or cache (values stay constants).
@@ -26,10 +28,12 @@ import re
 from typing import Any
 
 from rewriter.cache import PlanCache, vschema_version
+from rewriter.dml_planner import parse_replace, replace_verb
 from rewriter.errors import ParseError, PlanningError, TableNotFound, Unsupported
-from rewriter.nodes import Plan, VExplain
+from rewriter.nodes import Plan, Send, VExplain
 from rewriter.normalize import normalize
 from rewriter.planner import plan
+from rewriter.sqltemplate import SqlTemplate
 from rewriter.vexplain import vexplain_json
 from vschema.tracked_schema import TrackedSchema
 
@@ -60,7 +64,7 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
         if kind != "plan":
             raise Unsupported(f"VT12001: unsupported: VEXPLAIN {kind.upper()}")
         inner = sql[m.end():]
-        return VExplain(vexplain_json(plan(inner, vschema, keyspace, schema=schema))), {}
+        return VExplain(vexplain_json(_plan_text(inner, vschema, keyspace, schema=schema))), {}
     if cache is None:
         cache = DEFAULT_CACHE
     try:
@@ -75,12 +79,12 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
     # '::v' (list) keeps its length as ' :v' so sqlglot positions match the source text
     source = shape.replace("::", " :") if list_vars else shape
     try:
-        result = plan(source, vschema, keyspace, list_vars=list_vars, schema=schema)
+        result = _plan_text(source, vschema, keyspace, list_vars=list_vars, schema=schema)
     except PlanningError as normalized_error:
         # The message quotes the normalised text (":vtg1"); plan the client's own text
         # to report the same refusal with its literals.
         try:
-            plan(sql, vschema, keyspace, schema=schema)
+            _plan_text(sql, vschema, keyspace, schema=schema)
         except PlanningError as literal_error:
             raise literal_error from None
         raise normalized_error
@@ -88,3 +92,17 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
     logger.debug("query planned", extra={"shape": shape[:500], "keyspace": keyspace,
                                          "plan": type(result).__name__, "cached_plans": len(cache)})
     return result, bindvars
+
+
+def _plan_text(text: str, vschema: Any, keyspace: str | None, *,
+               list_vars: frozenset[str] = frozenset(), schema: TrackedSchema | None = None) -> Plan:
+    """``plan`` for statement text; a ``REPLACE`` (which sqlglot cannot parse as a
+    statement) is planned as the INSERT it routes like (``dml_planner.parse_replace``)."""
+    stmt = parse_replace(text)
+    if stmt is None:
+        return plan(text, vschema, keyspace, list_vars=list_vars, schema=schema)
+    result = plan(stmt, vschema, keyspace, list_vars=list_vars, source=text, schema=schema)
+    if isinstance(result, Send):  # a shard-qualified table: sent as written, verb included
+        q = result.query
+        result.query = SqlTemplate((replace_verb(q.parts[0]), *q.parts[1:]), q.names)
+    return result

@@ -7,6 +7,7 @@
 - ``TableNotFound`` -> 1146 (``Table 'ks.t' doesn't exist``).
 - ``AmbiguousTable`` -> 1105 (Vitess: ``ambiguous table reference: t``).
 - ``ParseError`` -> 1064.
+- ``WrongValueCount`` -> 1136 (MySQL's ``Column count doesn't match value count at row N``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class ParseError(PlanningError):
 
 class TableNotFound(PlanningError):
     code = 1146
+
+
+class WrongValueCount(PlanningError):
+    code = 1136
 
 
 class AmbiguousTable(PlanningError):

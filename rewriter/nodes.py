@@ -464,3 +464,19 @@ class Compute(Plan):
     query: SqlTemplate
     output_names: list[SqlTemplate | None] = field(default_factory=list)
     original_tables: dict[str, str] = field(default_factory=dict)  # temp name -> table name
+
+
+@dataclass(eq=False)
+class DMLWithInput(Plan):
+    """Vitess's ``DMLWithInput``: an UPDATE/DELETE whose rows depend on other tables
+    (joins, subqueries across shards). ``input`` reads the target rows' primary key
+    (its first ``key_count`` columns), then the values of SET expressions that read
+    other tables; ``dml`` then changes those rows by key: once with the keys bound as
+    the list ``keys_var`` (one key column, no per-row values), else once per row with
+    ``row_vars`` (keys, then values) bound."""
+
+    input: Plan
+    dml: Plan
+    key_count: int
+    keys_var: str = ""
+    row_vars: list[str] = field(default_factory=list)

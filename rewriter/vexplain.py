@@ -191,6 +191,14 @@ def describe(node: P.Plan) -> dict[str, Any]:
         if node.vindex_name:
             d["Vindex"] = node.vindex_name
         return d
+    if isinstance(node, P.DMLWithInput):
+        d = {"OperatorType": "DMLWithInput", "TargetTabletType": "PRIMARY"}
+        if node.keys_var:
+            d["BindVars"] = ["::" + node.keys_var]
+        else:
+            d["BindVars"] = [":" + v for v in node.row_vars]
+        d["Inputs"] = [describe(node.input), describe(node.dml)]
+        return d
     if isinstance(node, P.Compute):
         return {"OperatorType": "Compute", "Keyspace": _keyspace(node.keyspace, True),
                 "TargetDestination": f"Shard({node.shard})", "Query": node.query.text(),

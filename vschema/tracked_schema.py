@@ -34,6 +34,7 @@ class ColumnInfo:
     collation: str | None = None
     nullable: bool = True
     auto_increment: bool = False
+    primary_key: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,17 +3,19 @@ needs to learn at once about message rows written directly on a shard.
 
 Yields ``TableRowChange(shard, op, row, vgtid)``: ``row`` is the after image for inserts
 and updates and the before image for deletes (so the row can be evicted by its key).
+``on_ddl(keyspace, statement)``, if given, is called for every DDL the stream sees (the
+proxy's schema tracker re-reads the keyspace).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from proxy.cdc.binlog_decoder import ALL_ROW_OPS, ShardEndpointLike
-from proxy.cdc.events import RowOp
+from proxy.cdc.events import DdlEvent, RowOp
 from proxy.cdc.positions import Vgtid
 from proxy.cdc.start_positions import ShardKey
 from proxy.cdc.vstream import VStream
@@ -35,8 +37,10 @@ class TableChangeFeed:
         table: str,
         start: str | Vgtid = "current",
         row_ops: frozenset[str] = ALL_ROW_OPS,
+        on_ddl: Callable[[str, str], None] | None = None,
     ) -> None:
         shards = {key: ep for key, ep in endpoints.items() if key[0] == keyspace}
+        self._on_ddl = on_ddl
         self._stream = VStream(shards, [f"{keyspace}.{table}"], start=start, row_ops=row_ops)
 
     @property
@@ -63,6 +67,10 @@ class TableChangeFeed:
             vgtid = group.vgtid
             if vgtid is None:
                 continue
+            if self._on_ddl is not None and group.row_count == 0:
+                for e in group.events:
+                    if isinstance(e, DdlEvent):
+                        self._on_ddl(e.keyspace, e.statement)
             for event in group.row_events():
                 for change in event.changes:
                     row = change.before if event.op is RowOp.DELETE else change.after

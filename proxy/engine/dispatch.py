@@ -21,6 +21,7 @@ def _registry() -> dict[type, ModuleType]:
             concatenate,
             distinct,
             dml,
+            dml_with_input,
             filter,
             insert,
             insert_select,
@@ -61,6 +62,7 @@ def _registry() -> dict[type, ModuleType]:
             P.Delete: dml,
             P.VExplain: vexplain,
             P.Compute: compute,
+            P.DMLWithInput: dml_with_input,
         })
     return _MODULES
 

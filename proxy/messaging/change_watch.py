@@ -45,11 +45,13 @@ class TableChangeWatch:
         keyspace: str,
         table: str,
         on_change: Callable[[str], None],
+        on_ddl: Callable[[str, str], None] | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.keyspace = keyspace
         self.table = table
         self.on_change = on_change
+        self.on_ddl = on_ddl  # (keyspace, statement) for each DDL the binlog shows
         self.failures = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -66,7 +68,9 @@ class TableChangeWatch:
     async def _run(self) -> None:
         while True:
             try:
-                async with TableChangeFeed(self.endpoints, self.keyspace, self.table, row_ops=_INSERTS) as feed:
+                async with TableChangeFeed(
+                    self.endpoints, self.keyspace, self.table, row_ops=_INSERTS, on_ddl=self.on_ddl
+                ) as feed:
                     async for change in feed.changes():
                         if change.op is not RowOp.DELETE and wants_delivery(change.row, time.time_ns()):
                             self.on_change(change.shard)

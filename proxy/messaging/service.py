@@ -74,11 +74,14 @@ class MessagingService:
         postpone_cap: int = DEFAULT_POSTPONE_CAP,
         clock: Callable[[], int] = time.time_ns,
         watch_changes: bool = False,
+        on_ddl: Callable[[str], None] | None = None,
     ) -> None:
         """``watch_changes``: follow each subscribed table's binlog (``change_watch``) so rows
-        written around this proxy are delivered at once rather than at the next poll."""
+        written around this proxy are delivered at once rather than at the next poll.
+        ``on_ddl(keyspace)``: called when such a watch sees a DDL in the binlog."""
         self.pools = pools
         self.watch_changes = watch_changes
+        self.on_ddl = on_ddl
         self._watches: dict[tuple[str, str], tuple[TableChangeWatch, int]] = {}  # (ks, table) -> (watch, subscribers)
         self.shards = {ks: list(s) for ks, s in shards.items()}
         self.postpone_cap = postpone_cap
@@ -275,7 +278,11 @@ class MessagingService:
             from proxy.messaging.change_watch import TableChangeWatch
 
             endpoints = {(keyspace, s): self.pools.get(keyspace, s).address for s in self.shards[keyspace]}  # type: ignore[attr-defined]
-            watch = TableChangeWatch(endpoints, keyspace, table, lambda shard: self.notify(keyspace, shard, table))
+            on_ddl = self.on_ddl
+            watch = TableChangeWatch(
+                endpoints, keyspace, table, lambda shard: self.notify(keyspace, shard, table),
+                on_ddl=(lambda ks, _statement: on_ddl(ks)) if on_ddl is not None else None,
+            )
             watch.start()
         if count <= 0:
             self._watches.pop(key, None)

@@ -63,7 +63,8 @@ async def oracle(vcursor):
         async with conn.cursor() as cur:
             await cur.execute(sql)
             rows = [tuple(r) for r in await cur.fetchall()] if cur.description else []
-            return Result(fields=fields_of(cur), rows=rows)
+            return Result(fields=fields_of(cur), rows=rows,
+                          affected_rows=0 if cur.description else max(cur.rowcount, 0))
 
     await run(ITEMS_DDL)
     await run("DELETE FROM items")

@@ -8,29 +8,23 @@ import pytest
 import pytest_asyncio
 
 from proxy import engine
+from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from rewriter import PlanCache, plan_query
 from tests.engine.test_oracle import _sortable, normalised
-from vschema.tracked_schema import ColumnInfo, TableSchema, TrackedSchema
+from vschema.tracked_schema import TrackedSchema
 
 CACHE = PlanCache()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def schema(loaded, vcursor):
-    keyspaces = {}
+    """The tracked schema, read as the proxy's schema tracker reads it."""
+    schema = TrackedSchema({})
     for ks in ("commerce", "lookup"):
         shard = vcursor.vschema.shards(ks)[0]
-        res = await vcursor.execute_shard(
-            ks, shard,
-            "select table_name, column_name, data_type, column_type, collation_name, is_nullable "
-            "from information_schema.columns where table_schema = database() "
-            "order by table_name, ordinal_position")
-        tables: dict[str, list[ColumnInfo]] = {}
-        for t, c, dt, ct, coll, nullable in res.rows:
-            tables.setdefault(t.decode(), []).append(ColumnInfo(
-                c.decode(), dt.decode(), ct.decode(), coll.decode() if coll else None, nullable == b"YES"))
-        keyspaces[ks] = {t: TableSchema(t, tuple(cols)) for t, cols in tables.items()}
-    return TrackedSchema(keyspaces)
+        res = await vcursor.execute_shard(ks, shard, COLUMNS_QUERY.format(db="database()"))
+        schema = schema.replace_keyspace(ks, tables_from_rows(res.rows))
+    return schema
 
 
 async def run_sharded(vcursor, schema, sql):
