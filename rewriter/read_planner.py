@@ -16,12 +16,15 @@ from rewriter.compute_planner import plan_compute
 from rewriter.context import PlanContext
 from rewriter.nodes import Plan, Route, VindexLookup
 from rewriter.select_planner import plan_select
+from rewriter.semantics import qualify_correlated_columns
 
 
 def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
     pristine = stmt.copy()
     if any(True for _ in stmt.find_all(exp.CTE)):
         return plan_compute(pristine, ctx)  # the route planners know no CTEs
+    qualify_correlated_columns(stmt, ctx)
+    pristine = stmt.copy()
     try:
         planned = plan_select(stmt, ctx)
     except errors.PlanningError as e:

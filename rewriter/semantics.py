@@ -122,8 +122,10 @@ def tag_tables(stmt: exp.Expression, ctx: PlanContext) -> dict[int, TableRef]:
     return refs
 
 
-def bind(stmt: exp.Expression, ctx: PlanContext) -> Bound:
-    """Analyse ``stmt`` (its base tables already tagged by ``tag_tables``)."""
+def _qualified_copy(stmt: exp.Expression, ctx: PlanContext
+                    ) -> tuple[exp.Expression, dict[int, TableRef], dict[int, TableSchema | None], bool]:
+    """A copy of ``stmt`` (base tables tagged) qualified against the tracked schema,
+    when every table's columns are known (else the copy is only normalised)."""
     refs = {t.meta[TAG]: resolve_table(t, ctx.vschema, ctx.keyspace)
             for t in stmt.find_all(exp.Table) if TAG in t.meta}
     copy = stmt.copy()
@@ -159,6 +161,42 @@ def bind(stmt: exp.Expression, ctx: PlanContext) -> Bound:
                            quote_identifiers=False, expand_stars=True)
         except OptimizeError as e:
             raise _bind_error(str(e)) from None
+    return copy, refs, schemas, known
+
+
+COLUMN_TAG = "sg_column"
+
+
+def qualify_correlated_columns(stmt: exp.Expression, ctx: PlanContext) -> None:
+    """Give every unqualified column of a subquery that refers to an enclosing query's
+    table that table's name (in place), so no planner takes a correlated subquery
+    for an uncorrelated one. Needs every table's columns; otherwise nothing changes."""
+    if not any(True for _ in stmt.find_all(exp.Subquery, exp.Exists)):
+        return
+    if cte_names(stmt):
+        return
+    tag_tables(stmt, ctx)
+    originals: dict[int, exp.Column] = {}
+    for i, col in enumerate(stmt.find_all(exp.Column)):
+        col.meta[COLUMN_TAG] = i
+        originals[i] = col
+    copy, _refs, _schemas, known = _qualified_copy(stmt, ctx)
+    if not known:
+        return
+    for scope in traverse_scope(copy):
+        for col in scope.columns:
+            i = col.meta.get(COLUMN_TAG)
+            if i is None or not col.table:
+                continue
+            _src, local = _source_of(scope, col.table)
+            orig = originals.get(i)
+            if not local and orig is not None and not orig.table:
+                orig.set("table", exp.to_identifier(col.table))
+
+
+def bind(stmt: exp.Expression, ctx: PlanContext) -> Bound:
+    """Analyse ``stmt`` (its base tables already tagged by ``tag_tables``)."""
+    copy, refs, schemas, known = _qualified_copy(stmt, ctx)
     occurrences: dict[int, Occurrence] = {}
     scopes = list(traverse_scope(copy))
     for scope in scopes:
