@@ -26,6 +26,7 @@ from rewriter.nodes import (
     InsertSelect,
     Opcode,
     Plan,
+    ReferenceWrite,
     Update,
     Val,
     VindexValues,
@@ -286,7 +287,7 @@ def plan_insert(stmt: exp.Insert, ctx: PlanContext) -> Plan:
         tpl = _whole_statement(stmt, ref, ctx, changed=changed)
         return Insert(DMLOpcode.Unsharded, ref.keyspace, ref.name, tpl, [], tpl, [], query=tpl)
     if ref.is_reference:
-        raise unsupported("DML on reference table in a sharded keyspace")
+        return _reference_write(stmt, ref, ctx, "Insert")
     _check_on_duplicate(stmt, ref)
     if not isinstance(values, exp.Values):
         return _plan_insert_select(stmt, ref, columns, ctx)
@@ -476,7 +477,7 @@ def plan_update(stmt: exp.Update, ctx: PlanContext) -> Plan:
         _check_single_keyspace_unsharded(stmt, ref, ctx)
         return Update(DMLOpcode.Unsharded, ref.keyspace, ref.name, _whole_statement(stmt, ref, ctx))
     if ref.is_reference:
-        raise unsupported("DML on reference table in a sharded keyspace")
+        return _reference_write(stmt, ref, ctx, "Update")
     if stmt.this.args.get("joins"):
         raise unsupported("multi-table UPDATE on a sharded table")
     table = ref.table
@@ -518,6 +519,16 @@ def plan_update(stmt: exp.Update, ctx: PlanContext) -> Plan:
     return upd
 
 
+def _reference_write(stmt: exp.Expression, ref: TableRef, ctx: PlanContext, verb: str) -> Plan:
+    """Every shard holds the reference table whole: each runs the statement (which may
+    read only reference tables of the keyspace, identical everywhere)."""
+    for t in _all_tables_in(stmt, ctx):
+        if t.node is not ref.node and not (t.is_reference and t.keyspace == ref.keyspace):
+            raise unsupported(f"{verb.upper()} of reference table {ref.name} reading other tables")
+    return ReferenceWrite(DMLOpcode.Scatter, ref.keyspace, ref.name, _whole_statement(stmt, ref, ctx),
+                          verb=verb)
+
+
 def _plan_single_table(stmt: exp.Expression, ctx: PlanContext) -> Plan:
     return plan_update(stmt, ctx) if isinstance(stmt, exp.Update) else plan_delete(stmt, ctx)  # type: ignore[arg-type]
 
@@ -548,7 +559,7 @@ def plan_delete(stmt: exp.Delete, ctx: PlanContext) -> Plan:
         _check_single_keyspace_unsharded(stmt, ref, ctx)
         return Delete(DMLOpcode.Unsharded, ref.keyspace, ref.name, _whole_statement(stmt, ref, ctx))
     if ref.is_reference:
-        raise unsupported("DML on reference table in a sharded keyspace")
+        return _reference_write(stmt, ref, ctx, "Delete")
     if stmt.args.get("tables") or stmt.this.args.get("joins"):
         raise unsupported("multi-table DELETE on a sharded table")
     op, choice = _dml_route(stmt, ref, ctx)

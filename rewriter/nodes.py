@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from rewriter.sqltemplate import SqlTemplate
+from rewriter.sqltemplate import SqlTemplate, sql_literal
 
 
 class Opcode(StrEnum):
@@ -58,20 +58,14 @@ class Val:
 
 
 def describe_literal(v: Any) -> str:
-    """Vitess's ``sqltypes.Value`` rendering in VEXPLAIN (``INT64(1)``, ``VARCHAR("a")``)."""
+    """A value as VEXPLAIN shows it, as Vitess prints it today: the SQL literal (``5``,
+    ``'abc'``, ``null``, a list as ``(1, 2)``), not the typed ``INT64(5)`` of older
+    releases."""
     if v is None:
-        return "NULL_TYPE(NULL)"
-    if isinstance(v, bool):
-        return f"INT64({int(v)})"
-    if isinstance(v, int):
-        return f"INT64({v})"
-    if isinstance(v, str):
-        return f'VARCHAR("{v}")'
-    if isinstance(v, bytes):
-        return f'VARBINARY("{v.decode("latin-1")}")'
+        return "null"
     if isinstance(v, list | tuple):
         return "(" + ", ".join(describe_literal(x) for x in v) + ")"
-    return f"DECIMAL({v})"
+    return sql_literal(v)
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,6 +401,15 @@ class Update(ModifyRows):
 @dataclass(eq=False)
 class Delete(ModifyRows):
     pass
+
+
+@dataclass(eq=False)
+class ReferenceWrite(ModifyRows):
+    """A write to a reference table: the same statement on every shard of its keyspace
+    (each holds a full copy), answered with one copy's affected rows. ``verb``: the
+    statement's kind, for VEXPLAIN."""
+
+    verb: str = "Update"
 
 
 @dataclass(eq=False)

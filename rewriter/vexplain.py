@@ -178,8 +178,8 @@ def describe(node: P.Plan) -> dict[str, Any]:
                                            for name, _v, pos, _o in node.vindex_columns}
         d["Inputs"] = [describe(node.source)]
         return d
-    if isinstance(node, P.Update | P.Delete):
-        d = {"OperatorType": type(node).__name__, "Variant": str(node.opcode),
+    if isinstance(node, P.Update | P.Delete | P.ReferenceWrite):
+        d = {"OperatorType": node.verb if isinstance(node, P.ReferenceWrite) else type(node).__name__, "Variant": str(node.opcode),
              "Keyspace": _keyspace(node.keyspace, node.opcode is not P.DMLOpcode.Unsharded),
              "TargetTabletType": "PRIMARY"}
         if node.owned_lookups:

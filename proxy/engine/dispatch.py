@@ -60,6 +60,7 @@ def _registry() -> dict[type, ModuleType]:
             P.InsertSelect: insert_select,
             P.Update: dml,
             P.Delete: dml,
+            P.ReferenceWrite: dml,
             P.VExplain: vexplain,
             P.Compute: compute,
             P.DMLWithInput: dml_with_input,

@@ -13,7 +13,7 @@ from typing import Any
 from proxy.engine.destinations import map_values, targets
 from proxy.engine.lookup import create_rows, delete_rows
 from proxy.engine.result import Result, decode_value
-from rewriter.nodes import Delete, Update
+from rewriter.nodes import Delete, ReferenceWrite, Update
 
 
 async def _owned_rows(node: Update | Delete, vcursor: Any,
@@ -59,7 +59,7 @@ async def _update_owned_lookups(node: Update, vcursor: Any, tg: list[tuple[str, 
         await create_rows(vcursor, cv.vindex, node.keyspace, new_from, row_ksids)
 
 
-async def execute(node: Update | Delete, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Update | Delete | ReferenceWrite, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
     tg = targets(vcursor.vschema, node.opcode, node.keyspace, node.vindex, node.values, node.in_var,
                  bindvars, node.target_ksid, node.target_shard)
     if not tg:
@@ -72,6 +72,8 @@ async def execute(node: Update | Delete, vcursor: Any, bindvars: Mapping[str, An
         shard, bv = tg[0]
         return await vcursor.execute_shard(node.keyspace, shard, node.query.render(bv))
     results = await vcursor.execute_multi(node.keyspace, [(s, node.query.render(bv)) for s, bv in tg])
+    if isinstance(node, ReferenceWrite):
+        return results[0]  # every shard changed its own full copy the same way
     out = Result()
     for r in results:
         out.affected_rows += r.affected_rows

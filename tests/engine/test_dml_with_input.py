@@ -75,3 +75,34 @@ async def test_dml_depending_on_other_shards_changes_what_mariadb_changes(step, 
     _p, mine = await ledger("select id, acct, amount, tag from ledger order by id")
     theirs = await oracle("select id, acct, amount, tag from ledger order by id")
     assert mine.rows == theirs.rows
+
+
+async def test_writes_to_a_reference_table_reach_every_shards_copy(local_cluster, loaded):
+    docs = {}
+    for name, kc in local_cluster.config.keyspaces.items():
+        doc = copy.deepcopy(kc.vschema)
+        if name == "commerce":
+            doc["tables"]["colors"] = {"type": "reference"}
+        docs[name] = (doc, list(kc.shards))
+    vc = ShardVCursor(build_vschema(docs, local_cluster.config.routing_rules or None), local_cluster.endpoints)
+    try:
+        for shard in vc.vschema.shards("commerce"):
+            await vc.execute_shard("commerce", shard, "CREATE TABLE IF NOT EXISTS colors "
+                                                      "(id INT PRIMARY KEY, name VARCHAR(10))")
+            await vc.execute_shard("commerce", shard, "DELETE FROM colors")
+
+        async def run(sql):
+            plan, bv = plan_query(sql, vc.vschema, "commerce", PlanCache())
+            return plan, await engine.execute(plan, vc, bv)
+
+        plan, res = await run("insert into colors (id, name) values (1, 'red'), (2, 'blue'), (3, 'green')")
+        assert type(plan).__name__ == "ReferenceWrite" and res.affected_rows == 3
+        _p, res = await run("update colors set name = upper(name) where id < 3")
+        assert res.affected_rows == 2
+        _p, res = await run("delete from colors where id = 3")
+        assert res.affected_rows == 1
+        for shard in vc.vschema.shards("commerce"):
+            copy_rows = await vc.execute_shard("commerce", shard, "select id, name from colors order by id")
+            assert copy_rows.rows == [(b"1", b"RED"), (b"2", b"BLUE")]
+    finally:
+        await vc.close()
