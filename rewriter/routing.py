@@ -27,22 +27,29 @@ from rewriter.tables import TableRef
 _RANK = {Opcode.EqualUnique: 0, Opcode.Equal: 1, Opcode.IN: 2, Opcode.MultiEqual: 3}
 
 
+def _flatten(e: exp.Expression, kind: type[exp.Connector]) -> list[exp.Expression]:
+    """The operands of a chain of ``kind`` (through parentheses), left to right; a loop,
+    not recursion: a chain may hold thousands of terms."""
+    out: list[exp.Expression] = []
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, kind):
+            stack.append(node.expression)
+            stack.append(node.this)
+        else:
+            out.append(node)
+    return out
+
+
 def conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
-    if e is None:
-        return []
-    if isinstance(e, exp.Paren):
-        return conjuncts(e.this)
-    if isinstance(e, exp.And):
-        return conjuncts(e.this) + conjuncts(e.expression)
-    return [e]
+    return [] if e is None else _flatten(e, exp.And)
 
 
 def disjuncts(e: exp.Expression) -> list[exp.Expression]:
-    if isinstance(e, exp.Paren):
-        return disjuncts(e.this)
-    if isinstance(e, exp.Or):
-        return disjuncts(e.this) + disjuncts(e.expression)
-    return [e]
+    return _flatten(e, exp.Or)
 
 
 def value_of(e: exp.Expression, list_vars: frozenset[str] | set[str]) -> Val | None:
@@ -63,7 +70,35 @@ def value_of(e: exp.Expression, list_vars: frozenset[str] | set[str]) -> Val | N
         return Val(const=-_number(e.this.this))
     if isinstance(e, exp.Null):
         return Val(const=None)
+    # 0x41 / x'41' are a number or a binary string depending on the column's type: no
+    # single vindex value (the route scatters, which stays exact)
+    if isinstance(e, exp.Introducer) and e.this.lower() == "_binary" \
+            and isinstance(e.expression, exp.Literal) and e.expression.is_string:
+        return Val(const=e.expression.this.encode())
     return None
+
+
+def is_constant_false(pred: exp.Expression) -> bool:
+    """``WHERE 1 = 0``, ``WHERE false``, ``WHERE 0``: no row can match (Vitess routes
+    such a query to no shard)."""
+    while isinstance(pred, exp.Paren):
+        pred = pred.this
+    if isinstance(pred, exp.Boolean):
+        return not pred.this
+    if isinstance(pred, exp.Literal) and not pred.is_string:
+        try:
+            return Decimal(pred.this) == 0
+        except ArithmeticError:
+            return False
+    if isinstance(pred, exp.EQ | exp.NEQ) and isinstance(pred.this, exp.Literal) \
+            and isinstance(pred.expression, exp.Literal) \
+            and not pred.this.is_string and not pred.expression.is_string:
+        try:
+            equal = Decimal(pred.this.this) == Decimal(pred.expression.this)
+        except ArithmeticError:
+            return False
+        return not equal if isinstance(pred, exp.EQ) else equal
+    return False
 
 
 def _number(text: str) -> Any:
@@ -131,6 +166,8 @@ def choose_route(
     order = 0
     for pred in predicates:
         order += 1
+        if is_constant_false(pred):
+            return RouteChoice(Opcode.None_, table=ref)
         choice = _choice_for_predicate(ref, refs, pred, list_vars, equal_consts)
         if choice is None:
             continue
@@ -187,6 +224,10 @@ def _choice_for_predicate(
         vals = [value_of(i, list_vars) for i in items]
         if any(v is None for v in vals) or not vals:
             return None
+        # NULL is never IN anything: IN (NULL) matches no row
+        vals = [v for v in vals if v.name is not None or v.const is not None]  # type: ignore[union-attr]
+        if not vals:
+            return RouteChoice(Opcode.None_, table=ref)
         return RouteChoice(Opcode.IN, cv.name, cv.vindex, vals, table=ref,  # type: ignore[arg-type]
                            needs_lookup=_needs_lookup(cv.vindex))
     if isinstance(pred, exp.Or):
