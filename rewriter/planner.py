@@ -23,6 +23,8 @@ from rewriter.nodes import Plan, Send, SequenceNext, Val
 from rewriter.read_planner import plan_read
 from rewriter.sqltemplate import parse_template
 from rewriter.tables import resolve_table
+from vschema.errors import InvalidShardName
+from vschema.keyrange import KeyRange
 from vschema.tracked_schema import TrackedSchema
 
 _NEXT_VALUES = re.compile(
@@ -30,11 +32,15 @@ _NEXT_VALUES = re.compile(
 )
 
 def parse(sql: str) -> exp.Expression:
+    """One statement through ``rewriter.dialect`` (which refuses nesting too deep to plan
+    before parsing: 1473 / 1436 / 1064, and names constructs it does not plan: 1235)."""
     try:
         stmt = sqlglot.parse_one(sql, read=DIALECT)
-    except sqlglot.errors.ParseError as e:
+    except sqlglot.errors.SqlglotError as e:  # ParseError, TokenError (an unterminated quote)
         raise errors.ParseError(
             f"You have an error in your SQL syntax; {str(e).splitlines()[0]}") from None
+    except RecursionError:  # not expected past the dialect's nesting guard; never a 1105
+        raise errors.StackOverrun(DIALECT.max_nesting + 1, DIALECT.max_nesting) from None
     if stmt is None:
         raise errors.ParseError("Query was empty")
     return stmt
@@ -94,18 +100,14 @@ def _shard_qualified(stmt: exp.Expression, vschema: Any) -> Plan | None:
     targets = set()
     for t in stmt.find_all(exp.Table):
         db = t.args.get("db")
-        if db is not None and ":" in db.name:
+        if db is not None and (":" in db.name or db.name.endswith("]")):
             targets.add(db.name)
     if not targets:
         return None
     if len(targets) > 1:
         raise unsupported("statement targeting several shards by name")
     target = targets.pop()
-    ks, shard = target.split(":", 1)
-    if ks not in vschema.keyspaces:
-        raise errors.PlanningError(f"VT05003: unknown database '{ks}' in vschema")
-    if shard not in vschema.shards(ks):
-        raise errors.PlanningError(f"VT05005: no shard {shard} in keyspace {ks}")
+    ks, shard = _target_shard(target, vschema)
     stmt = stmt.copy()
     for t in stmt.find_all(exp.Table):
         db = t.args.get("db")
@@ -113,6 +115,28 @@ def _shard_qualified(stmt: exp.Expression, vschema: Any) -> Plan | None:
             t.set("db", None)
     return Send(ks, shard, parse_template(stmt.sql(dialect=DIALECT)),
                 is_dml=isinstance(stmt, exp.Insert | exp.Update | exp.Delete))
+
+
+def _target_shard(target: str, vschema: Any) -> tuple[str, str]:
+    """``ks:-80`` (a shard) or ``ks[-80]`` (a key range, which must fall in one shard)."""
+    if target.endswith("]") and "[" in target:
+        ks, rng = target[:-1].split("[", 1)
+    else:
+        ks, rng = target.split(":", 1)
+    if ks not in vschema.keyspaces:
+        raise errors.PlanningError(f"VT05003: unknown database '{ks}' in vschema")
+    if rng in vschema.shards(ks):
+        return ks, rng
+    if target.endswith("]"):
+        try:
+            shards = vschema.keyspace(ks).shard_map.shards_for_range(KeyRange.parse(rng))
+        except InvalidShardName:
+            shards = []
+        if len(shards) == 1:
+            return ks, shards[0]
+        if len(shards) > 1:
+            raise unsupported(f"key range {rng} spanning several shards of {ks}")
+    raise errors.PlanningError(f"VT05005: no shard {rng} in keyspace {ks}")
 
 
 def _is_dml_text(text: str) -> bool:

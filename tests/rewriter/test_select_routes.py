@@ -226,3 +226,9 @@ def test_predicates_no_row_can_satisfy_route_to_no_shard(vschema, sql):
 def test_binary_string_literal_is_a_vindex_value(vschema):
     plan = explain(vschema, "select * from customer where email = _binary'a@x'")
     assert plan["OperatorType"] == "VindexLookup"
+
+
+@pytest.mark.parametrize("target", ["customer:-80", "customer[-80]", "customer[-40]"])
+def test_shard_and_key_range_qualified_tables_target_one_shard(vschema, target):
+    plan = explain(vschema, f"select * from `{target}`.customer")
+    assert (plan["OperatorType"], plan["TargetDestination"]) == ("Send", "Shard(-80)")
