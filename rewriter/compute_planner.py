@@ -159,7 +159,7 @@ def _input(occ: Occurrence, bound: Bound, position: dict[int, int], done: list[T
     if same_ks:
         empty = sel.copy()
         empty.set("where", exp.Where(this=exp.false()))
-        keys = [c for c in columns if c in occ.join_keys] if columns else []
+        keys = [c for c in columns if c in occ.join_keys and _indexable(occ, c)]
         index_sql = ", ".join(f"INDEX ({quote_identifier(c)})" for c in keys[:16])
         create = parse_template(
             f"CREATE TEMPORARY TABLE {quote_identifier(name)} "
@@ -192,6 +192,15 @@ def _input(occ: Occurrence, bound: Bound, position: dict[int, int], done: list[T
         local_query=local,
         reductions=reductions,
     )
+
+
+_UNINDEXABLE = ("text", "blob", "json", "geometry", "point", "linestring", "polygon")
+
+
+def _indexable(occ: Occurrence, column: str) -> bool:
+    """Plain indexes only (a TEXT/BLOB key would need a prefix length)."""
+    info = occ.schema.column(column) if occ.schema is not None else None
+    return info is not None and not info.data_type.lower().endswith(_UNINDEXABLE)
 
 
 def _compute_query(stmt: exp.Expression, bound: Bound, ctx: PlanContext) -> exp.Expression:
