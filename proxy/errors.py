@@ -30,10 +30,12 @@ SQLSTATES: dict[int, str] = {
     1231: "42000",
     1235: "42000",
     1317: "70100",
+    1436: "HY000",
     1364: "HY000",
     1366: "HY000",
     1406: "22001",
     1451: "23000",
+    1473: "HY000",
     1452: "23000",
     1690: "22003",
     1835: "HY000",
@@ -51,6 +53,8 @@ ER_ACCESS_DENIED = 1045
 ER_UNKNOWN_COM = 1047
 ER_WRONG_VALUE_FOR_VAR = 1231
 ER_QUERY_INTERRUPTED = 1317
+ER_STACK_OVERRUN_NEED_MORE = 1436  # a statement nested too deep (rewriter.errors.StackOverrun)
+ER_TOO_HIGH_LEVEL_OF_NESTING_FOR_SELECT = 1473  # more than 63 nested selects
 
 
 def sqlstate_for(code: int) -> str:

@@ -61,6 +61,15 @@ class Planner:
             return plan_query(sql, self.proxy.vschema, session.keyspace, schema=self.proxy.schema)
         except PlanningError as e:
             raise ProxyError(e.code, e.message) from e
+        except RecursionError as e:
+            # rewriter.dialect refuses statements nested deeper than the planner goes
+            # before parsing them; should a walk still run out of stack, answer MySQL's
+            # error for that, never an internal error
+            from rewriter.dialect import DIALECT
+            from rewriter.errors import StackOverrun
+
+            err = StackOverrun(DIALECT.max_nesting + 1, DIALECT.max_nesting)
+            raise ProxyError(err.code, err.message) from e
 
     async def ddl(self, session: ProxySession, sql: str) -> Result:
         """DDL goes to every shard of its keyspace, as Vitess's direct DDL does.

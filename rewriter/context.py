@@ -9,9 +9,10 @@ from typing import Any
 
 from sqlglot import exp
 
+from rewriter.dialect import DIALECT
 from vschema.tracked_schema import TrackedSchema
 
-DIALECT = "mysql"
+__all__ = ["DIALECT", "PlanContext", "select_item_texts", "to_sql"]
 
 
 @dataclass(slots=True)

@@ -7,6 +7,8 @@
 - ``TableNotFound`` -> 1146 (``Table 'ks.t' doesn't exist``).
 - ``AmbiguousTable`` -> 1105 (Vitess: ``ambiguous table reference: t``).
 - ``ParseError`` -> 1064.
+- ``StackOverrun`` -> 1436, ``SelectNestingTooDeep`` -> 1473 (statements nested too deep;
+  MySQL's own codes and texts).
 - ``WrongValueCount`` -> 1136 (MySQL's ``Column count doesn't match value count at row N``).
 """
 
@@ -43,6 +45,28 @@ class WrongValueCount(PlanningError):
 
 class AmbiguousTable(PlanningError):
     code = 1105
+
+
+class StackOverrun(PlanningError):
+    """A statement nested deeper than the planner goes (``rewriter.dialect``): MySQL's
+    ER_STACK_OVERRUN_NEED_MORE, which MySQL itself raises for deep expressions."""
+
+    code = 1436
+
+    def __init__(self, levels: int, limit: int, bytes_per_level: int = 1024) -> None:
+        used, size = levels * bytes_per_level, limit * bytes_per_level
+        super().__init__(f"Thread stack overrun: {used} bytes used of a {size} byte stack, and "
+                         f"{max(used - size, 0)} bytes needed. Use 'mysqld --thread_stack=#' to "
+                         "specify a bigger stack.")
+
+
+class SelectNestingTooDeep(PlanningError):
+    """MySQL's ER_TOO_HIGH_LEVEL_OF_NESTING_FOR_SELECT (more than 63 nested selects)."""
+
+    code = 1473
+
+    def __init__(self) -> None:
+        super().__init__("Too high level of nesting for select")
 
 
 def unsupported(what: str) -> Unsupported:

@@ -19,6 +19,7 @@ from typing import Any
 from sqlglot import exp
 
 from rewriter.collation import general_ci_key
+from rewriter.dialect import DIALECT
 from rewriter.errors import unsupported
 
 Fn = Callable[[list[Any], Mapping[str, Any]], Any]
@@ -201,7 +202,7 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
             return None if saw_null else 0
 
         return in_
-    raise unsupported(f"expression evaluated at the proxy: {e.sql(dialect='mysql')}")
+    raise unsupported(f"expression evaluated at the proxy: {e.sql(dialect=DIALECT)}")
 
 
 KindFn = Callable[[Callable[[int], tuple[str, int]], Mapping[str, Any]], tuple[str, int]]
@@ -251,4 +252,4 @@ def compile_kind(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
             return ("decimal", max(sa, sb)) if "decimal" in (a, b) else ("int", 0)
 
         return kind
-    raise unsupported(f"expression computed at the proxy: {e.sql(dialect='mysql')}")
+    raise unsupported(f"expression computed at the proxy: {e.sql(dialect=DIALECT)}")

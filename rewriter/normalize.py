@@ -11,7 +11,8 @@
   length share one plan;
 - literals whose value decides the *shape* of a statement are kept: positions in
   ``ORDER BY``/``GROUP BY``, type arguments (``CAST(x AS DECIMAL(10,2))``), strings with
-  an introducer or a temporal keyword (``_binary'..'``, ``DATE '..'``), ``INTERVAL`` counts,
+  an introducer or a temporal keyword (``_binary'..'``, ``_latin1 x'e9'``, ``DATE '..'``),
+  ``INTERVAL`` counts, ``FOR UPDATE WAIT`` seconds,
   float literals with an exponent, ``0x..`` hex numbers.
 
 Bind variable names are ``vtg1``, ``vtg2``, ... and appear in the shape as ``:vtg1``
@@ -48,7 +49,7 @@ _KEEP_STRING_AFTER = frozenset(
     {"date", "time", "timestamp", "interval", "collate", "set", "charset", "character", "like_escape"}
 )
 # Keywords after which a number is part of the syntax.
-_KEEP_NUMBER_AFTER = frozenset({"interval", "next"})
+_KEEP_NUMBER_AFTER = frozenset({"interval", "next", "wait"})  # WAIT n: FOR UPDATE WAIT 5
 # Identifiers whose parenthesised numbers are type arguments (DECIMAL(10,2)).
 _TYPE_NAMES = frozenset(
     {
@@ -299,9 +300,13 @@ def normalize(sql: str) -> tuple[str, dict[str, Any]]:
             j = sql.find("'", i + 2)
             if j < 0:
                 raise ValueError("unterminated hex literal")
-            try:
-                value_b = bytes.fromhex(sql[i + 2:j])
-            except ValueError:
+            value_b = None
+            if not (s.prev_kind == "word" and s.last_word.startswith("_")):  # _latin1 x'e9' stays
+                try:
+                    value_b = bytes.fromhex(sql[i + 2:j])
+                except ValueError:
+                    pass
+            if value_b is None:
                 s.emit(sql[i:j + 1], "value")
             else:
                 s.emit(":" + s.bind(value_b), "value")

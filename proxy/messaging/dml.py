@@ -17,6 +17,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
+from rewriter.dialect import DIALECT
+from rewriter.errors import PlanningError
+
 _INSERT_QUALIFIED = re.compile(
     r"^\s*(?:insert|replace)\s+(?:(?:low_priority|delayed|high_priority|ignore)\s+)*(?:into\s+)?"
     r"(?:`(?P<qks>[^`]+)`|(?P<ks>\w+))\s*\.\s*(?:`(?P<qt>[^`]+)`|(?P<t>\w+))",
@@ -105,8 +108,8 @@ def acked_ids(sql: str) -> MessageDml | None:
     if fast is not None:
         return fast
     try:
-        tree = sqlglot.parse_one(sql, read="mysql")
-    except ParseError:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except (ParseError, PlanningError):  # not an ack: planned (and refused) as any statement
         return None
     if not isinstance(tree, exp.Update) or not isinstance(tree.this, exp.Table):
         return None

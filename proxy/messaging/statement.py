@@ -24,6 +24,8 @@ from sqlglot.errors import ParseError
 
 from proxy.engine.result import Field, Row, decode_value
 from proxy.errors import ProxyError, SyntaxError_
+from rewriter.dialect import DIALECT
+from rewriter.errors import PlanningError
 
 _STREAM = re.compile(r"^\s*stream\s+(?:/\*.*?\*/\s*)*(?P<expr>.+?)\s+from\s+(?P<rest>.+?)\s*;?\s*$", re.I | re.S)
 ER_BAD_FIELD_ERROR = 1054
@@ -37,7 +39,7 @@ class StreamStatement:
 
     @property
     def where_sql(self) -> str | None:
-        return None if self.where is None else self.where.sql(dialect="mysql")
+        return None if self.where is None else self.where.sql(dialect=DIALECT)
 
 
 def is_stream_statement(sql: str) -> bool:
@@ -49,9 +51,11 @@ def parse_stream(sql: str) -> StreamStatement:
     if not m:
         raise SyntaxError_(f"syntax error in STREAM statement: {sql!r}; expected STREAM * FROM table [WHERE ...]")
     try:
-        tree = sqlglot.parse_one(f"SELECT * FROM {m.group('rest')}", read="mysql")
+        tree = sqlglot.parse_one(f"SELECT * FROM {m.group('rest')}", read=DIALECT)
     except ParseError as e:
         raise SyntaxError_(f"syntax error in STREAM statement: {e}") from e
+    except PlanningError as e:  # too deep, or a construct refused (rewriter.dialect)
+        raise ProxyError(e.code, e.message) from e
     if not isinstance(tree, exp.Select):
         raise SyntaxError_("syntax error in STREAM statement: expected STREAM * FROM table [WHERE ...]")
     extra = [k for k in ("joins", "group", "having", "order", "limit", "offset") if tree.args.get(k)]
@@ -217,7 +221,7 @@ def _compile(node: exp.Expression, columns: dict[str, int]) -> Evaluator:  # noq
         inner = _compile(node.this, columns)
         if isinstance(node.expression, exp.Null):
             return lambda row: inner(row) is None
-        raise ProxyError(1235, f"STREAM ... WHERE does not support {node.sql(dialect='mysql')}")
+        raise ProxyError(1235, f"STREAM ... WHERE does not support {node.sql(dialect=DIALECT)}")
     if isinstance(node, exp.In):
         inner = _compile(node.this, columns)
         if node.args.get("query") is not None:
@@ -263,7 +267,7 @@ def _compile(node: exp.Expression, columns: dict[str, int]) -> Evaluator:  # noq
             return _like(v, p)
 
         return like
-    raise ProxyError(1235, f"STREAM ... WHERE does not support {node.sql(dialect='mysql')}")
+    raise ProxyError(1235, f"STREAM ... WHERE does not support {node.sql(dialect=DIALECT)}")
 
 
 def _truthy(v: Any) -> bool:
@@ -291,4 +295,4 @@ def compile_predicate(where: exp.Expression, columns: Sequence[str], fields: Seq
         result = evaluate(values)
         return result is not None and _truthy(result)
 
-    return StreamPredicate(sql=where.sql(dialect="mysql"), matches=matches)
+    return StreamPredicate(sql=where.sql(dialect=DIALECT), matches=matches)
