@@ -21,7 +21,7 @@ from rewriter.errors import unsupported
 from rewriter.nodes import Compute, Opcode, Plan, TempInput, TempReduction
 from rewriter.routing import choose_route
 from rewriter.select_planner import RouteInfo, make_route
-from rewriter.semantics import TAG, Bound, Occurrence, bind, conjuncts, tag_tables
+from rewriter.semantics import SELECT_TAG, TAG, Bound, Occurrence, bind, conjuncts, tag_tables
 from rewriter.sqltemplate import parse_template, quote_identifier
 from rewriter.tables import TableRef
 
@@ -91,13 +91,15 @@ def _input_order(bound: Bound) -> list[int]:
     filtered ones (likely small), then reference and unsharded tables."""
     occs = bound.occurrences
 
-    def key(tag: int) -> tuple[int, int, int]:
-        o = occs[tag]
-        reference = 0 if (o.ref.is_reference or not o.ref.sharded) else 1
-        return (0 if o.predicates else 1, reference, tag)
-
     remaining = set(occs)
     order: list[int] = []
+
+    def key(tag: int) -> tuple[int, int, int, int]:
+        o = occs[tag]
+        reference = 0 if (o.ref.is_reference or not o.ref.sharded) else 1
+        reducible = 0 if any(r.source not in remaining for r in o.reductions) else 1
+        return (reducible, 0 if o.predicates else 1, reference, tag)
+
     while remaining:
         free = [t for t in remaining
                 if not any(r.source in remaining for r in occs[t].reductions)]
@@ -120,10 +122,19 @@ def _fetch(occ: Occurrence, extra: list[exp.Expression], columns: list[str]) -> 
     sel = exp.select(*projections).from_(
         exp.Table(this=exp.to_identifier(occ.ref.name),
                   alias=exp.TableAlias(this=exp.to_identifier(alias))))
-    preds = [p.copy() for p in occ.predicates] + extra
+    preds = [_for_shard(p.copy()) for p in occ.predicates] + extra
     if preds:
         sel = sel.where(exp.and_(*preds) if len(preds) > 1 else preds[0])
     return sel
+
+
+def _for_shard(pred: exp.Expression) -> exp.Expression:
+    """A predicate of the qualified copy as a shard runs it: tables inside its
+    subqueries named without their keyspace (shards name their own database)."""
+    for t in pred.find_all(exp.Table):
+        t.set("db", None)
+        t.set("catalog", None)
+    return pred
 
 
 def _route(occ: Occurrence, sel: exp.Select, list_vars: frozenset[str]) -> Plan:
@@ -208,6 +219,13 @@ def _compute_query(stmt: exp.Expression, bound: Bound, ctx: PlanContext) -> exp.
     column reference and ``*`` means what it meant)."""
     q = stmt.copy()
     keyspaces = set(ctx.vschema.keyspaces)
+    for sel in list(q.find_all(exp.Select)):
+        if sel.meta.get(SELECT_TAG) not in bound.absorbed_selects or sel.root() is not q:
+            continue
+        node: exp.Expression = sel
+        while node.parent is not None and not isinstance(node.parent, exp.Where | exp.And | exp.Join):
+            node = node.parent
+        node.replace(exp.true())  # applied where the rows were fetched
     for t in list(q.find_all(exp.Table)):
         tag = t.meta.get(TAG)
         if tag is None:

@@ -184,9 +184,8 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         q = exp.Select(expressions=[c.copy() for c in cols[t]])
         q.set("from_", exp.From(this=r.node.copy()))
         if rewritten[t]:
-            cond = rewritten[t][0]
-            for p in rewritten[t][1:]:
-                cond = exp.And(this=cond, expression=p)
+            # exp.and_ parenthesises OR operands: AND binds tighter than OR
+            cond = exp.and_(*(p.copy() for p in rewritten[t])) if len(rewritten[t]) > 1 else rewritten[t][0]
             q.set("where", exp.Where(this=cond))
         routes.append(_route_for(r, q, rewritten[t], ctx))
 

@@ -33,6 +33,7 @@ from rewriter.tables import TableRef, resolve_table
 from vschema.tracked_schema import TableSchema
 
 TAG = "sg_occurrence"
+SELECT_TAG = "sg_select"
 
 # Functions whose value differs between the moment rows are fetched and the moment
 # the rest of the statement runs, or per row: never evaluated early.
@@ -93,6 +94,10 @@ class Bound:
     occurrences: dict[int, Occurrence]  # by tag
     qualified: exp.Expression  # the qualified copy
     cte_names: frozenset[str]
+    # subqueries evaluated inside an occurrence's fetch (co-located with its rows): their
+    # conjunct is already applied, and their tables need no copy
+    absorbed_selects: set[int] = field(default_factory=set)
+    absorbed_tables: set[int] = field(default_factory=set)
 
 
 def cte_names(stmt: exp.Expression) -> frozenset[str]:
@@ -119,6 +124,8 @@ def tag_tables(stmt: exp.Expression, ctx: PlanContext) -> dict[int, TableRef]:
     for i, t in enumerate(base_tables(stmt, ctes)):
         t.meta[TAG] = i
         refs[i] = resolve_table(t, ctx.vschema, ctx.keyspace)
+    for i, sel in enumerate(stmt.find_all(exp.Select)):
+        sel.meta[SELECT_TAG] = i
     return refs
 
 
@@ -207,10 +214,19 @@ def bind(stmt: exp.Expression, ctx: PlanContext) -> Bound:
     for occ in occurrences.values():
         if occ.schema is None:
             occ.all_columns = True
+    absorbed_selects: set[int] = set()
+    absorbed_tables: set[int] = set()
     for scope in scopes:
         _collect_columns(scope, occurrences, known)
+    for scope in reversed(scopes):  # outer scopes first: their absorbed subqueries are skipped
         if isinstance(scope.expression, exp.Select):
-            _collect_predicates(scope, occurrences)
+            if scope.expression.meta.get(SELECT_TAG) in absorbed_selects:
+                continue
+            _collect_predicates(scope, occurrences, absorbed_selects, absorbed_tables)
+    for tag in absorbed_tables:
+        occurrences.pop(tag, None)
+    for occ in occurrences.values():
+        occ.reductions = [r for r in occ.reductions if r.source not in absorbed_tables]
     for occ in occurrences.values():
         if occ.all_columns and occ.schema is not None:
             occ.columns = occ.schema.column_names()
@@ -219,7 +235,7 @@ def bind(stmt: exp.Expression, ctx: PlanContext) -> Bound:
             occ.columns = [occ.schema.columns[order[c.lower()]].name for c in occ.columns
                            if c.lower() in order]
             occ.columns.sort(key=lambda c: order[c.lower()])
-    return Bound(occurrences, copy, cte_names(stmt))
+    return Bound(occurrences, copy, cte_names(stmt), absorbed_selects, absorbed_tables)
 
 
 def _bind_error(text: str) -> BindError:
@@ -342,7 +358,8 @@ def _local_columns_occurrence(scope: Scope, pred: exp.Expression,
     return found
 
 
-def _collect_predicates(scope: Scope, occs: dict[int, Occurrence]) -> None:
+def _collect_predicates(scope: Scope, occs: dict[int, Occurrence],
+                        absorbed_selects: set[int], absorbed_tables: set[int]) -> None:
     sel = scope.expression
     assert isinstance(sel, exp.Select)
     nulls = _null_supplied(sel, occs)
@@ -362,7 +379,18 @@ def _collect_predicates(scope: Scope, occs: dict[int, Occurrence]) -> None:
         if side in ("", "INNER", "CROSS", "LEFT"):
             for p in conjuncts(j.args.get("on")):
                 candidates.append((p, {right}))
+    for pred, allowed in list(candidates):
+        candidates.extend(_implied_by_disjunction(scope, pred, allowed, occs))
     for pred, allowed in candidates:
+        if any(True for _ in pred.find_all(exp.Select)):
+            target = _colocated_subquery_target(scope, pred, occs)
+            if target is not None and target.tag not in absorbed_tables and (
+                    (target.tag in allowed) if allowed is not None else target.tag not in nulls):
+                target.predicates.append(pred)
+                absorbed_selects.update(x.meta[SELECT_TAG] for x in pred.find_all(exp.Select)
+                                        if SELECT_TAG in x.meta)
+                absorbed_tables.update(t.meta[TAG] for t in pred.find_all(exp.Table) if TAG in t.meta)
+            continue
         occ = _local_columns_occurrence(scope, pred, occs)
         if occ is not None:
             ok = (occ.tag in allowed) if allowed is not None else occ.tag not in nulls
@@ -370,6 +398,135 @@ def _collect_predicates(scope: Scope, occs: dict[int, Occurrence]) -> None:
                 occ.predicates.append(pred)
             continue
         _equality(scope, pred, occs, allowed)
+
+
+def _colocated_subquery_target(scope: Scope, pred: exp.Expression,
+                               occs: dict[int, Occurrence]) -> Occurrence | None:
+    """The occurrence ``pred`` (a condition with subqueries) can be evaluated with, on
+    that occurrence's own shard: ``pred``'s outer columns all belong to one local
+    sharded occurrence T, and every table inside is a reference table of T's keyspace
+    or a sharded one tied to T by equal primary vindex values (``l2.l_orderkey =
+    l1.l_orderkey``), so every row the subquery reads lives where T's row lives."""
+    inner_aliases = {t.alias_or_name for t in pred.find_all(exp.Table)}
+    target: Occurrence | None = None
+    for col in pred.find_all(exp.Column):
+        if not col.table:
+            return None
+        if col.table in inner_aliases:
+            continue
+        occ, local = _occurrence_of(scope, col, occs)
+        if occ is None or not local or (target is not None and occ is not target):
+            return None
+        target = occ
+    if target is None or not target.ref.sharded or target.ref.is_reference or target.ref.pinned is not None:
+        return None
+    vcol = _vindex_column(target.ref)
+    if vcol is None or not _pushable_with_subqueries(pred):
+        return None
+    tied = {target.alias: target.ref}
+    inner = []
+    for t in pred.find_all(exp.Table):
+        if TAG not in t.meta:
+            return None  # a CTE or derived name: not on the shard
+        ref = resolve_ref(t, occs)
+        if ref is None or ref.keyspace != target.ref.keyspace:
+            return None
+        if ref.sharded and not ref.is_reference:
+            inner.append((t, ref))
+    pending = list(inner)
+    while pending:
+        progress = False
+        for t, ref in list(pending):
+            if _tied(t, ref, tied):
+                tied[t.alias_or_name] = ref
+                pending.remove((t, ref))
+                progress = True
+        if not progress:
+            return None
+    return target
+
+
+def resolve_ref(t: exp.Table, occs: dict[int, Occurrence]) -> TableRef | None:
+    occ = occs.get(t.meta[TAG])
+    return occ.ref if occ is not None else None
+
+
+def _vindex_column(ref: TableRef) -> str | None:
+    cv = ref.primary_vindex()
+    if cv is None or len(cv.columns) != 1:
+        return None
+    return cv.columns[0].lower()
+
+
+def _vindex_kind(ref: TableRef) -> object:
+    cv = ref.primary_vindex()
+    v = cv.vindex if cv is not None else None
+    return (type(v).__name__, getattr(v, "name", None)) if getattr(v, "needs_lookup", False) else type(v).__name__
+
+
+def _tied(t: exp.Table, ref: TableRef, tied: dict[str, TableRef]) -> bool:
+    """``t``'s own WHERE equates its vindex column with a tied table's."""
+    col = _vindex_column(ref)
+    sel = t.find_ancestor(exp.Select)
+    if col is None or sel is None or ref.pinned is not None:
+        return False
+    where = sel.args.get("where")
+    alias = t.alias_or_name
+    for p in conjuncts(where.this if where is not None else None):
+        if not isinstance(p, exp.EQ):
+            continue
+        for mine, theirs in ((p.this, p.expression), (p.expression, p.this)):
+            if not (isinstance(mine, exp.Column) and isinstance(theirs, exp.Column)):
+                continue
+            if mine.table != alias or mine.name.lower() != col:
+                continue
+            other = tied.get(theirs.table)
+            if other is not None and _vindex_column(other) == theirs.name.lower() \
+                    and _vindex_kind(other) == _vindex_kind(ref):
+                return True
+    return False
+
+
+def _pushable_with_subqueries(pred: exp.Expression) -> bool:
+    for node in pred.walk():
+        if isinstance(node, (*_VOLATILE_CLASSES, exp.Parameter, exp.PropertyEQ, exp.Window)):
+            return False
+        if isinstance(node, exp.Func):
+            name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+            if name in _VOLATILE_NAMES:
+                return False
+    return True
+
+
+def _implied_by_disjunction(scope: Scope, pred: exp.Expression, allowed: set[int] | None,
+                            occs: dict[int, Occurrence]) -> list[tuple[exp.Expression, set[int] | None]]:
+    """From ``(a AND b AND x) OR (a AND c AND y)``: ``a`` (in every branch) holds, and for
+    each table the OR of its own conditions in every branch holds (``b OR c`` if both
+    are about one table) — filters and join keys TPC-H Q7/Q19 only state this way."""
+    while isinstance(pred, exp.Paren):
+        pred = pred.this
+    if not isinstance(pred, exp.Or):
+        return []
+    branches = [conjuncts(d.this if isinstance(d, exp.Paren) else d) for d in pred.flatten()]
+    out: list[tuple[exp.Expression, set[int] | None]] = []
+    texts = [{c.sql(): c for c in b} for b in branches]
+    for text, c in texts[0].items():
+        if all(text in t for t in texts[1:]):
+            out.append((c, allowed))
+    per_table: dict[int, list[list[exp.Expression]]] = {}
+    for i, branch in enumerate(branches):
+        for c in branch:
+            occ = _local_columns_occurrence(scope, c, occs)
+            if occ is not None and _pushable(c):
+                per_table.setdefault(occ.tag, [[] for _ in branches])[i].append(c)
+    for tag, parts in per_table.items():
+        if all(parts) and tag in occs:
+            ors = [exp.and_(*p) if len(p) > 1 else p[0] for p in parts]
+            implied = exp.or_(*[exp.paren(o.copy()) for o in ors])
+            if len({o.sql() for o in ors}) == 1:
+                implied = ors[0].copy()
+            out.append((implied, allowed))
+    return out
 
 
 def _equality(scope: Scope, pred: exp.Expression, occs: dict[int, Occurrence],
