@@ -126,6 +126,10 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         if len(ts) > 1:
             raise unsupported(f"expression over several tables in a cross-shard join: {to_sql(inner)}")
         t = ts.pop() if ts else 0
+        if t in nullable and not isinstance(inner, exp.Column):
+            # the right route computes it per matching row; a row padded with NULLs
+            # would need it computed over NULLs (CASE/COALESCE/IS NULL differ)
+            raise unsupported(f"expression over the outer side of a LEFT JOIN across shards: {to_sql(inner)}")
         items.append((t, need(t, e)))
 
     # bind variables: columns of earlier tables used by a later table's predicates

@@ -61,6 +61,9 @@ def _candidates(where: exp.Expression) -> list[exp.Expression]:
         if isinstance(node, exp.Exists):
             out.append(node)
             continue
+        if isinstance(node, exp.Any | exp.All):
+            # a comparison with every row of a subquery: not a value to pull out
+            raise unsupported("ANY/ALL subquery across shards")
         if isinstance(node, exp.Subquery):
             out.append(node)  # scalar
             continue

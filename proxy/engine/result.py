@@ -54,7 +54,9 @@ class Field:
 
     @property
     def is_binary(self) -> bool:
-        return self.charset == BINARY_CHARSET
+        """A binary *string* (BINARY, VARBINARY, BLOB): numbers and temporal values carry
+        the binary charset too, but are not bytes to keep as they are."""
+        return self.charset == BINARY_CHARSET and self.type not in _NOT_BYTES
 
 
 def decode_text_row(data: bytes) -> Row:
@@ -189,6 +191,9 @@ _INT_TYPES = {
 }
 _FLOAT_TYPES = {ColumnType.FLOAT, ColumnType.DOUBLE}
 _DECIMAL_TYPES = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
+_TEMPORAL_TYPES = {ColumnType.DATE, ColumnType.DATETIME, ColumnType.TIMESTAMP, ColumnType.TIME,
+                   ColumnType.NEWDATE, ColumnType.YEAR}
+_NOT_BYTES = _INT_TYPES | _FLOAT_TYPES | _DECIMAL_TYPES | _TEMPORAL_TYPES
 
 
 def is_numeric(f: Field) -> bool:
@@ -211,7 +216,7 @@ def decode_value(f: Field, raw: bytes | None) -> Any:
         return decimal.Decimal(raw.decode())
     if t in _FLOAT_TYPES:
         return float(raw)
-    if f.charset == BINARY_CHARSET:
+    if f.charset == BINARY_CHARSET and t not in _TEMPORAL_TYPES:
         return raw
     return raw.decode("utf-8", "surrogateescape")
 
