@@ -178,7 +178,12 @@ def _input(occ: Occurrence, bound: Bound, position: dict[int, int], done: list[T
             + to_sql(empty))
         local = parse_template(to_sql(sel))
     reductions: list[TempReduction] = []
+    reduction_preds: list[exp.Expression] = []
+    seen_reductions: set[tuple[str, int, str]] = set()
     for red in occ.reductions:
+        if (red.column.lower(), red.source, red.source_column.lower()) in seen_reductions:
+            continue
+        seen_reductions.add((red.column.lower(), red.source, red.source_column.lower()))
         src_pos = position.get(red.source)
         if src_pos is None or src_pos >= len(done):
             continue  # the source comes later: no reduction in this direction
@@ -193,6 +198,11 @@ def _input(occ: Occurrence, bound: Bound, position: dict[int, int], done: list[T
         rsel = _fetch(occ, [pred], columns)
         rsource = _route(occ, rsel, ctx.list_vars | {var})
         reductions.append(TempReduction(var, src_pos, from_column, rsource))
+        reduction_preds.append(pred)
+    all_reduced = None
+    if len(reductions) > 1:
+        all_vars = ctx.list_vars | {r.var for r in reductions}
+        all_reduced = _route(occ, _fetch(occ, [p.copy() for p in reduction_preds], columns), all_vars)
     return TempInput(
         name=name,
         table=occ.ref.qualified(),
@@ -202,6 +212,7 @@ def _input(occ: Occurrence, bound: Bound, position: dict[int, int], done: list[T
         indexes=sorted(occ.join_keys),
         local_query=local,
         reductions=reductions,
+        all_reduced=all_reduced,
     )
 
 

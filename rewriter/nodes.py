@@ -448,6 +448,8 @@ class TempInput:
     indexes: list[str] = field(default_factory=list)
     local_query: SqlTemplate | None = None
     reductions: list[TempReduction] = field(default_factory=list)
+    # every reduction at once (their variables all bound), when there are several
+    all_reduced: Plan | None = None
 
 
 @dataclass(eq=False)

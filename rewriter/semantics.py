@@ -390,6 +390,8 @@ def _collect_predicates(scope: Scope, occs: dict[int, Occurrence],
                 absorbed_selects.update(x.meta[SELECT_TAG] for x in pred.find_all(exp.Select)
                                         if SELECT_TAG in x.meta)
                 absorbed_tables.update(t.meta[TAG] for t in pred.find_all(exp.Table) if TAG in t.meta)
+            else:
+                _in_subquery(scope, pred, occs, allowed)
             continue
         occ = _local_columns_occurrence(scope, pred, occs)
         if occ is not None:
@@ -398,6 +400,7 @@ def _collect_predicates(scope: Scope, occs: dict[int, Occurrence],
                 occ.predicates.append(pred)
             continue
         _equality(scope, pred, occs, allowed)
+        _in_subquery(scope, pred, occs, allowed)
 
 
 def _colocated_subquery_target(scope: Scope, pred: exp.Expression,
@@ -465,11 +468,22 @@ def _vindex_kind(ref: TableRef) -> object:
 
 
 def _tied(t: exp.Table, ref: TableRef, tied: dict[str, TableRef]) -> bool:
-    """``t``'s own WHERE equates its vindex column with a tied table's."""
+    """``t``'s own WHERE equates its vindex column with a tied table's, or its select is
+    ``tied.v IN (SELECT t.v ...)`` (not negated)."""
     col = _vindex_column(ref)
     sel = t.find_ancestor(exp.Select)
     if col is None or sel is None or ref.pinned is not None:
         return False
+    in_pred = sel.parent.parent if isinstance(sel.parent, exp.Subquery) else sel.parent
+    if isinstance(in_pred, exp.In) and not isinstance(in_pred.parent, exp.Not) \
+            and len(sel.expressions) == 1 and isinstance(in_pred.this, exp.Column):
+        item = sel.expressions[0]
+        item = item.this if isinstance(item, exp.Alias) else item
+        outer = tied.get(in_pred.this.table)
+        if isinstance(item, exp.Column) and item.table == t.alias_or_name and item.name.lower() == col \
+                and outer is not None and _vindex_column(outer) == in_pred.this.name.lower() \
+                and _vindex_kind(outer) == _vindex_kind(ref):
+            return True
     where = sel.args.get("where")
     alias = t.alias_or_name
     for p in conjuncts(where.this if where is not None else None):
@@ -527,6 +541,39 @@ def _implied_by_disjunction(scope: Scope, pred: exp.Expression, allowed: set[int
                 implied = ors[0].copy()
             out.append((implied, allowed))
     return out
+
+
+def _in_subquery(scope: Scope, pred: exp.Expression, occs: dict[int, Occurrence],
+                 allowed: set[int] | None) -> None:
+    """``t.x IN (SELECT u.y FROM u ...)`` (a conjunct, not negated): ``t`` needs only rows
+    whose ``x`` is among ``u``'s ``y`` values (a semi-join); and when the subquery does
+    not aggregate, ``u`` only rows whose ``y`` is among ``t``'s ``x`` values."""
+    if not isinstance(pred, exp.In) or pred.args.get("query") is None or not isinstance(pred.this, exp.Column):
+        return
+    sub = pred.args["query"]
+    sel = sub.this if isinstance(sub, exp.Subquery) else sub
+    if not isinstance(sel, exp.Select) or len(sel.expressions) != 1 or sel.args.get("limit"):
+        return
+    item = sel.expressions[0]
+    item = item.this if isinstance(item, exp.Alias) else item
+    if not isinstance(item, exp.Column) or not item.table:
+        return
+    inner = next((t for t in sel.find_all(exp.Table) if t.alias_or_name == item.table and TAG in t.meta
+                  and t.find_ancestor(exp.Select) is sel), None)
+    t_occ, local = _occurrence_of(scope, pred.this, occs)
+    u_occ = occs.get(inner.meta[TAG]) if inner is not None else None
+    if t_occ is None or u_occ is None or t_occ is u_occ or not local:
+        return
+    if not _same_type_class(t_occ, pred.this.name, u_occ, item.name):
+        return
+    t_occ.join_keys.add(pred.this.name)
+    u_occ.join_keys.add(item.name)
+    if allowed is None or t_occ.tag in allowed:
+        t_occ.reductions.append(Reduction(pred.this.name, u_occ.tag, item.name))
+    aggregates = sel.args.get("group") or sel.args.get("having") or any(
+        isinstance(n, exp.AggFunc | exp.Window) for n in sel.find_all(exp.AggFunc, exp.Window))
+    if not aggregates and not u_occ.null_supplied:
+        u_occ.reductions.append(Reduction(item.name, t_occ.tag, pred.this.name))
 
 
 def _equality(scope: Scope, pred: exp.Expression, occs: dict[int, Occurrence],

@@ -33,9 +33,9 @@ from rewriter.nodes import Compute, Opcode, Plan, Route, TempInput
 from rewriter.sqltemplate import SqlTemplate, escape_string, quote_identifier
 
 # Distinct values of a join key up to which a later input is fetched by IN list
-# rather than whole (TPC-H SF 0.1: 20k keys cost ~25 ms to send, a 600k-row table
-# fetched whole ~4 s).
-REDUCTION_LIMIT = 20_000
+# rather than whole (an IN list of 50k integers is ~0.4 MB of SQL; a 600k-row TPC-H
+# SF 0.1 lineitem fetched whole through the proxy takes seconds).
+REDUCTION_LIMIT = 50_000
 # Bytes of literal rows per INSERT (well under max_allowed_packet's 16 MiB default).
 INSERT_BATCH_BYTES = 1 << 20
 
@@ -86,13 +86,17 @@ async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: Any,
     from the table (rows copied in place never pass through the proxy)."""
     source: Plan = inp.source
     bv: dict[str, Any] = dict(bindvars)
-    best: list[Any] | None = None
-    for red in inp.reductions:
-        vals = values.get((red.from_input, red.from_column))
-        if vals is not None and (best is None or len(vals) < len(best)):
-            best = vals
-            source = red.source
+    available = [(red, values.get((red.from_input, red.from_column))) for red in inp.reductions]
+    usable = [(red, vals) for red, vals in available if vals is not None]
+    if inp.all_reduced is not None and usable and len(usable) == len(available):
+        # every reduction applies: fetch rows that pass all of them
+        source = inp.all_reduced
+        for red, vals in usable:
             bv[red.var] = vals if vals else [None]
+    elif usable:
+        red, vals = min(usable, key=lambda rv: len(rv[1]))  # type: ignore[arg-type]
+        source = red.source
+        bv[red.var] = vals if vals else [None]
     name = quote_identifier(inp.name)
     columns = ", ".join(quote_identifier(c) for c in inp.columns) if inp.columns else ""
     into = f"INSERT INTO {name} ({columns}) " if columns else f"INSERT INTO {name} "
