@@ -33,9 +33,11 @@ from vschema.tracked_schema import EMPTY_SCHEMA, ColumnInfo, TableSchema, Tracke
 logger = logging.getLogger(__name__)
 
 COLUMNS_QUERY = (
-    "select TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COLLATION_NAME, IS_NULLABLE, EXTRA, "
-    "COLUMN_KEY "
-    "from information_schema.columns where TABLE_SCHEMA = {db} order by TABLE_NAME, ORDINAL_POSITION"
+    "select c.TABLE_NAME, c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, c.COLLATION_NAME, c.IS_NULLABLE, "
+    "c.EXTRA, c.COLUMN_KEY, t.TABLE_ROWS "
+    "from information_schema.columns c left join information_schema.tables t "
+    "on t.TABLE_SCHEMA = c.TABLE_SCHEMA and t.TABLE_NAME = c.TABLE_NAME "
+    "where c.TABLE_SCHEMA = {db} order by c.TABLE_NAME, c.ORDINAL_POSITION"
 )
 
 
@@ -56,10 +58,12 @@ def tables_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, TableSchema]:
     order) -> lower-cased table name -> TableSchema."""
     columns: dict[str, list[ColumnInfo]] = {}
     names: dict[str, str] = {}
-    for table, column, data_type, column_type, collation, nullable, extra, column_key in rows:
+    sizes: dict[str, int] = {}
+    for table, column, data_type, column_type, collation, nullable, extra, column_key, table_rows in rows:
         name = _text(table)
         key = name.lower()
         names.setdefault(key, name)
+        sizes[key] = rows_magnitude(int(_text(table_rows) or 0))
         columns.setdefault(key, []).append(
             ColumnInfo(
                 name=_text(column),
@@ -71,7 +75,13 @@ def tables_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, TableSchema]:
                 primary_key=_text(column_key).upper() == "PRI",
             )
         )
-    return {key: TableSchema(names[key], tuple(cols)) for key, cols in columns.items()}
+    return {key: TableSchema(names[key], tuple(cols), sizes[key]) for key, cols in columns.items()}
+
+
+def rows_magnitude(n: int) -> int:
+    """A table's row estimate rounded down to a power of 10: the planner only compares
+    sizes, and a schema whose estimates move within a magnitude keeps its version."""
+    return 0 if n <= 0 else 10 ** (len(str(n)) - 1)
 
 
 class SchemaTracker:

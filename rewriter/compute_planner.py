@@ -21,7 +21,16 @@ from rewriter.errors import unsupported
 from rewriter.nodes import Compute, Opcode, Plan, TempInput, TempReduction
 from rewriter.routing import choose_route
 from rewriter.select_planner import RouteInfo, make_route
-from rewriter.semantics import SELECT_TAG, TAG, Bound, Occurrence, bind, conjuncts, tag_tables
+from rewriter.semantics import (
+    SELECT_TAG,
+    TAG,
+    Bound,
+    Occurrence,
+    bind,
+    conjuncts,
+    simplify_exists,
+    tag_tables,
+)
 from rewriter.sqltemplate import parse_template, quote_identifier
 from rewriter.tables import TableRef
 
@@ -36,6 +45,7 @@ def plan_compute(stmt: exp.Expression, ctx: PlanContext) -> Plan:
     """``stmt``: an unmodified parse of the client's SELECT (or UNION)."""
     stmt = stmt.copy()
     _check_computable(stmt)
+    simplify_exists(stmt)
     refs = tag_tables(stmt, ctx)
     if not refs:
         raise unsupported("query without tables that spans shards")
@@ -94,11 +104,12 @@ def _input_order(bound: Bound) -> list[int]:
     remaining = set(occs)
     order: list[int] = []
 
-    def key(tag: int) -> tuple[int, int, int, int]:
+    def key(tag: int) -> tuple[int, int, int, int, int]:
         o = occs[tag]
         reference = 0 if (o.ref.is_reference or not o.ref.sharded) else 1
         reducible = 0 if any(r.source not in remaining for r in o.reductions) else 1
-        return (reducible, 0 if o.predicates else 1, reference, tag)
+        size = o.schema.rows if o.schema is not None else 0
+        return (reducible, 0 if o.predicates else 1, reference, size, tag)
 
     while remaining:
         free = [t for t in remaining
@@ -125,6 +136,8 @@ def _fetch(occ: Occurrence, extra: list[exp.Expression], columns: list[str]) -> 
     preds = [_for_shard(p.copy()) for p in occ.predicates] + extra
     if preds:
         sel = sel.where(exp.and_(*preds) if len(preds) > 1 else preds[0])
+    if occ.existence_only and columns:
+        sel = sel.distinct()
     return sel
 
 

@@ -81,6 +81,9 @@ class Occurrence:
     join_keys: set[str] = field(default_factory=set)
     reductions: list[Reduction] = field(default_factory=list)
     null_supplied: bool = False
+    # only whether rows with given values exist matters (the one table of an EXISTS or
+    # IN subquery that does not aggregate): duplicates may be dropped at the shards
+    existence_only: bool = False
 
     def add_column(self, name: str) -> None:
         if name.lower() not in (c.lower() for c in self.columns):
@@ -280,6 +283,8 @@ def _collect_columns(scope: Scope, occs: dict[int, Occurrence], known: bool) -> 
     if natural or stars or not known:
         for o in local_occs:
             o.all_columns = True
+    if len(local_occs) == 1 and len(scope.sources) == 1 and _is_existence_test(expr):
+        local_occs[0].existence_only = True
     for col in scope.columns:
         if not col.table:
             if len(local_occs) == 1 and not known:
@@ -288,6 +293,29 @@ def _collect_columns(scope: Scope, occs: dict[int, Occurrence], known: bool) -> 
         occ, _local = _occurrence_of(scope, col, occs)
         if occ is not None:
             occ.add_column(col.name)
+
+
+def _is_existence_test(sel: exp.Expression) -> bool:
+    """``sel`` is the body of EXISTS or of ``x IN (...)`` and does not aggregate."""
+    if not isinstance(sel, exp.Select):
+        return False
+    parent = sel.parent.parent if isinstance(sel.parent, exp.Subquery) else sel.parent
+    if not (isinstance(parent, exp.Exists) or (isinstance(parent, exp.In) and parent.args.get("query") is not None)):
+        return False
+    if any(sel.args.get(k) for k in ("group", "having", "limit", "offset", "windows")):
+        return False
+    return not any(True for _ in sel.find_all(exp.AggFunc, exp.Window))
+
+
+def simplify_exists(stmt: exp.Expression) -> None:
+    """``EXISTS (SELECT <anything> ...)`` -> ``EXISTS (SELECT 1 ...)`` (in place) when the
+    select list cannot change the answer (no aggregate, so no always-present row): its
+    columns then need not be fetched."""
+    for e in stmt.find_all(exp.Exists):
+        sel = e.this
+        if isinstance(sel, exp.Select) and not sel.args.get("group") and not sel.args.get("having") \
+                and not any(True for x in sel.expressions for _ in x.find_all(exp.AggFunc, exp.Window)):
+            sel.set("expressions", [exp.Literal.number(1)])
 
 
 def conjuncts(e: exp.Expression | None) -> list[exp.Expression]:

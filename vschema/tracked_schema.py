@@ -41,6 +41,7 @@ class ColumnInfo:
 class TableSchema:
     name: str
     columns: tuple[ColumnInfo, ...]
+    rows: int = 0  # the shard's row estimate, as a power of 10 (0: unknown or empty)
 
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
