@@ -246,10 +246,7 @@ def _compute_query(stmt: exp.Expression, bound: Bound, ctx: PlanContext) -> exp.
     for sel in list(q.find_all(exp.Select)):
         if sel.meta.get(SELECT_TAG) not in bound.absorbed_selects or sel.root() is not q:
             continue
-        node: exp.Expression = sel
-        while node.parent is not None and not isinstance(node.parent, exp.Where | exp.And | exp.Join):
-            node = node.parent
-        node.replace(exp.true())  # applied where the rows were fetched
+        _stated_conjunct(sel).replace(exp.true())  # applied where the rows were fetched
     for t in list(q.find_all(exp.Table)):
         tag = t.meta.get(TAG)
         if tag is None:
@@ -264,6 +261,20 @@ def _compute_query(stmt: exp.Expression, bound: Bound, ctx: PlanContext) -> exp.
             col.set("db", None)
             col.set("catalog", None)
     return q
+
+
+def _stated_conjunct(node: exp.Expression) -> exp.Expression:
+    """The WHERE (or ON) conjunct ``node`` lies in, as the semantic analysis split them:
+    below the clause, AND nodes (and parentheses around one) are only the split; the
+    first other node down the path is the conjunct (``NOT (...)`` whole, never a part)."""
+    path = [node]
+    while path[-1].parent is not None and not isinstance(path[-1].parent, exp.Where | exp.Join):
+        path.append(path[-1].parent)
+    for n in reversed(path):
+        if isinstance(n, exp.And) or (isinstance(n, exp.Paren) and isinstance(n.this, exp.And)):
+            continue
+        return n
+    return node
 
 
 def _first_select(stmt: exp.Expression) -> exp.Select | None:

@@ -600,13 +600,18 @@ def _plan_union(u: exp.Union, ctx: PlanContext) -> Plan:
     sources: list[Plan] = []
     distinct = False
 
-    def walk(node: exp.Expression) -> None:
+    def walk(node: exp.Expression, under_all: bool = False) -> None:
         nonlocal distinct
         if isinstance(node, exp.Union) and not isinstance(node, exp.Except | exp.Intersect):
             if node.args.get("distinct"):
+                if under_all:
+                    # (A UNION B) UNION ALL C: C keeps its duplicates; one Distinct over
+                    # every arm would drop them
+                    raise unsupported("UNION DISTINCT followed by UNION ALL across shards")
                 distinct = True
-            walk(node.this)
-            walk(node.expression)
+            all_here = under_all or not node.args.get("distinct")
+            walk(node.this, all_here)
+            walk(node.expression, all_here)
         elif isinstance(node, exp.Except | exp.Intersect):
             raise unsupported("EXCEPT/INTERSECT across shards")
         else:

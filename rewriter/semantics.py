@@ -407,11 +407,12 @@ def _collect_predicates(scope: Scope, occs: dict[int, Occurrence],
         if side in ("", "INNER", "CROSS", "LEFT"):
             for p in conjuncts(j.args.get("on")):
                 candidates.append((p, {right}))
+    stated = {id(p) for p, _ in candidates}  # conjuncts as written (not implied ones)
     for pred, allowed in list(candidates):
         candidates.extend(_implied_by_disjunction(scope, pred, allowed, occs))
     for pred, allowed in candidates:
         if any(True for _ in pred.find_all(exp.Select)):
-            target = _colocated_subquery_target(scope, pred, occs)
+            target = _colocated_subquery_target(scope, pred, occs) if id(pred) in stated else None
             if target is not None and target.tag not in absorbed_tables and (
                     (target.tag in allowed) if allowed is not None else target.tag not in nulls):
                 target.predicates.append(pred)

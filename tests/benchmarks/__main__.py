@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark module in this folder, one after another.
 
-`python -m tests.benchmarks [name ...]` runs only the named ones (e.g. `proxy`, `messaging`, `cdc`, `tpch`)."""
+`python -m tests.benchmarks [name ...]` runs only the named ones (e.g. `proxy`, `messaging`, `cdc`, `tpch`, `differential`)."""
 
 from __future__ import annotations
 

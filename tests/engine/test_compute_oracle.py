@@ -72,6 +72,14 @@ QUERIES = {
                                 "from items i where i.qty < 3", "unordered"),
     "merged_not_exists": ("select count(*) from items i where not exists (select 1 from items j "
                           "where j.id = i.id and j.price > 100)", "ordered"),
+    "colocated_exists_under_not": ("select count(*) from items a join items b on b.id = a.customer_id "
+                                   "where a.customer_id in (59, 59) and not ((not exists (select 1 from items s1 "
+                                   "where s1.id = a.id and abs(s1.score - 2e0) <= 4) and a.id = null))", "ordered"),
+    "colocated_in_under_not": ("select count(*) n from items i left join lookup.qty_labels l on l.qty = i.qty "
+                               "where not (i.customer_id * 2 >= 27 and i.id in (select s1.id from items s1 "
+                               "where s1.id >= 1774))", "ordered"),
+    "union_then_union_all": ("select customer_id from items union select customer_id from items where qty = 3 "
+                             "union all select id from items where id < 50", "unordered"),
     "std_variance_bit": ("select std(qty), variance(price), bit_or(qty), bit_and(qty), bit_xor(qty) from items",
                          "ordered"),
 }

@@ -404,7 +404,9 @@ class Gen:
             sql += f" having {h}"
         if r.random() < 0.5:
             key_pos = [str(i + 1) for i in range(len(keys))]
-            front = [str(len(keys) + 1 + i) for i in range(len(aggs))] if r.random() < 0.4 else []
+            # not by a double computed from many rows: equal values may differ in their last bits
+            front = [str(len(keys) + 1 + i) for i, a in enumerate(aggs)
+                     if not any(x in a for x in ("std(", "variance(", "score", "/"))] if r.random() < 0.4 else []
             head = r.sample(front, r.randint(0, len(front)))
             ks = head + key_pos
             r.shuffle(ks)
@@ -1049,7 +1051,8 @@ async def test_random_queries_match_the_oracle_and_tlp_holds(schema, vcursor, or
     print("\n" + report)
     assert not summary.failures, (
         f"{len(summary.failures)} differences (reproduce: SHARDGATE_DIFF_SEED={SEED}; case i is "
-        f"tests.engine.test_differential.generate({SEED}, i)):\n\n" + "\n\n".join(summary.failures)
+        f"tests.engine.test_differential.generate({SEED}, i); one statement against the oracle: "
+        "python -m tests.benchmarks.bench_differential --query SQL):\n\n" + "\n\n".join(summary.failures)
         + "\n\n" + report)
     assert sum(summary.refused.values()) <= MAX_REFUSED * summary.total, report
 
