@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from rewriter.context import DIALECT, PlanContext, select_item_texts, to_sql
+from rewriter.context import PlanContext, select_item_texts, to_sql
 from rewriter.errors import unsupported
-from rewriter.nodes import Compute, Opcode, Plan, TempInput, TempReduction
-from rewriter.routing import choose_route
-from rewriter.select_planner import RouteInfo, make_route
+from rewriter.join_planner import route_for_table
+from rewriter.nodes import Compute, Plan, TempInput, TempReduction
 from rewriter.semantics import (
     SELECT_TAG,
     TAG,
@@ -151,23 +150,8 @@ def _for_shard(pred: exp.Expression) -> exp.Expression:
 
 
 def _route(occ: Occurrence, sel: exp.Select, list_vars: frozenset[str]) -> Plan:
-    ref = occ.ref
     where = sel.args.get("where")
-    preds = conjuncts(where.this if where is not None else None)
-    if not ref.sharded:
-        info = RouteInfo(Opcode.Unsharded, ref.keyspace, False, tables=[ref])
-    elif ref.is_reference:
-        info = RouteInfo(Opcode.Reference, ref.keyspace, True, tables=[ref])
-    elif ref.pinned is not None:
-        info = RouteInfo(Opcode.ByDestination, ref.keyspace, True, tables=[ref],
-                         target_ksid=ref.pinned)
-    else:
-        choice = choose_route(ref, [ref], preds, list_vars)
-        info = RouteInfo(choice.opcode, ref.keyspace, True, choice=choice, tables=[ref])
-    fq = sel.copy()
-    fq.set("where", exp.Where(this=exp.NEQ(this=exp.Literal.number(1),
-                                           expression=exp.Literal.number(1))))
-    return make_route(info, to_sql(sel), to_sql(fq).replace(" <> ", " != "))
+    return route_for_table(occ.ref, sel, conjuncts(where.this if where is not None else None), list_vars)
 
 
 def _input(occ: Occurrence, bound: Bound, position: dict[int, int], done: list[TempInput],
@@ -303,4 +287,4 @@ def _output_names(stmt: exp.Expression, ctx: PlanContext) -> list[object]:
     return out
 
 
-__all__ = ["plan_compute", "TEMP_PREFIX", "DIALECT"]
+__all__ = ["plan_compute", "TEMP_PREFIX"]

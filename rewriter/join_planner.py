@@ -191,7 +191,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
             # exp.and_ parenthesises OR operands: AND binds tighter than OR
             cond = exp.and_(*(p.copy() for p in rewritten[t])) if len(rewritten[t]) > 1 else rewritten[t][0]
             q.set("where", exp.Where(this=cond))
-        routes.append(_route_for(r, q, rewritten[t], ctx))
+        routes.append(route_for_table(r, q, rewritten[t], ctx.list_vars))
 
     offsets = []
     total = 0
@@ -249,7 +249,9 @@ def _used_by(preds: list[exp.Expression], name: str) -> bool:
     return any(p.name == name for q in preds for p in q.find_all(exp.Placeholder))
 
 
-def _route_for(ref: TableRef, q: exp.Select, preds: list[exp.Expression], ctx: PlanContext) -> Plan:
+def route_for_table(ref: TableRef, q: exp.Select, preds: list[exp.Expression],
+                    list_vars: frozenset[str]) -> Plan:
+    """The route that runs ``q`` (a SELECT over ``ref`` alone, WHERE ``preds``)."""
     if ref.system:
         info = RouteInfo(Opcode.DBA, ref.keyspace, ref.sharded, tables=[ref])
     elif not ref.sharded:
@@ -259,7 +261,7 @@ def _route_for(ref: TableRef, q: exp.Select, preds: list[exp.Expression], ctx: P
     elif ref.pinned is not None:
         info = RouteInfo(Opcode.ByDestination, ref.keyspace, True, tables=[ref], target_ksid=ref.pinned)
     else:
-        c = choose_route(ref, [ref], preds, ctx.list_vars)
+        c = choose_route(ref, [ref], preds, list_vars)
         info = RouteInfo(c.opcode, ref.keyspace, True, choice=c, tables=[ref])
     fq = q.copy()
     fq.set("where", exp.Where(this=exp.NEQ(this=exp.Literal.number(1), expression=exp.Literal.number(1))))

@@ -352,13 +352,15 @@ def _null_supplied(sel: exp.Select, occs: dict[int, Occurrence]) -> set[int]:
     return out
 
 
-def _pushable(pred: exp.Expression) -> bool:
+def _pushable(pred: exp.Expression, subqueries: bool = False) -> bool:
+    """Whether ``pred`` may be evaluated where a table's rows are fetched: nothing volatile
+    or session-bound; no subquery, aggregate or window unless ``subqueries`` (a condition
+    whose subqueries run on the same shard)."""
     for node in pred.walk():
-        if isinstance(node, exp.Subquery | exp.Select | exp.AggFunc | exp.Window | exp.Star):
+        if isinstance(node, exp.Window) or (
+                not subqueries and isinstance(node, exp.Subquery | exp.Select | exp.AggFunc | exp.Star)):
             return False
-        if isinstance(node, _VOLATILE_CLASSES):
-            return False
-        if isinstance(node, exp.Parameter | exp.SessionParameter | exp.PropertyEQ):
+        if isinstance(node, (*_VOLATILE_CLASSES, exp.Parameter, exp.SessionParameter, exp.PropertyEQ)):
             return False
         if isinstance(node, exp.Func):
             name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
@@ -453,7 +455,7 @@ def _colocated_subquery_target(scope: Scope, pred: exp.Expression,
     if target is None or not target.ref.sharded or target.ref.is_reference or target.ref.pinned is not None:
         return None
     vcol = _vindex_column(target.ref)
-    if vcol is None or not _pushable_with_subqueries(pred):
+    if vcol is None or not _pushable(pred, subqueries=True):
         return None
     tied = {target.alias: target.ref}
     inner = []
@@ -528,17 +530,6 @@ def _tied(t: exp.Table, ref: TableRef, tied: dict[str, TableRef]) -> bool:
                     and _vindex_kind(other) == _vindex_kind(ref):
                 return True
     return False
-
-
-def _pushable_with_subqueries(pred: exp.Expression) -> bool:
-    for node in pred.walk():
-        if isinstance(node, (*_VOLATILE_CLASSES, exp.Parameter, exp.PropertyEQ, exp.Window)):
-            return False
-        if isinstance(node, exp.Func):
-            name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
-            if name in _VOLATILE_NAMES:
-                return False
-    return True
 
 
 def _implied_by_disjunction(scope: Scope, pred: exp.Expression, allowed: set[int] | None,

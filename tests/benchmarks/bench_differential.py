@@ -43,7 +43,6 @@ from tests.engine.test_differential import (
     oracle_sql,
     proxy_runner,
     run_differential,
-    tracked_schema,
 )
 
 STATEMENT_SECONDS = 20
@@ -92,7 +91,7 @@ async def _environment(cluster: LocalCluster) -> tuple[ShardVCursor, Any, Any]:
 async def _run(cluster: LocalCluster, args: argparse.Namespace, state: dict[str, Any]) -> int:
     vc, oracle, conn = await _environment(cluster)
     try:
-        schema = await tracked_schema(vc)
+        schema = await vc.tracked_schema()
         cache = PlanCache()
         proxy = proxy_runner(vc, schema, cache, random.Random(args.seed))
         if args.query:

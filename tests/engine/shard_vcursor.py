@@ -13,6 +13,8 @@ import pymysql
 from proxy.engine.result import Field, Result
 from proxy.engine.sequence import SequenceAllocator
 from proxy.errors import ShardError
+from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
+from vschema.tracked_schema import TrackedSchema
 
 
 def fields_of(cursor: Any) -> list[Field]:
@@ -128,6 +130,15 @@ class ShardVCursor:
             if not finished:
                 conn.close()  # unread rows: drop the connection rather than drain it
             pool.release(conn)
+
+    async def tracked_schema(self, keyspaces: Sequence[str] = ("commerce", "lookup")) -> TrackedSchema:
+        """Each keyspace's columns from its first shard, as the proxy's schema tracker reads them."""
+        schema = TrackedSchema({})
+        for ks in keyspaces:
+            shard = self._vschema.shards(ks)[0]
+            res = await self.execute_shard(ks, shard, COLUMNS_QUERY.format(db="database()"))
+            schema = schema.replace_keyspace(ks, tables_from_rows(res.rows))
+        return schema
 
     @property
     def in_transaction(self) -> bool:

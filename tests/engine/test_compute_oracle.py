@@ -8,23 +8,15 @@ import pytest
 import pytest_asyncio
 
 from proxy import engine
-from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from rewriter import PlanCache, plan_query
 from tests.engine.test_oracle import _sortable, normalised
-from vschema.tracked_schema import TrackedSchema
 
 CACHE = PlanCache()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def schema(loaded, vcursor):
-    """The tracked schema, read as the proxy's schema tracker reads it."""
-    schema = TrackedSchema({})
-    for ks in ("commerce", "lookup"):
-        shard = vcursor.vschema.shards(ks)[0]
-        res = await vcursor.execute_shard(ks, shard, COLUMNS_QUERY.format(db="database()"))
-        schema = schema.replace_keyspace(ks, tables_from_rows(res.rows))
-    return schema
+    return await vcursor.tracked_schema()
 
 
 async def run_sharded(vcursor, schema, sql):

@@ -54,7 +54,6 @@ import pytest_asyncio
 
 from proxy import engine
 from proxy.engine.result import Result
-from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from rewriter import PlanCache, plan_query
 from rewriter.collation import general_ci_key
 from tests.engine.test_oracle import _sortable, normalised
@@ -1001,16 +1000,6 @@ def proxy_runner(vcursor: Any, schema: TrackedSchema, cache: PlanCache, rnd: ran
     return run
 
 
-async def tracked_schema(vcursor: Any) -> TrackedSchema:
-    """The tracked schema, read as the proxy's schema tracker reads it."""
-    schema = TrackedSchema({})
-    for ks in ("commerce", "lookup"):
-        shard = vcursor.vschema.shards(ks)[0]
-        res = await vcursor.execute_shard(ks, shard, COLUMNS_QUERY.format(db="database()"))
-        schema = schema.replace_keyspace(ks, tables_from_rows(res.rows))
-    return schema
-
-
 async def run_differential(seed: int, count: int, tlp_count: int, proxy: Runner, oracle: Runner,
                            progress: Callable[[int, Summary], None] | None = None) -> Summary:
     summary = Summary(seed)
@@ -1040,7 +1029,7 @@ async def run_differential(seed: int, count: int, tlp_count: int, proxy: Runner,
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def schema(loaded, vcursor):
-    return await tracked_schema(vcursor)
+    return await vcursor.tracked_schema()
 
 
 @pytest.mark.filterwarnings("ignore::pymysql.err.Warning")

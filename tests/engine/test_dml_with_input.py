@@ -9,11 +9,9 @@ import pytest
 import pytest_asyncio
 
 from proxy import engine
-from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from rewriter import PlanCache, plan_query
 from tests.engine.shard_vcursor import ShardVCursor
 from vschema.loader import build_vschema
-from vschema.tracked_schema import TrackedSchema
 
 LEDGER_DDL = """CREATE TABLE IF NOT EXISTS ledger (
   id BIGINT NOT NULL PRIMARY KEY, acct BIGINT, amount DECIMAL(10,2), tag VARCHAR(10)
@@ -38,11 +36,7 @@ async def ledger(local_cluster, loaded, vcursor, oracle):
     await oracle(LEDGER_DDL)
     await oracle("DELETE FROM ledger")
     await oracle(f"INSERT INTO ledger VALUES {rows}")
-    schema = TrackedSchema({})
-    for ks in ("commerce", "lookup"):
-        shard = vc.vschema.shards(ks)[0]
-        res = await vc.execute_shard(ks, shard, COLUMNS_QUERY.format(db="database()"))
-        schema = schema.replace_keyspace(ks, tables_from_rows(res.rows))
+    schema = await vc.tracked_schema()
 
     async def run(sql):
         plan, bv = plan_query(sql, vc.vschema, "commerce", CACHE, schema=schema)

@@ -8,27 +8,14 @@ import pytest
 
 from proxy import engine
 from proxy.errors import ProxyError
-from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from rewriter import PlanCache, errors, plan_query
-from rewriter.sqltemplate import sql_literal
-from vschema.tracked_schema import EMPTY_SCHEMA, TrackedSchema
+from vschema.tracked_schema import EMPTY_SCHEMA
 
 CACHE = PlanCache()
 
 
-async def tracked(vcursor) -> TrackedSchema:
-    """What the proxy's tracker reads: each keyspace's columns from one shard."""
-    schema = EMPTY_SCHEMA
-    for ks in ("commerce", "lookup"):
-        shard = vcursor.vschema.shards(ks)[0]
-        db = vcursor._endpoints[(ks, shard)].database
-        res = await vcursor.execute_shard(ks, shard, COLUMNS_QUERY.format(db=sql_literal(db)))
-        schema = schema.replace_keyspace(ks, tables_from_rows(res.rows))
-    return schema
-
-
 async def run(vcursor, sql, keyspace="commerce"):
-    plan, bindvars = plan_query(sql, vcursor.vschema, keyspace, CACHE, schema=await tracked(vcursor))
+    plan, bindvars = plan_query(sql, vcursor.vschema, keyspace, CACHE, schema=await vcursor.tracked_schema())
     return await engine.execute(plan, vcursor, bindvars)
 
 
@@ -52,7 +39,7 @@ def assert_on_their_shards(vcursor, found):
 
 
 async def test_tracked_schema_has_the_shards_columns_in_order(vcursor):
-    schema = await tracked(vcursor)
+    schema = await vcursor.tracked_schema()
     customer = schema.table("commerce", "CUSTOMER")
     assert customer.column_names() == ["customer_id", "email", "tenant_id", "created_at"]
     cid = customer.column("customer_id")
