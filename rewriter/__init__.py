@@ -8,7 +8,8 @@ Entry points (stable; the proxy calls these):
     with this execution's bind variables. Pass both to
     ``proxy.engine.execute(plan, vcursor, bindvars)`` / ``proxy.engine.stream(...)``.
     ``VEXPLAIN PLAN <q>`` returns a ``VExplain`` node whose ``json`` is the answer (one
-    row, one column named ``JSON``). ``keyspace`` is the session's target: ``None``,
+    row, one column named ``JSON``); ``VEXPLAIN QUERIES|ALL <q>`` a ``VExplainRun``
+    (the engine runs the statement and answers what it sent to the shards). ``keyspace`` is the session's target: ``None``,
     ``"ks"``, or ``"ks:-80"`` for a shard-targeted session (statements sent verbatim).
     ``schema`` is the proxy's ``TrackedSchema`` (the shards' columns: INSERT/REPLACE
     without a column list); ``REPLACE`` is planned as the INSERT it routes like.
@@ -30,11 +31,22 @@ from typing import Any
 from rewriter.cache import PlanCache, vschema_version
 from rewriter.dml_planner import parse_replace, replace_verb
 from rewriter.errors import ParseError, PlanningError, TableNotFound, Unsupported
-from rewriter.nodes import Plan, Send, VExplain
+from rewriter.nodes import (
+    Delete,
+    DMLWithInput,
+    Insert,
+    InsertSelect,
+    Plan,
+    ReferenceWrite,
+    Send,
+    Update,
+    VExplain,
+    VExplainRun,
+)
 from rewriter.normalize import normalize
 from rewriter.planner import plan
 from rewriter.sqltemplate import SqlTemplate
-from rewriter.vexplain import vexplain_json
+from rewriter.vexplain import describe, vexplain_json
 from vschema.tracked_schema import TrackedSchema
 
 __all__ = [
@@ -52,7 +64,12 @@ __all__ = [
 DEFAULT_CACHE = PlanCache()
 logger = logging.getLogger(__name__)
 
-_VEXPLAIN = re.compile(r"^\s*(?:/\*.*?\*/\s*)*vexplain\s+(?:(plan|queries|all)\s+)?", re.I | re.S)
+_VEXPLAIN = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*vexplain\s+(?P<hints>(?:/\*.*?\*/\s*)*)(?:(?P<kind>plan|queries|all)\s+)?",
+    re.I | re.S,
+)
+# Plans that change data: VEXPLAIN QUERIES/ALL runs them only when told to (Vitess's VT09008).
+_WRITES = (Insert, InsertSelect, Update, Delete, ReferenceWrite, DMLWithInput)
 
 
 def plan_query(sql: str, vschema: Any, keyspace: str | None,
@@ -60,11 +77,13 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
                schema: TrackedSchema | None = None) -> tuple[Plan, dict[str, Any]]:
     m = _VEXPLAIN.match(sql)
     if m:
-        kind = (m.group(1) or "plan").lower()
-        if kind != "plan":
-            raise Unsupported(f"VT12001: unsupported: VEXPLAIN {kind.upper()}")
-        inner = sql[m.end():]
-        return VExplain(vexplain_json(_plan_text(inner, vschema, keyspace, schema=schema))), {}
+        kind = (m.group("kind") or "plan").lower()
+        inner = _plan_text(sql[m.end():], vschema, keyspace, schema=schema)
+        if kind == "plan":
+            return VExplain(vexplain_json(inner)), {}
+        if _writes(inner) and "execute_dml_queries" not in m.group("hints").lower():
+            raise PlanningError("VT09008: vexplain queries/all will actually run queries")
+        return VExplainRun(kind, inner, describe(inner)), {}
     if cache is None:
         cache = DEFAULT_CACHE
     try:
@@ -92,6 +111,12 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
     logger.debug("query planned", extra={"shape": shape[:500], "keyspace": keyspace,
                                          "plan": type(result).__name__, "cached_plans": len(cache)})
     return result, bindvars
+
+
+def _writes(node: Plan) -> bool:
+    if isinstance(node, _WRITES):
+        return True
+    return isinstance(node, Send) and node.is_dml
 
 
 def _plan_text(text: str, vschema: Any, keyspace: str | None, *,

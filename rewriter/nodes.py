@@ -119,8 +119,14 @@ class VindexLookup(Plan):
     lookup_keyspace: str = ""
 
 
+# The bind variable a Limit sets for the LIMIT pushed into its input's shard queries.
+UPPER_LIMIT = "__upper_limit"
+
+
 @dataclass(eq=False)
 class Limit(Plan):
+    """The input's pushed query carries ``LIMIT :__upper_limit`` (count + offset, bound at execution)."""
+
     count: Val
     offset: Val | None
     input: Plan
@@ -417,6 +423,18 @@ class VExplain(Plan):
     """``VEXPLAIN PLAN <q>``: answered by the proxy as one row with the JSON."""
 
     json: str
+
+
+@dataclass(eq=False)
+class VExplainRun(Plan):
+    """``VEXPLAIN QUERIES|ALL <q>``: runs ``inner`` while logging every query sent to a
+    shard. QUERIES answers the log (``#``, keyspace, shard, query); ALL answers
+    ``plan`` (the VEXPLAIN PLAN description) with each node's ``mysql_explain_json``:
+    the shards' ``EXPLAIN FORMAT=JSON`` of the queries it sent, keyed by shard."""
+
+    kind: str  # "queries" | "all"
+    inner: Plan
+    plan: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

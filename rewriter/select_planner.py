@@ -43,6 +43,7 @@ from rewriter.nodes import (
     AGG_SUM_COUNT_STAR,
     AGG_SUM_DISTINCT,
     SINGLE_SHARD,
+    UPPER_LIMIT,
     Aggregate,
     AggSpec,
     Computed,
@@ -65,7 +66,6 @@ from rewriter.routing import RouteChoice, choose_route, column_table, conjuncts,
 from rewriter.sqltemplate import parse_template
 from rewriter.tables import TableRef, any_keyspace, resolve_table, rewrite_table_node
 
-UPPER_LIMIT = "__upper_limit"
 _AGG_TYPES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
 
 

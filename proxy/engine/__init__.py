@@ -20,7 +20,7 @@ Ordered aggregates), distinct, filter, projection (SimpleProjection, Truncate,
 ProjectNames), projection_compute (expressions over aggregates), join, concatenate,
 pullout (uncorrelated subqueries), vindex_lookup, insert, insert_select, dml
 (update/delete), send, sequence (also the id-block ``SequenceAllocator`` the VCursor
-uses), vexplain. ``dispatch`` maps plan node types to them; helpers: destinations
+uses), vexplain, vexplain_run (VEXPLAIN QUERIES/ALL through a ``query_log``). ``dispatch`` maps plan node types to them; helpers: destinations
 (shard targeting), compare (collation-aware keys), lookup (lookup vindex SQL),
 stream_util.
 """

@@ -36,6 +36,7 @@ def _registry() -> dict[type, ModuleType]:
             send,
             sequence,
             vexplain,
+            vexplain_run,
             vindex_lookup,
         )
 
@@ -62,6 +63,7 @@ def _registry() -> dict[type, ModuleType]:
             P.Delete: dml,
             P.ReferenceWrite: dml,
             P.VExplain: vexplain,
+            P.VExplainRun: vexplain_run,
             P.Compute: compute,
             P.DMLWithInput: dml_with_input,
         })

@@ -12,8 +12,7 @@ from proxy.engine import dispatch
 from proxy.engine.result import Result
 from proxy.engine.stream_util import collect
 from proxy.errors import ProxyError
-from rewriter.nodes import Limit
-from rewriter.select_planner import UPPER_LIMIT
+from rewriter.nodes import UPPER_LIMIT, Limit
 
 
 def _bounds(node: Limit, bindvars: Mapping[str, Any]) -> tuple[int, int]:

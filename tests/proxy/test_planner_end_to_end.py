@@ -4,6 +4,7 @@ MySQL's column names, and the same answers as computed from the rows themselves.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 
@@ -79,3 +80,44 @@ def test_the_mariadb_cli_streams_a_computed_result(proxy, conn):
          "with t as (select customer_id from customer where tenant_id = 777) select count(*) from t"],
         capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "10"
+
+
+def test_vexplain_queries_lists_each_query_sent_with_its_keyspace_and_shard(conn):
+    c, base = conn
+    names, got = rows(c, f"vexplain queries select email from customer where customer_id = {base}")
+    assert names == ["#", "keyspace", "shard", "query"]
+    assert len(got) == 1 and got[0][0] == 0 and got[0][1] == "commerce" and got[0][2] in ("-80", "80-")
+    assert "from customer where customer_id = " in got[0][3]
+    _n, got = rows(c, "vexplain queries select count(*) from customer where tenant_id = 777")
+    assert sorted((g, ks, s) for g, ks, s, _q in got) == [(0, "commerce", "-80"), (0, "commerce", "80-")]
+    # a lookup-vindex read: the lookup query first (its own group), then the table's
+    _n, got = rows(c, "vexplain queries select price from corder where order_id = 1")
+    assert [(g, ks) for g, ks, _s, _q in got] == [(0, "lookup"), (1, "commerce")]
+    assert "corder_order_id_idx" in got[0][3]
+
+
+def test_vexplain_all_annotates_each_route_with_the_shards_mysql_explain(conn):
+    c, base = conn
+    _n, got = rows(c, "vexplain all select count(*) from customer where tenant_id = 777")
+    plan = json.loads(got[0][0])
+
+    def routes(d):
+        if d.get("OperatorType") == "Route":
+            yield d
+        for i in d.get("Inputs", ()):
+            yield from routes(i)
+
+    (route,) = list(routes(plan))
+    assert sorted(route["mysql_explain_json"]) == ["-80", "80-"]
+    assert "customer" in json.dumps(route["mysql_explain_json"]["-80"]["query_block"])
+
+
+def test_vexplain_queries_runs_dml_only_when_told_to(conn):
+    c, base = conn
+    with pytest.raises(pymysql.err.OperationalError) as e:
+        rows(c, f"vexplain queries update customer set email = 'x' where customer_id = {base}")
+    assert e.value.args == (1105, "VT09008: vexplain queries/all will actually run queries")
+    _n, got = rows(c, f"vexplain /*vt+ EXECUTE_DML_QUERIES */ queries update customer set email = 'vq' "
+                      f"where customer_id = {base}")
+    assert len(got) == 1 and got[0][3].startswith("update customer set email = 'vq'")
+    assert rows(c, "select email from customer where customer_id = %s", (base,))[1] == [(b"vq",)]  # email is VARBINARY
