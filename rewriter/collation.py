@@ -28,6 +28,12 @@ def _char_weight(ch: str) -> str:
     return base.upper()[:1] or base
 
 
+def general_ci_fold(s: str) -> str:
+    """Each character replaced by its ``utf8mb4_general_ci`` weight, one for one
+    (trailing spaces kept): what ``LIKE`` matches under that collation."""
+    return s.upper() if s.isascii() else "".join(_char_weight(c) for c in s)
+
+
 @lru_cache(maxsize=131072)
 def general_ci_key(s: str) -> str:
     s = s.rstrip(" ")

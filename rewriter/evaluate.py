@@ -1,28 +1,49 @@
-"""Compile a small SQL expression subset into a Python function over a decoded row.
+"""The one expression evaluator: SQL expressions compiled into Python functions over a
+decoded row, with MySQL's semantics, for whatever the proxy computes itself (HAVING and
+projections over aggregated or joined rows, ``STREAM ... WHERE`` subscriber filters).
 
-Used where the proxy itself must evaluate (HAVING over aggregated rows). The
-``resolve`` callback maps a sub-expression to a row index (or None if it is not a
-column of the row); anything the compiler does not know raises ``Unsupported``, so
-an expression is never evaluated with different semantics than MySQL's.
+``compile_expr(e, resolve)`` returns ``fn(row, bindvars)``; ``resolve`` maps a
+sub-expression to a row index (``None``: not a column of the row). Anything outside the
+subset below raises ``Unsupported`` naming it, so an expression is never evaluated with
+semantics other than MySQL's (most cross-shard statements never come here: a
+``Compute`` has MySQL itself evaluate them).
 
-Semantics follow MySQL: three-valued logic with NULL, strings compare with the
-default case- and accent-insensitive collation, numbers as numbers.
+MySQL's rules, as implemented (checked against MariaDB in tests/rewriter/test_evaluate.py):
+- three-valued logic: NULL in a comparison, arithmetic or IN gives NULL; ``AND`` is 0
+  if either side is 0, ``OR`` 1 if either is 1; ``<=>`` never NULL; booleans are 1/0;
+- a string read as a number takes its longest numeric prefix (``'12abc'`` is 12,
+  ``'abc'`` is 0) as a DOUBLE: in arithmetic, in truth tests, and when compared with a
+  number;
+- numbers: integers and DECIMALs exact (65 digits), any DOUBLE makes the result DOUBLE;
+  ``/`` of exact operands is DECIMAL; division and ``MOD``/``DIV`` by zero are NULL;
+  ``MOD`` takes the dividend's sign, ``DIV`` truncates;
+- text compares with the column's default collation ``utf8mb4_general_ci`` (case- and
+  accent-insensitive, trailing spaces ignored); a binary string (``bytes``) compares
+  byte by byte, as does text against one; ``LIKE`` likewise (``%``, ``_``, ``\\``).
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import operator
+import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
 from sqlglot import exp
 
-from rewriter.collation import general_ci_key
+from rewriter.collation import general_ci_fold, general_ci_key
 from rewriter.dialect import DIALECT
 from rewriter.errors import unsupported
+from rewriter.nodes import ValueKind
 
 Fn = Callable[[list[Any], Mapping[str, Any]], Any]
+Resolve = Callable[[exp.Expression], int | None]
+
+# DECIMAL arithmetic as MySQL's: up to 65 digits.
+_DECIMAL = decimal.Context(prec=65)
 
 _CMP: dict[type, Callable[[Any, Any], bool]] = {
     exp.EQ: operator.eq,
@@ -33,49 +54,147 @@ _CMP: dict[type, Callable[[Any, Any], bool]] = {
     exp.GTE: operator.ge,
 }
 
-
-def _comparable(a: Any, b: Any) -> tuple[Any, Any]:
-    if isinstance(a, str) and isinstance(b, str):
-        return general_ci_key(a), general_ci_key(b)
-    if isinstance(a, str) and not isinstance(b, str | bytes):
-        return _to_number(a), b
-    if isinstance(b, str) and not isinstance(a, str | bytes):
-        return a, _to_number(b)
-    if isinstance(a, float) and isinstance(b, Decimal):
-        return Decimal(a), b
-    if isinstance(b, float) and isinstance(a, Decimal):
-        return a, Decimal(b)
-    return a, b
+_NUMERIC_PREFIX = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def _numeric_operands(a: Any, b: Any) -> tuple[Any, Any]:
-    """Both operands of an arithmetic operator, strings read as numbers (NULL stays None)."""
-    if isinstance(a, str):
-        a = _to_number(a)
-    if isinstance(b, str):
-        b = _to_number(b)
-    return a, b
-
-
-def _to_number(s: str) -> Any:
+def string_to_double(v: str | bytes) -> float:
+    """A string in numeric context: its longest numeric prefix, else 0 (MySQL)."""
+    text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    m = _NUMERIC_PREFIX.match(text)
+    if m is None:
+        return 0.0
     try:
-        return Decimal(s.strip() or "0")
-    except ArithmeticError:
-        return Decimal(0)
+        return float(m.group(0))
+    except OverflowError:  # pragma: no cover - float() saturates to inf instead
+        return float("inf")
 
 
-def _truthy(v: Any) -> bool | None:
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float | Decimal)
+
+
+def _as_number(v: Any) -> Any:
+    """An operand in numeric context (NULL stays None, bool is 1/0)."""
+    if isinstance(v, str | bytes):
+        return string_to_double(v)
+    if isinstance(v, bool):
+        return int(v)
+    return v
+
+
+def _temporal_text(v: Any) -> str:
+    if isinstance(v, datetime.datetime):
+        return v.isoformat(sep=" ")
+    return v.isoformat() if isinstance(v, datetime.date | datetime.time) else str(v)
+
+
+def comparable(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two non-NULL values as MySQL compares them."""
+    if _is_number(a) and _is_number(b):
+        if isinstance(a, float) or isinstance(b, float):
+            return float(a), float(b)
+        return a, b
+    if _is_number(a) or _is_number(b):
+        return float(_as_number(a)), float(_as_number(b))
+    if isinstance(a, datetime.date | datetime.time | datetime.timedelta):
+        a = _temporal_text(a)
+    if isinstance(b, datetime.date | datetime.time | datetime.timedelta):
+        b = _temporal_text(b)
+    if isinstance(a, bytes) or isinstance(b, bytes):
+        a = a if isinstance(a, bytes) else str(a).encode()
+        b = b if isinstance(b, bytes) else str(b).encode()
+        return a, b
+    return general_ci_key(str(a)), general_ci_key(str(b))
+
+
+def truthy(v: Any) -> bool | None:
+    """A value as a condition: NULL, or whether it is non-zero as a number."""
     if v is None:
         return None
-    if isinstance(v, str):
-        return _to_number(v) != 0
+    if isinstance(v, str | bytes):
+        return string_to_double(v) != 0
     return bool(v)
 
 
-def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | None]) -> Fn:
+def like(value: Any, pattern: Any) -> bool:
+    binary = isinstance(value, bytes) or isinstance(pattern, bytes)
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else _temporal_text(value)
+    pat = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else str(pattern)
+    fold = (lambda t: t) if binary else general_ci_fold
+    rx: list[str] = []
+    i = 0
+    while i < len(pat):
+        c = pat[i]
+        if c == "\\" and i + 1 < len(pat):
+            rx.append(re.escape(fold(pat[i + 1])))
+            i += 2
+            continue
+        rx.append(".*" if c == "%" else "." if c == "_" else re.escape(fold(c)))
+        i += 1
+    return re.fullmatch("".join(rx), fold(text), re.S) is not None
+
+
+def _arith(op: type[exp.Expression], a: Any, b: Any) -> Any:
+    a, b = _as_number(a), _as_number(b)
+    if isinstance(a, float) or isinstance(b, float):
+        x, y = float(a), float(b)
+        if op is exp.Add:
+            return x + y
+        if op is exp.Sub:
+            return x - y
+        if op is exp.Mul:
+            return x * y
+        if y == 0:
+            return None
+        if op is exp.Div:
+            return x / y
+        if op is exp.Mod:
+            return _fmod(x, y)
+        return int(x / y)  # DIV
+    if op is exp.Add:
+        return _DECIMAL.add(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a + b
+    if op is exp.Sub:
+        return _DECIMAL.subtract(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a - b
+    if op is exp.Mul:
+        return _DECIMAL.multiply(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a * b
+    if b == 0:
+        return None
+    if op is exp.Div:
+        return _divide(Decimal(a), Decimal(b))
+    if op is exp.Mod:
+        if isinstance(a, int) and isinstance(b, int):
+            r = abs(a) % abs(b)
+            return -r if a < 0 else r
+        return _DECIMAL.remainder(Decimal(a), Decimal(b))  # truncating: the dividend's sign
+    q = _DECIMAL.divide_int(Decimal(a), Decimal(b))  # DIV truncates toward zero
+    return int(q)
+
+
+def _divide(a: Decimal, b: Decimal) -> Decimal:
+    """MySQL's exact division: the dividend's scale + ``div_precision_increment`` (4),
+    carried internally rounded up to whole 9-digit words (so ``1/3*3`` is 1.0000, as in
+    MySQL); the result column shows the scale + 4 (``compile_kind``)."""
+    exponent = a.as_tuple().exponent
+    scale = -exponent if isinstance(exponent, int) and exponent < 0 else 0
+    internal = -(-(scale + 4) // 9) * 9
+    return _DECIMAL.divide(a, b).quantize(Decimal(1).scaleb(-internal), rounding=decimal.ROUND_HALF_UP,
+                                          context=_DECIMAL)
+
+
+def _fmod(x: float, y: float) -> float:
+    r = abs(x) % abs(y)
+    return -r if x < 0 else r
+
+
+_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
+
+
+def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one case per node type
     idx = resolve(e)
     if idx is not None:
         return lambda row, bv, i=idx: row[i]
+    if e.args.get("negate") and not isinstance(e, exp.Like):
+        raise unsupported(f"expression evaluated at the proxy: {e.sql(dialect=DIALECT)}")
     if isinstance(e, exp.Paren):
         return compile_expr(e.this, resolve)
     if isinstance(e, exp.Literal):
@@ -83,7 +202,8 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
             s = e.this
             return lambda row, bv: s
         text = e.this
-        num: Any = int(text) if text.lstrip("-").isdigit() else Decimal(text)
+        num: Any = int(text) if text.lstrip("-").isdigit() else (
+            float(text) if "e" in text.lower() else Decimal(text))
         return lambda row, bv: num
     if isinstance(e, exp.Null):
         return lambda row, bv: None
@@ -98,7 +218,7 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
 
         def neg(row: list[Any], bv: Mapping[str, Any]) -> Any:
             v = f(row, bv)
-            return None if v is None else -v
+            return None if v is None else -_as_number(v)
 
         return neg
     if type(e) in _CMP:
@@ -109,16 +229,26 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
             a, b = fa(row, bv), fb(row, bv)
             if a is None or b is None:
                 return None
-            a, b = _comparable(a, b)
-            return 1 if op(a, b) else 0
+            return 1 if op(*comparable(a, b)) else 0
 
         return cmp
+    if isinstance(e, exp.NullSafeEQ):
+        fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
+
+        def null_safe_eq(row: list[Any], bv: Mapping[str, Any]) -> Any:
+            a, b = fa(row, bv), fb(row, bv)
+            if a is None or b is None:
+                return 1 if a is None and b is None else 0
+            x, y = comparable(a, b)
+            return 1 if x == y else 0
+
+        return null_safe_eq
     if isinstance(e, exp.And | exp.Or):
         fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
         is_and = isinstance(e, exp.And)
 
         def logic(row: list[Any], bv: Mapping[str, Any]) -> Any:
-            a, b = _truthy(fa(row, bv)), _truthy(fb(row, bv))
+            a, b = truthy(fa(row, bv)), truthy(fb(row, bv))
             if is_and:
                 if a is False or b is False:
                     return 0
@@ -132,38 +262,26 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
         f = compile_expr(e.this, resolve)
 
         def not_(row: list[Any], bv: Mapping[str, Any]) -> Any:
-            v = _truthy(f(row, bv))
+            v = truthy(f(row, bv))
             return None if v is None else (0 if v else 1)
 
         return not_
-    if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
+    if isinstance(e, exp.Is):
         f = compile_expr(e.this, resolve)
-        return lambda row, bv: 1 if f(row, bv) is None else 0
-    if isinstance(e, exp.Div):
-        fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
-
-        def div(row: list[Any], bv: Mapping[str, Any]) -> Any:
-            a, b = _numeric_operands(fa(row, bv), fb(row, bv))
-            if a is None or b is None:
-                return None
-            if b == 0:
-                return None  # MySQL: division by zero is NULL
-            if isinstance(a, float) or isinstance(b, float):
-                return float(a) / float(b)
-            return Decimal(a) / Decimal(b)
-
-        return div
-    if isinstance(e, exp.Add | exp.Sub | exp.Mul):
-        op2 = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul}[type(e)]
+        if isinstance(e.expression, exp.Null):
+            return lambda row, bv: 1 if f(row, bv) is None else 0
+        if isinstance(e.expression, exp.Boolean):  # IS TRUE / IS FALSE: never NULL
+            want = bool(e.expression.this)
+            return lambda row, bv: 1 if truthy(f(row, bv)) is want else 0
+    if isinstance(e, _ARITH):
+        op2 = type(e)
         fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
 
         def arith(row: list[Any], bv: Mapping[str, Any]) -> Any:
-            a, b = _numeric_operands(fa(row, bv), fb(row, bv))
+            a, b = fa(row, bv), fb(row, bv)
             if a is None or b is None:
                 return None
-            if isinstance(a, float) or isinstance(b, float):
-                return op2(float(a), float(b))
-            return op2(a, b)
+            return _arith(op2, a, b)
 
         return arith
     if isinstance(e, exp.Between):
@@ -172,14 +290,14 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
 
         def between(row: list[Any], bv: Mapping[str, Any]) -> Any:
             x, lo, hi = fx(row, bv), flo(row, bv), fhi(row, bv)
-            if x is None or lo is None or hi is None:
-                return None
-            a, b = _comparable(x, lo)
-            c, d = _comparable(x, hi)
-            return 1 if a >= b and c <= d else 0
+            below = None if x is None or lo is None else (lambda p: p[0] < p[1])(comparable(x, lo))
+            above = None if x is None or hi is None else (lambda p: p[0] > p[1])(comparable(x, hi))
+            if below or above:
+                return 0
+            return None if below is None or above is None else 1
 
         return between
-    if isinstance(e, exp.In) and not e.args.get("query"):
+    if isinstance(e, exp.In) and not e.args.get("query") and not e.args.get("unnest"):
         fx = compile_expr(e.this, resolve)
         items = [compile_expr(i, resolve) for i in e.expressions]
 
@@ -196,19 +314,30 @@ def compile_expr(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
                 if v is None:
                     saw_null = True
                     continue
-                a, b = _comparable(x, v)
+                a, b = comparable(x, v)
                 if a == b:
                     return 1
             return None if saw_null else 0
 
         return in_
+    if isinstance(e, exp.Like):
+        fv, fp = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
+        matched = 0 if e.args.get("negate") else 1  # NOT LIKE
+
+        def like_(row: list[Any], bv: Mapping[str, Any]) -> Any:
+            v, p = fv(row, bv), fp(row, bv)
+            if v is None or p is None:
+                return None
+            return matched if like(v, p) else 1 - matched
+
+        return like_
     raise unsupported(f"expression evaluated at the proxy: {e.sql(dialect=DIALECT)}")
 
 
-KindFn = Callable[[Callable[[int], tuple[str, int]], Mapping[str, Any]], tuple[str, int]]
+KindFn = Callable[[Callable[[int], ValueKind], Mapping[str, Any]], ValueKind]
 
 
-def _literal_kind(v: Any) -> tuple[str, int]:
+def _literal_kind(v: Any) -> ValueKind:
     if isinstance(v, bool | int):
         return ("int", 0)
     if isinstance(v, Decimal):
@@ -219,11 +348,11 @@ def _literal_kind(v: Any) -> tuple[str, int]:
     return ("string", 0)
 
 
-def compile_kind(e: exp.Expression, resolve: Callable[[exp.Expression], int | None]) -> KindFn:
+def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
     """The MySQL result type of an arithmetic expression, from its operands' types:
-    any DOUBLE -> DOUBLE; ``/`` -> DECIMAL with the dividend's scale + 4
-    (``div_precision_increment``); ``*`` adds scales; ``+``/``-`` keep the larger one;
-    integers stay BIGINT."""
+    any DOUBLE (or string) -> DOUBLE; ``/`` -> DECIMAL with the dividend's scale + 4
+    (``div_precision_increment``); ``*`` adds scales; ``+``/``-``/``MOD`` keep the larger
+    one; integers stay BIGINT; ``DIV`` is BIGINT."""
     idx = resolve(e)
     if idx is not None:
         return lambda kind_of, bv, i=idx: kind_of(i)
@@ -232,17 +361,21 @@ def compile_kind(e: exp.Expression, resolve: Callable[[exp.Expression], int | No
     if isinstance(e, exp.Literal):
         if e.is_string:
             return lambda kind_of, bv: ("string", 0)
-        k = _literal_kind(int(e.this) if e.this.lstrip("-").isdigit() else Decimal(e.this))
+        text = e.this
+        k = _literal_kind(int(text) if text.lstrip("-").isdigit() else (
+            float(text) if "e" in text.lower() else Decimal(text)))
         return lambda kind_of, bv: k
     if isinstance(e, exp.Placeholder):
         name = e.name
         return lambda kind_of, bv: _literal_kind(bv[name])
-    if isinstance(e, exp.Add | exp.Sub | exp.Mul | exp.Div):
+    if isinstance(e, _ARITH):
         ka, kb = compile_kind(e.this, resolve), compile_kind(e.expression, resolve)
         op = type(e)
 
-        def kind(kind_of: Callable[[int], tuple[str, int]], bv: Mapping[str, Any]) -> tuple[str, int]:
+        def kind(kind_of: Callable[[int], ValueKind], bv: Mapping[str, Any]) -> ValueKind:
             (a, sa), (b, sb) = ka(kind_of, bv), kb(kind_of, bv)
+            if op is exp.IntDiv:
+                return ("int", 0)
             if "double" in (a, b) or "string" in (a, b):
                 return ("double", 0)
             if op is exp.Div:
