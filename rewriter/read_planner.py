@@ -17,6 +17,7 @@ from rewriter.context import PlanContext
 from rewriter.nodes import Plan, Route, VindexLookup
 from rewriter.select_planner import plan_select
 from rewriter.semantics import qualify_correlated_columns
+from rewriter.window_pushdown import windows_within_shards
 
 
 def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
@@ -31,7 +32,8 @@ def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
         if not _computable_refusal(e):
             raise
         return plan_compute(pristine, ctx)
-    if _whole_route_only(pristine) and not isinstance(planned, Route | VindexLookup):
+    if _whole_route_only(pristine) and not isinstance(planned, Route | VindexLookup) \
+            and not windows_within_shards(pristine, ctx):
         return plan_compute(pristine, ctx)
     return planned
 

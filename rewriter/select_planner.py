@@ -65,6 +65,7 @@ from rewriter.nodes import (
 from rewriter.routing import RouteChoice, choose_route, column_table, conjuncts, value_of
 from rewriter.sqltemplate import parse_template
 from rewriter.tables import TableRef, any_keyspace, resolve_table, rewrite_table_node
+from rewriter.window_pushdown import windows_within_shards
 
 _AGG_TYPES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
 
@@ -431,7 +432,7 @@ def plan_select(sel: exp.Expression, ctx: PlanContext) -> Plan:
     if single:
         sql = to_sql(sel) if changed or not ctx.source else ctx.source
         return make_route(info, sql, _field_query(sel))
-    _check_scatter_safe(sel)
+    _check_scatter_safe(sel, ctx)
     if not needs_proxy_work(sel):
         sql = to_sql(sel) if changed or not ctx.source else ctx.source
         return make_route(info, sql, _field_query(sel))
@@ -465,6 +466,12 @@ def _has_aggregate(e: exp.Expression) -> bool:
     stack = [e]
     while stack:
         node = stack.pop()
+        if isinstance(node, exp.Window):
+            # SUM(x) OVER (...) is a window, not a grouping aggregate; its arguments,
+            # PARTITION BY and ORDER BY may still aggregate (SUM(SUM(x)) OVER ())
+            stack.extend(c for c in node.iter_expressions() if c is not node.this)
+            stack.extend(node.this.iter_expressions())
+            continue
         if _is_aggregate_call(node):
             return True
         for child in node.iter_expressions():
@@ -474,11 +481,15 @@ def _has_aggregate(e: exp.Expression) -> bool:
     return False
 
 
-def _check_scatter_safe(sel: exp.Select) -> None:
+def _check_scatter_safe(sel: exp.Select, ctx: PlanContext) -> None:
     """Constructs whose per-shard results cannot be combined into the right answer."""
+    windows_local = None
     for node in sel.walk():
         if isinstance(node, exp.Window):
-            raise unsupported("window functions across shards")
+            if windows_local is None:
+                windows_local = windows_within_shards(sel, ctx)
+            if not windows_local:
+                raise unsupported("window functions across shards")
         if isinstance(node, exp.PropertyEQ):
             raise unsupported("user variable assignment across shards")
     if any(str(m.this).upper() == "SQL_CALC_FOUND_ROWS" for m in sel.args.get("operation_modifiers") or []):
@@ -511,8 +522,8 @@ def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     single = inner_info.opcode in SINGLE_SHARD or inner_info.opcode in (Opcode.ByDestination, Opcode.None_)
     if single:
         return make_route(inner_info, to_sql(sel), _field_query(sel))
-    _check_scatter_safe(sel)
-    _check_scatter_safe(inner)
+    _check_scatter_safe(sel, ctx)
+    _check_scatter_safe(inner, ctx)
     if not needs_proxy_work(sel):
         return make_route(inner_info, to_sql(sel), _field_query(sel))
     return plan_scatter_select(sel, inner_info, ctx)
@@ -702,6 +713,7 @@ def plan_scatter_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> P
 
 def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx: PlanContext) -> Plan:
     pushed = sel.copy()
+    _name_as_written(pushed, items)
     count, offset = _limit_vals(sel, ctx)
     pushed.set("limit", None)
     pushed.set("offset", None)
@@ -755,6 +767,16 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, 
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
+
+
+def _name_as_written(pushed: exp.Select, items: list[_Item]) -> None:
+    """A regenerated shard query names each unaliased expression as the client wrote it
+    (MySQL names such a column by its text: ``count(*) over (...)``, not sqlglot's
+    ``COUNT(*) OVER (...)``). Names longer than an alias may be are left as they are."""
+    for k, it in enumerate(items):
+        if it.star or it.alias or isinstance(it.expr, exp.Column) or len(it.name) > 256:
+            continue
+        pushed.expressions[k].replace(exp.alias_(pushed.expressions[k].copy(), it.name, quoted=True))
 
 
 @dataclass(slots=True)

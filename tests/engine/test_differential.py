@@ -601,7 +601,7 @@ class Gen:
             sql = (f"select {pre}qty, count(*) as c, rank() over (order by count(*) desc) as rk "
                    f"from {t.ref()} group by {pre}qty")
             return Case(sql, False, "window")
-        wins = [w.format(t=pre, p=pre + r.choice(["qty", "grp", "customer_id", "name"]))
+        wins = [w.format(t=pre, p=pre + r.choice(["qty", "grp", "customer_id", "name", "id"]))
                 for w in r.sample(self.WINDOWS, r.randint(1, 3))]
         if r.random() < 0.1:
             # alone: MariaDB 10.11 computes an ordered window wrongly next to an OVER () one

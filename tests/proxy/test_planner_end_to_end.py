@@ -121,3 +121,16 @@ def test_vexplain_queries_runs_dml_only_when_told_to(conn):
                       f"where customer_id = {base}")
     assert len(got) == 1 and got[0][3].startswith("update customer set email = 'vq'")
     assert rows(c, "select email from customer where customer_id = %s", (base,))[1] == [(b"vq",)]  # email is VARBINARY
+
+
+def test_window_partitioned_by_the_vindex_column_is_computed_on_the_shards(conn):
+    c, base = conn
+    sql = ("select customer_id, count(*) over (partition by customer_id), "
+           "row_number() over (partition by customer_id order by price desc) rn from corder "
+           "where price >= 70000 and customer_id >= %s order by customer_id, rn limit 4")
+    _n, plan = rows(c, "vexplain plan " + sql % base)
+    assert '"OperatorType": "Compute"' not in plan[0][0] and '"Variant": "Scatter"' in plan[0][0]
+    names, got = rows(c, sql, (base,))
+    assert names == ["customer_id", "count(*) over (partition by customer_id)", "rn"]
+    # customers base+1 (1 order), base+2 (2), base+3 (3): ordered by customer, then rank
+    assert got == [(base + 1, 1, 1), (base + 2, 2, 1), (base + 2, 2, 2), (base + 3, 3, 1)]
