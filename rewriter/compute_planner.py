@@ -277,7 +277,7 @@ def _output_names(stmt: exp.Expression, ctx: PlanContext) -> list[object]:
     if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
            for e in items):
         return []
-    texts = select_item_texts(ctx.source, len(items))
+    texts = select_item_texts(ctx.names_source, len(items))
     out: list[object] = []
     for i, e in enumerate(items):
         if isinstance(e, exp.Alias) or isinstance(e, exp.Column) or texts is None:

@@ -23,11 +23,17 @@ class PlanContext:
     source: str = ""  # the (normalised) statement text, placeholders ``:v``/``::v``
     schema: TrackedSchema | None = None  # the shards' columns (schema tracking)
     counter: list[int] = field(default_factory=lambda: [0])
+    # Where result column names come from when ``source`` is not this statement's text
+    # (the outer query of a pullout: its select list is the client's, its WHERE is not).
+    names_from: str = ""
+
+    @property
+    def names_source(self) -> str:
+        return self.names_from or self.source
 
     def new_var(self, prefix: str) -> str:
         self.counter[0] += 1
         return f"{prefix}{self.counter[0]}"
-
 
 
 def to_sql(e: exp.Expression) -> str:

@@ -430,12 +430,14 @@ def plan_select(sel: exp.Expression, ctx: PlanContext) -> Plan:
     changed = _strip_qualifiers(sel, info.tables, ctx)
     single = info.opcode in SINGLE_SHARD or (info.opcode is Opcode.ByDestination) or info.opcode is Opcode.None_
     if single:
-        sql = to_sql(sel) if changed or not ctx.source else ctx.source
-        return make_route(info, sql, _field_query(sel))
+        named = _named(sel, ctx)
+        sql = to_sql(named) if changed or not ctx.source else ctx.source
+        return make_route(info, sql, _field_query(named))
     _check_scatter_safe(sel, ctx)
     if not needs_proxy_work(sel):
-        sql = to_sql(sel) if changed or not ctx.source else ctx.source
-        return make_route(info, sql, _field_query(sel))
+        named = _named(sel, ctx)
+        sql = to_sql(named) if changed or not ctx.source else ctx.source
+        return make_route(info, sql, _field_query(named))
     return plan_scatter_select(sel, info, ctx)
 
 
@@ -568,7 +570,7 @@ def _derived_over_plan(sel: exp.Select, ctx: PlanContext) -> Plan | None:
         plan = Filter(compile_expr(where.this, resolve), plan, text=to_sql(where.this), names=names)
     columns: list[str | Val | None] = []
     aliases: list[str | None] = []
-    texts = select_item_texts(ctx.source, len(sel.expressions)) if ctx.source else None
+    texts = select_item_texts(ctx.names_source, len(sel.expressions)) if ctx.names_source else None
     for k, e in enumerate(sel.expressions):
         out_alias = e.alias if isinstance(e, exp.Alias) else None
         inner_e = e.this if isinstance(e, exp.Alias) else e
@@ -648,7 +650,7 @@ class _Item:
 
 
 def _items(sel: exp.Select, ctx: PlanContext) -> list[_Item]:
-    texts = select_item_texts(ctx.source, len(sel.expressions)) if ctx.source else None
+    texts = select_item_texts(ctx.names_source, len(sel.expressions)) if ctx.names_source else None
     out = []
     for k, e in enumerate(sel.expressions):
         alias = e.alias if isinstance(e, exp.Alias) else None
@@ -758,7 +760,7 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, 
         order_keys.append(OrderKey(idx, desc, text))
     if count is not None:
         pushed.set("limit", exp.Limit(expression=exp.Placeholder(this=UPPER_LIMIT)))
-    plan: Plan = make_route(info, to_sql(pushed), _field_query(sel))
+    plan: Plan = make_route(info, to_sql(pushed), _field_query(_named(sel, ctx)))
     route = innermost_route(plan)
     route.order_by = order_keys
     route.truncate = n_hidden
@@ -769,12 +771,22 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, 
     return plan
 
 
+def _named(sel: exp.Select, ctx: PlanContext) -> exp.Select:
+    """``sel`` as regenerated for a shard, its columns named as the client wrote them."""
+    if not ctx.names_source:
+        return sel
+    named = sel.copy()
+    _name_as_written(named, _items(sel, ctx))
+    return named
+
+
 def _name_as_written(pushed: exp.Select, items: list[_Item]) -> None:
     """A regenerated shard query names each unaliased expression as the client wrote it
     (MySQL names such a column by its text: ``count(*) over (...)``, not sqlglot's
     ``COUNT(*) OVER (...)``). Names longer than an alias may be are left as they are."""
     for k, it in enumerate(items):
-        if it.star or it.alias or isinstance(it.expr, exp.Column) or len(it.name) > 256:
+        if it.star or it.alias or isinstance(it.expr, exp.Column) or len(it.name) > 256 \
+                or it.name == to_sql(it.expr):
             continue
         pushed.expressions[k].replace(exp.alias_(pushed.expressions[k].copy(), it.name, quoted=True))
 

@@ -126,7 +126,8 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
         else:
             node.replace(exp.Placeholder(this=values_var))
         pulled.append((kind, values_var, has_var, sub_plan))
-    outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, frozenset(list_vars), "", ctx.schema, ctx.counter)
+    outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, frozenset(list_vars), "", ctx.schema, ctx.counter,
+                            names_from=ctx.names_source)
     plan = plan_select(sel, outer_ctx)
     for kind, values_var, has_var, sub_plan in reversed(pulled):
         plan = PulloutSubquery(kind, values_var, has_var, sub_plan, plan)

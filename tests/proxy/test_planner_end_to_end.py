@@ -134,3 +134,11 @@ def test_window_partitioned_by_the_vindex_column_is_computed_on_the_shards(conn)
     assert names == ["customer_id", "count(*) over (partition by customer_id)", "rn"]
     # customers base+1 (1 order), base+2 (2), base+3 (3): ordered by customer, then rank
     assert got == [(base + 1, 1, 1), (base + 2, 2, 1), (base + 2, 2, 2), (base + 3, 3, 1)]
+
+
+def test_columns_of_a_pulled_out_subquery_plan_are_named_as_written(conn):
+    c, base = conn
+    names, got = rows(c, "select count(*), Max(customer_id) from customer where tenant_id = 777 and customer_id in "
+                         "(select customer_id from corder where price >= 70000)")
+    assert names == ["count(*)", "Max(customer_id)"]
+    assert got == [(7, base + 9)]  # customers i % 4 != 0 have orders
