@@ -14,7 +14,7 @@ from sqlglot import exp
 from rewriter import errors
 from rewriter.compute_planner import plan_compute
 from rewriter.context import PlanContext
-from rewriter.nodes import Plan, Route, VindexLookup
+from rewriter.nodes import SINGLE_SHARD, Plan, Route, VindexLookup
 from rewriter.select_planner import plan_select
 from rewriter.semantics import qualify_correlated_columns
 from rewriter.window_pushdown import windows_within_shards
@@ -23,7 +23,18 @@ from rewriter.window_pushdown import windows_within_shards
 def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
     pristine = stmt.copy()
     if any(True for _ in stmt.find_all(exp.CTE)):
-        return plan_compute(pristine, ctx)  # the route planners know no CTEs
+        # sent whole when every table it reads is on one unsharded keyspace (or a
+        # reference table, or none at all); else the CTEs are computed
+        if isinstance(stmt, exp.Select):
+            try:
+                planned = plan_select(stmt, ctx)
+            except errors.PlanningError as e:
+                if not _computable_refusal(e):
+                    raise
+            else:
+                if isinstance(planned, Route) and planned.opcode in SINGLE_SHARD:
+                    return planned
+        return plan_compute(pristine, ctx)
     qualify_correlated_columns(stmt, ctx)
     pristine = stmt.copy()
     try:

@@ -64,7 +64,7 @@ from rewriter.nodes import (
 )
 from rewriter.routing import RouteChoice, choose_route, column_table, conjuncts, value_of
 from rewriter.sqltemplate import parse_template
-from rewriter.tables import TableRef, any_keyspace, resolve_table, rewrite_table_node
+from rewriter.tables import TableRef, any_keyspace, names_cte, resolve_table, rewrite_table_node
 from rewriter.window_pushdown import windows_within_shards
 
 _AGG_TYPES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
@@ -135,7 +135,7 @@ def _all_tables_in(node: exp.Expression, ctx: PlanContext) -> list[TableRef]:
     for t in node.find_all(exp.Table):
         if t.name.lower() == "dual" and not t.args.get("db"):
             continue
-        if isinstance(t.parent, exp.Schema):
+        if isinstance(t.parent, exp.Schema) or names_cte(t):
             continue
         refs.append(resolve_table(t, ctx.vschema, ctx.keyspace))
     return refs

@@ -29,7 +29,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from rewriter import errors
 from rewriter.context import DIALECT, PlanContext
-from rewriter.tables import TableRef, resolve_table
+from rewriter.tables import TableRef, names_cte, resolve_table
 from vschema.tracked_schema import TableSchema
 
 TAG = "sg_occurrence"
@@ -107,14 +107,13 @@ def cte_names(stmt: exp.Expression) -> frozenset[str]:
     return frozenset(c.alias_or_name for c in stmt.find_all(exp.CTE))
 
 
-def base_tables(stmt: exp.Expression, ctes: frozenset[str]) -> list[exp.Table]:
+def base_tables(stmt: exp.Expression) -> list[exp.Table]:
     """The Table nodes of ``stmt`` that name stored tables (not CTEs, not ``dual``)."""
     out = []
     for t in stmt.find_all(exp.Table):
         if isinstance(t.parent, exp.Schema) or not t.name:
             continue
-        db = t.args.get("db")
-        if db is None and (t.name in ctes or t.name.lower() == "dual"):
+        if t.args.get("db") is None and (t.name.lower() == "dual" or names_cte(t)):
             continue
         out.append(t)
     return out
@@ -122,9 +121,8 @@ def base_tables(stmt: exp.Expression, ctes: frozenset[str]) -> list[exp.Table]:
 
 def tag_tables(stmt: exp.Expression, ctx: PlanContext) -> dict[int, TableRef]:
     """Tag each base table node of ``stmt`` (in place, in ``meta``) and resolve it."""
-    ctes = cte_names(stmt)
     refs: dict[int, TableRef] = {}
-    for i, t in enumerate(base_tables(stmt, ctes)):
+    for i, t in enumerate(base_tables(stmt)):
         t.meta[TAG] = i
         refs[i] = resolve_table(t, ctx.vschema, ctx.keyspace)
     for i, sel in enumerate(stmt.find_all(exp.Select)):

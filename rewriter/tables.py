@@ -123,3 +123,34 @@ def rewrite_table_node(ref: TableRef) -> bool:
         node.set("this", exp.to_identifier(ref.name))
         changed = True
     return changed
+
+
+def names_cte(t: exp.Table) -> bool:
+    """Whether ``t`` reads a CTE of an enclosing ``WITH`` rather than a table: an
+    unqualified name one of them defines, outside that CTE's own body unless the
+    ``WITH`` is RECURSIVE (MySQL's scoping)."""
+    if t.args.get("db") is not None:
+        return False
+    name = t.name.lower()
+    node: exp.Expression | None = t
+    while node is not None:
+        parent = node.parent
+        with_ = parent.args.get("with_") or parent.args.get("with") if parent is not None else None
+        if isinstance(with_, exp.With):
+            for cte in with_.expressions:
+                if cte.alias_or_name.lower() != name:
+                    continue
+                inside_own_body = cte is node or any(a is cte for a in _ancestors(t))
+                if not inside_own_body or with_.args.get("recursive"):
+                    return True
+        node = parent
+    return False
+
+
+def _ancestors(e: exp.Expression) -> list[exp.Expression]:
+    out = []
+    p = e.parent
+    while p is not None:
+        out.append(p)
+        p = p.parent
+    return out

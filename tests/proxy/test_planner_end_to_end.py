@@ -142,3 +142,14 @@ def test_columns_of_a_pulled_out_subquery_plan_are_named_as_written(conn):
                          "(select customer_id from corder where price >= 70000)")
     assert names == ["count(*)", "Max(customer_id)"]
     assert got == [(7, base + 9)]  # customers i % 4 != 0 have orders
+
+
+def test_ctes_without_sharded_tables_are_sent_whole(conn):
+    c, _base = conn
+    assert rows(c, "with recursive r(n) as (select 1 union all select n + 1 from r where n < 5) "
+                   "select sum(n) from r")[1] == [(15,)]
+    sql = ("with recursive r(n) as (select 1 union all select n + 1 from r where n < 3), "
+           "i as (select order_id from lookup.corder_order_id_idx) select count(*) >= 0, max(n) from i, r")
+    _n, plan = rows(c, "vexplain plan " + sql)
+    assert '"Variant": "Unsharded"' in plan[0][0] and "Compute" not in plan[0][0]
+    assert rows(c, sql)[1] == [(1, 3)]
