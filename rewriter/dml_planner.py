@@ -449,9 +449,7 @@ def _dml_route(stmt: exp.Expression, ref: TableRef, ctx: PlanContext) -> tuple[D
     where = stmt.args.get("where")
     preds = conjuncts(where.this if where else None)
     choice = choose_route(ref, [ref], preds, ctx.list_vars)
-    if choice.needs_lookup:
-        # routing through a lookup table is a read; scatter stays correct
-        return DMLOpcode.Scatter, None
+    # a lookup vindex routes the DML too (the engine reads its lookup rows first)
     return _ROUTE_TO_DML[choice.opcode], choice
 
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from proxy.engine.destinations import map_values, targets
-from proxy.engine.lookup import create_rows, delete_rows
+from proxy.engine.lookup import create_rows, delete_rows, lookup_shards
 from proxy.engine.result import Result, decode_value
 from rewriter.nodes import Delete, ReferenceWrite, Update
 
@@ -59,9 +59,19 @@ async def _update_owned_lookups(node: Update, vcursor: Any, tg: list[tuple[str, 
         await create_rows(vcursor, cv.vindex, node.keyspace, new_from, row_ksids)
 
 
+async def _targets(node: Update | Delete | ReferenceWrite, vcursor: Any,
+                   bindvars: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    if getattr(node.vindex, "needs_lookup", False):
+        # routed by a lookup vindex (as Vitess does): the shards its lookup rows name;
+        # each runs the whole statement, whose WHERE still picks the rows
+        values = [v.resolve(bindvars) for v in node.values]
+        return [(s, bindvars) for s in await lookup_shards(vcursor, node.vindex, node.keyspace, values)]
+    return targets(vcursor.vschema, node.opcode, node.keyspace, node.vindex, node.values, node.in_var,
+                   bindvars, node.target_ksid, node.target_shard)
+
+
 async def execute(node: Update | Delete | ReferenceWrite, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
-    tg = targets(vcursor.vschema, node.opcode, node.keyspace, node.vindex, node.values, node.in_var,
-                 bindvars, node.target_ksid, node.target_shard)
+    tg = await _targets(node, vcursor, bindvars)
     if not tg:
         return Result()
     if isinstance(node, Delete) and node.owned_lookups:

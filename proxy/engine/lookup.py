@@ -73,6 +73,21 @@ async def keyspace_ids(vcursor: Any, vindex: Any, owner_keyspace: str, values: S
     return vindex.destinations(per_value)
 
 
+async def lookup_shards(vcursor: Any, vindex: Any, keyspace: str, values: Sequence[Any]) -> list[str]:
+    """The shards of ``keyspace`` holding the keyspace ids the lookup table maps
+    ``values`` to (list values flattened, NULLs skipped), in first-seen order."""
+    flat: list[Any] = []
+    for x in values:
+        flat.extend(x if isinstance(x, list | tuple) else [x])
+    per_value = await keyspace_ids(vcursor, vindex, keyspace, [v for v in flat if v is not None])
+    vs = vcursor.vschema
+    shards: dict[str, None] = {}
+    for ksids in per_value:
+        for k in ksids or []:
+            shards[vs.shard_for(keyspace, k)] = None
+    return list(shards)
+
+
 async def create_rows(vcursor: Any, vindex: Any, owner_keyspace: str,
                       from_values: Sequence[Sequence[Any]], ksids: Sequence[bytes], ignore: bool = False) -> None:
     params = vindex.insert_rows(from_values, ksids)

@@ -8,24 +8,14 @@ from typing import Any
 
 from proxy.engine import route as route_mod
 from proxy.engine.destinations import Targets
-from proxy.engine.lookup import keyspace_ids
+from proxy.engine.lookup import lookup_shards
 from proxy.engine.result import Result
 from rewriter.nodes import VindexLookup
 
 
 async def _targets(node: VindexLookup, vcursor: Any, bindvars: Mapping[str, Any]) -> Targets:
-    values: list[Any] = []
-    for v in node.values:
-        x = v.resolve(bindvars)
-        values.extend(x if isinstance(x, list | tuple) else [x])
-    values = [v for v in values if v is not None]
-    per_value = await keyspace_ids(vcursor, node.vindex, node.keyspace, values)
-    vs = vcursor.vschema
-    shards: dict[str, None] = {}
-    for ksids in per_value:
-        for k in ksids or []:
-            shards[vs.shard_for(node.keyspace, k)] = None
-    return [(s, bindvars) for s in shards]
+    values = [v.resolve(bindvars) for v in node.values]
+    return [(s, bindvars) for s in await lookup_shards(vcursor, node.vindex, node.keyspace, values)]
 
 
 async def execute(node: VindexLookup, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:

@@ -153,3 +153,16 @@ def test_ctes_without_sharded_tables_are_sent_whole(conn):
     _n, plan = rows(c, "vexplain plan " + sql)
     assert '"Variant": "Unsharded"' in plan[0][0] and "Compute" not in plan[0][0]
     assert rows(c, sql)[1] == [(1, 3)]
+
+
+def test_dml_by_a_lookup_vindex_goes_only_to_the_shard_its_lookup_row_names(conn):
+    c, base = conn
+    (order_id, customer_id), = rows(c, "select order_id, customer_id from corder where customer_id = %s "
+                                       "and sku = 's1'", (base + 2,))[1]
+    _n, sent = rows(c, f"vexplain /*vt+ EXECUTE_DML_QUERIES */ queries update corder set sku = 's1x' "
+                       f"where order_id = {order_id}")
+    assert [(ks, q.split()[0].lower()) for _g, ks, _s, q in sent] == [("lookup", "select"), ("commerce", "update")]
+    assert rows(c, "select sku from corder where customer_id = %s and order_id = %s",
+                (customer_id, order_id))[1] == [(b"s1x",)]  # sku is VARBINARY
+    with c.cursor() as cur:
+        assert cur.execute(f"update corder set sku = 's1' where order_id = {order_id}") == 1
