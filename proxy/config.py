@@ -7,6 +7,8 @@ The names in the file are an interface users script against (see issue 2)::
     local: {data_dir: .shardgate/data, base_port: 17100}
     routing_rules: {rules: []}
     schema_tracking: {refresh_seconds: 60}  # re-read the shards' columns this often; 0: off
+    transaction_mode: multi             # sessions' default: single | multi | twopc (Vitess's names)
+    twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -123,6 +125,36 @@ class SchemaTrackingConfig:
     refresh_seconds: float = 60.0
 
 
+TRANSACTION_MODES = ("single", "multi", "twopc")
+
+
+@dataclass(frozen=True, slots=True)
+class TwoPCConfig:
+    # Every proxy process looks for in-doubt distributed transactions (prepared on a shard, coordinator
+    # gone) this often, and once at start-up.
+    resolver_interval_seconds: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class HttpConfig:
+    # The proxy's HTTP listener (topics' REST API, proxy/topics/http.py); beyond loopback it
+    # requires HTTP Basic authentication with the users above, as the MySQL port requires passwords.
+    host: str = DEFAULT_LISTEN_HOST
+    port: int = 15380
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsConfig:
+    # Ordered topics (proxy/topics): how often each topic's sequencer probes for rows committed
+    # around this process (other proxies, direct inserts), faster while STREAM followers wait;
+    # the TTL purge interval; the registry refresh; the lifetime of REST-stored payloads.
+    poll_seconds: float = 0.5
+    follow_poll_seconds: float = 0.05
+    purge_seconds: float = 1.0
+    refresh_seconds: float = 5.0
+    pending_max_age_seconds: int = 3600
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
     path: Path
@@ -133,6 +165,11 @@ class ClusterConfig:
     keyspaces: dict[str, KeyspaceConfig]
     messaging: MessagingConfig = field(default_factory=MessagingConfig)
     schema_tracking: SchemaTrackingConfig = field(default_factory=SchemaTrackingConfig)
+    # The sessions' default transaction_mode (SET transaction_mode changes a session's).
+    transaction_mode: str = "multi"
+    twopc: TwoPCConfig = field(default_factory=TwoPCConfig)
+    http: HttpConfig | None = None
+    topics: TopicsConfig = field(default_factory=TopicsConfig)
 
     @property
     def has_local_shards(self) -> bool:
@@ -168,7 +205,10 @@ def load_config(
     reader.no_unknown_keys(
         doc,
         "<top level>",
-        {"listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking"},
+        {
+            "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
+            "transaction_mode", "twopc", "http", "topics",
+        },
     )
 
     listen = reader.listen(doc.get("listen"))
@@ -198,7 +238,11 @@ def load_config(
     routing_rules = reader.routing_rules(doc.get("routing_rules"))
     messaging = reader.messaging(doc.get("messaging"))
     schema_tracking = reader.schema_tracking(doc.get("schema_tracking"))
+    transaction_mode = reader.transaction_mode(doc.get("transaction_mode"))
+    twopc = reader.twopc(doc.get("twopc"))
     keyspaces = reader.keyspaces(doc.get("keyspaces"))
+    http = reader.http(doc.get("http"))
+    topics = reader.topics(doc.get("topics"))
 
     config = ClusterConfig(
         path=path,
@@ -209,6 +253,10 @@ def load_config(
         messaging=messaging,
         schema_tracking=schema_tracking,
         keyspaces=keyspaces,
+        transaction_mode=transaction_mode,
+        twopc=twopc,
+        http=http,
+        topics=topics,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -381,6 +429,48 @@ class _Reader:
         if seconds < 0:
             raise self.error("schema_tracking.refresh_seconds", f"must be 0 (off) or more, got {seconds}")
         return SchemaTrackingConfig(refresh_seconds=float(seconds))
+
+    def transaction_mode(self, value: Any) -> str:
+        if value is None:
+            return "multi"
+        mode = self.string(value, "transaction_mode").lower()
+        if mode not in TRANSACTION_MODES:
+            raise self.error("transaction_mode", f"expected one of {', '.join(TRANSACTION_MODES)}, got {value!r}")
+        return mode
+
+    def twopc(self, value: Any) -> TwoPCConfig:
+        if value is None:
+            return TwoPCConfig()
+        doc = self.mapping(value, "twopc")
+        self.no_unknown_keys(doc, "twopc", {"resolver_interval_seconds"})
+        seconds = doc.get("resolver_interval_seconds", TwoPCConfig.resolver_interval_seconds)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise self.error("twopc.resolver_interval_seconds", f"expected a number of seconds > 0, got {seconds!r}")
+        return TwoPCConfig(resolver_interval_seconds=float(seconds))
+
+    def http(self, value: Any) -> HttpConfig | None:
+        if value is None:
+            return None
+        doc = self.mapping(value, "http")
+        self.no_unknown_keys(doc, "http", {"host", "port"})
+        return HttpConfig(
+            host=self.string(doc.get("host", HttpConfig.host), "http.host"),
+            port=self.port(doc.get("port", HttpConfig.port), "http.port"),
+        )
+
+    def topics(self, value: Any) -> TopicsConfig:
+        if value is None:
+            return TopicsConfig()
+        doc = self.mapping(value, "topics")
+        fields = {"poll_seconds", "follow_poll_seconds", "purge_seconds", "refresh_seconds", "pending_max_age_seconds"}
+        self.no_unknown_keys(doc, "topics", fields)
+        values: dict[str, Any] = {}
+        for name in sorted(fields & set(doc)):
+            v = doc[name]
+            if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v <= 0:
+                raise self.error(f"topics.{name}", f"expected a positive number of seconds, got {_kind(v)}")
+            values[name] = int(v) if name == "pending_max_age_seconds" else float(v)
+        return TopicsConfig(**values)
 
     def routing_rules(self, value: Any) -> dict[str, Any]:
         if value is None:

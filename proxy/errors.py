@@ -27,15 +27,19 @@ SQLSTATES: dict[int, str] = {
     1149: "42000",
     1193: "HY000",
     1213: "40001",
+    1180: "HY000",
     1231: "42000",
     1235: "42000",
     1317: "70100",
+    1397: "XAE04",
+    1402: "XA100",
     1436: "HY000",
     1364: "HY000",
     1366: "HY000",
     1406: "22001",
     1451: "23000",
     1473: "HY000",
+    1568: "25001",
     1452: "23000",
     1690: "22003",
     1835: "HY000",
@@ -56,6 +60,11 @@ ER_WRONG_VALUE_FOR_VAR = 1231
 ER_QUERY_INTERRUPTED = 1317
 ER_STACK_OVERRUN_NEED_MORE = 1436  # a statement nested too deep (rewriter.errors.StackOverrun)
 ER_TOO_HIGH_LEVEL_OF_NESTING_FOR_SELECT = 1473  # more than 63 nested selects
+# Distributed transactions (transaction_mode, proxy.twopc)
+ER_ERROR_DURING_COMMIT = 1180  # a 2PC commit whose outcome is not known yet (the resolver finishes it)
+ER_XAER_NOTA = 1397  # XA COMMIT/ROLLBACK of an xid the shard does not hold (finished, or attached elsewhere)
+ER_XA_RBROLLBACK = 1402  # a 2PC commit that was rolled back (a participant failed to prepare)
+ER_CANT_CHANGE_TX_CHARACTERISTICS = 1568  # SET transaction_mode inside a transaction that touched a shard
 
 
 def sqlstate_for(code: int) -> str:

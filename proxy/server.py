@@ -30,6 +30,7 @@ from mysql_mimic.auth import (
 from mysql_mimic.control import LocalControl
 from mysql_mimic.server import MysqlServer
 
+from proxy import twopc
 from proxy.addresses import is_loopback
 from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.engine.result import Result, is_numeric, local_result
@@ -41,6 +42,7 @@ from proxy.pools import ShardAddress, ShardPools
 from proxy.schema_tracker import SchemaTracker
 from proxy.session import Outcome, ProxySession
 from proxy.tls_stream import TlsUpgradableStream
+from proxy.topics.service import TopicService, TopicWrite
 from rewriter.sqltemplate import sql_literal
 
 if TYPE_CHECKING:
@@ -121,6 +123,8 @@ class Proxy:
             {key: e.database for key, e in self.endpoints.items()},
             refresh_seconds=config.schema_tracking.refresh_seconds,
         )
+        self.topics = TopicService(self, config.topics)
+        self.http: Any = None  # proxy.topics.http.HttpListener when config.http is set
         self._global_vars: dict[str, Any] = {}
         self.planner: Any = None
         self._try_load_planner()
@@ -140,7 +144,13 @@ class Proxy:
 
     async def start(self) -> None:
         await self.schema_tracker.start()
+        twopc.start_for_proxy(self)  # the in-doubt transaction resolver, from start-up on
         await self.messaging.start()
+        await self.topics.start()
+        if self.config.http is not None:
+            from proxy.topics.http import start_http_listener
+
+            self.http = await start_http_listener(self.config.http, self.config.users, [self.topics.mount_http])
 
     def _try_load_planner(self) -> None:
         from proxy.planning import Planner
@@ -175,7 +185,18 @@ class Proxy:
             if kw in _DDL:
                 self.ddl_seen(ks)  # DDL on one shard: the tracker reads the keyspace again
             return out
-        return await self.planner.run(session, sql, kw)
+        topic_out = await self.topics.route(session, sql, kw)
+        if topic_out is not None:
+            return topic_out
+        try:
+            return await self.planner.run(session, sql, kw)
+        except ProxyError as e:
+            if e.code != 1146:
+                raise
+            retried = await self.topics.after_unknown_table(session, sql, kw)  # a topic made elsewhere?
+            if retried is None:
+                raise
+            return retried
 
     async def send(self, session: ProxySession, keyspace: str, shard: str, sql: str, stream: bool) -> Outcome:
         """Send a statement verbatim to one shard."""
@@ -184,6 +205,10 @@ class Proxy:
         return await session.vcursor.execute_shard(keyspace, shard, sql)
 
     async def proxy_statement(self, session: ProxySession, sql: str) -> Outcome | None:
+        if sql[:6].lower() == "stream":
+            followed = await self.topics.stream(session, sql)
+            if followed is not None:
+                return followed
         return await self.planner.proxy_statement(session, sql)
 
     async def evaluate_setting(self, session: ProxySession, name: str, value_sql: str) -> str:
@@ -251,6 +276,12 @@ class Proxy:
 
     def wrote(self, session: ProxySession, sql: str) -> None:
         """A DML statement succeeded: tell messaging now, or at commit inside a transaction."""
+        topic = self.topics.written(session, sql)
+        if topic is not None:
+            if session.in_transaction:
+                session.after_commit.append((topic.keyspace, topic))
+            else:
+                self.topics.committed(topic)
         dml = message_dml(sql)
         if dml is None:
             return
@@ -262,8 +293,10 @@ class Proxy:
         else:
             self.committed(ks, dml)
 
-    def committed(self, keyspace: str, dml: MessageDml) -> None:
-        if dml.kind == "insert":
+    def committed(self, keyspace: str, dml: MessageDml | TopicWrite) -> None:
+        if isinstance(dml, TopicWrite):
+            self.topics.committed(dml)
+        elif dml.kind == "insert":
             self.messaging.notify(keyspace, None, dml.table)
         elif dml.kind == "ack":
             self.messaging.acked(keyspace, dml.table, dml.ids)
@@ -272,8 +305,12 @@ class Proxy:
         return self.messaging.show_rows()
 
     async def close(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
+        await self.topics.stop()
         await self.schema_tracker.close()
         await self.messaging.stop()
+        await twopc.stop_for_proxy(self)
         await self.pools.close()
 
 

@@ -20,6 +20,7 @@ from mysql_mimic.variables import GlobalVariables, SessionVariables
 from proxy.engine.result import Result, local_result
 from proxy.errors import (
     ER_BAD_DB_ERROR,
+    ER_CANT_CHANGE_TX_CHARACTERISTICS,
     ER_NOT_SUPPORTED_YET,
     ER_WRONG_VALUE_FOR_VAR,
     ProxyError,
@@ -29,6 +30,8 @@ from proxy.executor import SessionVCursor
 from proxy.set_statement import literal_value, parse_set
 from proxy.sqltext import first_keyword, strip_leading_comments
 from proxy.transaction import ShardTransaction
+from proxy.twopc import MODES as TRANSACTION_MODES
+from proxy.twopc import TWOPC, manager_for
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -54,9 +57,13 @@ _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
 _USE = re.compile(r"^use\s+(?P<target>.+?)\s*;?$", re.I | re.S)
 
 _WRITES = {"insert", "replace", "update"}
+# Autocommit statements that a twopc session makes atomic across shards (an implicit transaction).
+_DML = {"insert", "replace", "update", "delete"}
+# Statements that only read: a twopc transaction does not prepare a shard that only these reached.
+_READS = {"select", "show", "describe", "desc", "explain"}
 
 # Session variables the proxy answers itself (others are read from a shard).
-_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload"}
+_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload", "transaction_mode"}
 # MariaDB 10.x spells these the old way.
 _SETTING_ALIASES = {"transaction_isolation": "tx_isolation", "transaction_read_only": "tx_read_only"}
 
@@ -76,6 +83,10 @@ class ProxySession(BaseSession):
         self.autocommit = True
         self.tx: ShardTransaction | None = None
         self.next_tx_isolation: str | None = None
+        # Vitess's transaction_mode: single | multi | twopc (the cluster file sets the default).
+        self.transaction_mode: str = getattr(proxy.config, "transaction_mode", "multi")
+        if self.transaction_mode == TWOPC:
+            manager_for(proxy).start()  # the resolver runs in every process serving twopc sessions
         # Session variables set by the client, as SQL literals, applied to every shard
         # connection this session uses (see ShardConnection.apply_settings).
         self.settings: dict[str, str] = {}
@@ -151,10 +162,21 @@ class ProxySession(BaseSession):
             raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{target}' in vschema")
         self.keyspace, self.target_shard = ks, shard
 
-    def begin_transaction(self, opts: str = "") -> None:
+    def begin_transaction(self, opts: str = "", implicit: bool = False) -> None:
         begin = "start transaction" + (f" {opts.strip()}" if opts and opts.strip() else "")
         iso, self.next_tx_isolation = self.next_tx_isolation, None
-        self.tx = ShardTransaction(self.proxy.pools, begin_sql=begin, settings=lambda: self.settings, next_isolation=iso)
+        mode = self.transaction_mode
+        if mode == TWOPC and "read only" in begin.lower():
+            mode = "multi"  # nothing to make atomic; XA START takes no READ ONLY
+        self.tx = ShardTransaction(
+            self.proxy.pools,
+            begin_sql=begin,
+            settings=lambda: self.settings,
+            next_isolation=iso,
+            mode=mode,
+            twopc=manager_for(self.proxy) if mode == TWOPC else None,
+            implicit=implicit,
+        )
 
     async def commit(self) -> None:
         tx, self.tx = self.tx, None
@@ -176,6 +198,11 @@ class ProxySession(BaseSession):
         kw = first_keyword(sql)
         if not kw:
             raise ProxyError(1065, "Query was empty")
+        if self.tx is not None:
+            if self.tx.aborted:
+                self.tx, self.after_commit = None, []  # rolled back by the proxy (single mode)
+            else:
+                self.tx.writing = kw not in _READS
         handler = _KEYWORD_HANDLERS.get(kw)
         if handler is not None:
             out = await handler(self, strip_leading_comments(sql).strip())
@@ -183,9 +210,35 @@ class ProxySession(BaseSession):
                 return out
         if not self.autocommit and self.tx is None:
             self.begin_transaction()  # autocommit=0: every statement opens one implicitly
-        out = await self.proxy.route(self, sql, kw)
+            assert self.tx is not None
+            self.tx.writing = kw not in _READS
+        elif self.tx is None and kw in _DML and self.transaction_mode == TWOPC:
+            return await self._atomic_statement(sql, kw)
+        try:
+            out = await self.proxy.route(self, sql, kw)
+        except ProxyError:
+            if self.tx is not None and self.tx.aborted:
+                self.tx, self.after_commit = None, []
+            raise
         if kw in _WRITES:
             self.proxy.wrote(self, sql)
+        return out
+
+    async def _atomic_statement(self, sql: str, kw: str) -> Outcome:
+        """An autocommit DML statement of a twopc session: in an implicit transaction, so
+        that shards it reaches together commit atomically (one shard: plain autocommit)."""
+        self.begin_transaction(implicit=True)
+        try:
+            out = await self.proxy.route(self, sql, kw)
+            if kw in _WRITES:
+                self.proxy.wrote(self, sql)
+        except BaseException:
+            try:
+                await self.rollback()
+            except ProxyError as e:
+                logger.warning("rollback of a failed statement failed", extra={"error": e.message})
+            raise
+        await self.commit()
         return out
 
     # Statement handlers: return None to fall through to normal routing.
@@ -251,6 +304,9 @@ class ProxySession(BaseSession):
             if v not in ("olap", "oltp", "dba"):
                 raise ProxyError(ER_WRONG_VALUE_FOR_VAR, f"invalid workload: {value_sql}")
             self.workload = v
+            return
+        if name == "transaction_mode":
+            self._set_transaction_mode(literal, value_sql)
             return
         if name == "autocommit":
             if literal not in (0, 1, "0", "1"):
@@ -320,9 +376,29 @@ class ProxySession(BaseSession):
             return f"{value} AS `{m.group(0)}`"
         return value
 
+    def _set_transaction_mode(self, literal: object, value_sql: str) -> None:
+        mode = literal.lower() if isinstance(literal, str) else None
+        if mode not in TRANSACTION_MODES:
+            raise ProxyError(
+                ER_WRONG_VALUE_FOR_VAR,
+                f"Variable 'transaction_mode' can't be set to the value of '{literal if isinstance(literal, str) else value_sql.strip()}'",
+            )
+        if self.tx is not None and mode != self.tx.mode:
+            if self.tx.touched:
+                raise ProxyError(
+                    ER_CANT_CHANGE_TX_CHARACTERISTICS,
+                    "Transaction characteristics can't be changed while a transaction is in progress",
+                )
+            self.tx.set_mode(mode, manager_for(self.proxy) if mode == TWOPC else None)
+        self.transaction_mode = mode
+        if mode == TWOPC:
+            manager_for(self.proxy).start()
+
     def _local_var(self, name: str) -> Any:
         if name == "version":
             return SERVER_VERSION
+        if name == "transaction_mode":
+            return self.transaction_mode.upper()
         if name == "version_comment":
             return "shardgate"
         if name == "autocommit":

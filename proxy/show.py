@@ -17,11 +17,33 @@ if TYPE_CHECKING:
 _SHOW = re.compile(r"^show\s+(?:(?P<full>full|extended)\s+)?(?P<what>[\w]+)(?P<rest>.*?)\s*;?$", re.I | re.S)
 _FROM_KS = re.compile(r"\b(?:from|in)\s+`?(?P<ks>[\w-]+)`?", re.I)
 _LIKE = re.compile(r"\blike\s+'(?P<pat>[^']*)'", re.I)
+# Vitess's statements about distributed (twopc) transactions.
+_UNRESOLVED = re.compile(r"^\s+transactions(?:\s+(?:for|from|in)\s+`?(?P<ks>[\w-]+)`?)?$", re.I)
+_TX_STATUS = re.compile(r"^\s+status\s+for\s+(?P<q>['\"])(?P<dtid>[^'\"]*)(?P=q)$", re.I)
+_TWOPC_FIELDS = ["id", "state", "record_time", "participants"]
 _TABLE_TARGET = re.compile(
     r"^(?P<head>\s*(?:create\s+table|columns|fields|index|indexes|keys)\s+(?:from\s+|in\s+)?)"
     r"(?:`?(?P<ks>[\w-]+)`?\.)?`?(?P<table>[\w$]+)`?(?P<tail>.*)$",
     re.I | re.S,
 )
+
+
+async def _show_twopc(session: ProxySession, m: re.Match[str]) -> Result:
+    """SHOW UNRESOLVED TRANSACTIONS [FOR ks] / SHOW TRANSACTION STATUS FOR 'dtid' (Vitess's
+    columns: id, state, record_time, participants)."""
+    from proxy.twopc import manager_for
+    from proxy.twopc.resolver import status, unresolved
+
+    manager = manager_for(session.proxy)
+    manager.start()
+    if "dtid" in m.groupdict():
+        rows = await status(manager, m.group("dtid"))
+    else:
+        ks = m.group("ks")
+        if ks is not None and ks not in session.proxy.vschema.keyspaces:
+            raise ProxyError(1049, f"VT05003: unknown database '{ks}' in vschema")
+        rows = await unresolved(manager, ks)
+    return local_result(_TWOPC_FIELDS, rows)
 
 
 def _like(pattern: str) -> re.Pattern[str]:
@@ -60,6 +82,12 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
         return local_result(["Keyspaces"], [(ks,) for ks in sorted(proxy.vschema.keyspaces) if keep(ks)])
     if what == "vitess_messages":
         return await proxy.show_messages(session)
+    if what in ("unresolved", "transaction"):
+        tm = (_UNRESOLVED if what == "unresolved" else _TX_STATUS).match(rest)
+        if tm:
+            return await _show_twopc(session, tm)
+    if what == "topics":
+        return await proxy.topics.show(session, sql)
     if what == "tables":
         fm = _FROM_KS.search(rest)
         ks = fm.group("ks") if fm else session.keyspace

@@ -1,19 +1,39 @@
 """A session's multi-shard transaction: one pinned connection per shard touched.
 
-Commit is best-effort across shards, like Vitess's default (non-2PC) mode: shards
-commit one after another and a failure is reported naming the shards that did and
-did not commit, so nothing is silently half-applied.
+How it commits is the session's ``transaction_mode`` (Vitess's names):
+
+- ``multi`` (the default): best effort, like Vitess's default mode: shards commit one
+  after another and a failure is reported naming the shards that did and did not
+  commit, so nothing is silently half-applied.
+- ``single``: a second shard is refused with Vitess's error (and the transaction is
+  rolled back).
+- ``twopc``: atomic. The first shard's connection begins an ordinary transaction (that
+  shard holds the decision: its COMMIT is it); every later shard's begins with
+  ``XA START`` instead (the same round trip), so that it can be prepared. A transaction
+  that wrote on one shard commits in one phase, as ``multi`` does; one that wrote on
+  several goes through two-phase commit (``proxy.twopc.coordinator``).
+
+An *implicit* twopc transaction wraps one autocommit DML statement: shards its
+statement reaches together (a scattered UPDATE, an INSERT split across shards: the
+engine sends those at once) get XA branches committed atomically; a statement reaching
+one shard runs in plain autocommit on it, at no extra cost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from proxy.errors import ProxyError
+from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
+from proxy.twopc import MULTI, SINGLE, TWOPC, TwoPCManager
+from proxy.twopc import coordinator as twopc_coordinator
+from proxy.twopc.xid import xid_sql
 
 logger = logging.getLogger(__name__)
+
+ShardKey = tuple[str, str]
 
 
 class ShardTransaction:
@@ -23,54 +43,147 @@ class ShardTransaction:
         begin_sql: str = "begin",
         settings: Callable[[], Mapping[str, str]] = dict,
         next_isolation: str | None = None,
+        *,
+        mode: str = MULTI,
+        twopc: TwoPCManager | None = None,
+        implicit: bool = False,
     ) -> None:
         self.pools = pools
         self.begin_sql = begin_sql
         self.settings = settings
         self.next_isolation = next_isolation  # SET TRANSACTION ... for this transaction only
-        self.conns: dict[tuple[str, str], ShardConnection] = {}
+        self.conns: dict[ShardKey, ShardConnection] = {}
+        self._opening: set[ShardKey] = set()  # shards whose connection is being opened
+        self._refused: set[ShardKey] = set()
+        self.mode = MULTI
+        self.twopc: TwoPCManager | None = None
+        self.set_mode(mode, twopc)
+        self.implicit = implicit
+        self.plain: set[ShardKey] = set()  # implicit twopc: shards run in autocommit (no XA branch)
+        self.dtid: str | None = None  # twopc: the distributed transaction's id, set at its first branch
+        self.mm: ShardKey | None = None  # twopc: the shard holding its decision record
+        self.xa: set[ShardKey] = set()  # twopc: shards whose branch began with XA START
+        self.aborted = False  # rolled back by the proxy (single mode refusal): the session drops it
+        # twopc: shards a statement that may write reached (the session says which statements
+        # only read); a branch that only read needs no prepare.
+        self.writing = True
+        self.written: set[ShardKey] = set()
+
+    def set_mode(self, mode: str, twopc: TwoPCManager | None) -> None:
+        """Choose how this transaction commits; only before it touched a shard."""
+        if self.touched:
+            raise RuntimeError("transaction mode changed after the transaction touched a shard")
+        if mode == TWOPC and twopc is None:
+            raise ValueError("a twopc transaction needs the process's TwoPCManager")
+        self.mode = mode
+        self.twopc = twopc if mode == TWOPC else None
+
+    @property
+    def touched(self) -> bool:
+        return bool(self.conns or self._opening)
 
     async def connection(self, keyspace: str, shard: str) -> ShardConnection:
         key = (keyspace, shard)
+        if self.writing:
+            self.written.add(key)
         sc = self.conns.get(key)
         if sc is not None:
             return sc
-        pool = self.pools.get(keyspace, shard)
-        sc = await pool.acquire()
+        if self.aborted:
+            raise self._refusal()
+        if self.mode == SINGLE and (set(self.conns) | self._opening) - {key}:
+            await self._refuse(key)
+        self._opening.add(key)
         try:
-            await sc.apply_settings(self.settings())
-            if self.next_isolation:
-                await sc.execute(f"set transaction {self.next_isolation}")
-            await sc.execute(self.begin_sql)
-        except BaseException:
-            sc.broken = True
-            pool.release(sc)
-            raise
+            plain = False
+            if self.implicit and not self.conns:
+                # Let the other shard requests of this statement (sent together with
+                # asyncio.gather) register first: one shard alone needs no XA branch.
+                await asyncio.sleep(0)
+                plain = self._opening == {key} and not self.conns
+            pool = self.pools.get(keyspace, shard)
+            sc = await pool.acquire()
+            try:
+                await sc.apply_settings(self.settings())
+                if not plain:
+                    if self.next_isolation:
+                        await sc.execute(f"set transaction {self.next_isolation}")
+                    await sc.execute(self._begin_statement(key))
+                if self.aborted:  # refused meanwhile (single mode, a concurrent request):
+                    raise self._refusal()  # closed below, the server rolls its transaction back
+            except BaseException:
+                sc.broken = True
+                pool.release(sc)
+                raise
+        finally:
+            self._opening.discard(key)
         self.conns[key] = sc
+        if plain:
+            self.plain.add(key)
         return sc
 
+    def _begin_statement(self, key: ShardKey) -> str:
+        if self.mode != TWOPC:
+            return self.begin_sql
+        assert self.twopc is not None
+        if self.dtid is None:
+            try:
+                self.dtid = self.twopc.new_dtid(key)
+            except ValueError as e:  # names too long for an XA xid
+                raise ProxyError(ER_UNKNOWN_ERROR, str(e)) from e
+            self.mm = key
+            return self.begin_sql  # the MM: never prepared, its COMMIT is the decision
+        self.xa.add(key)
+        return f"xa start {xid_sql(self.dtid, key)}"
+
+    def _refusal(self) -> ProxyError:
+        shards = " ".join(f"{ks}:{s}" for ks, s in sorted(set(self.conns) | self._opening | self._refused))
+        return ProxyError(ER_QUERY_INTERRUPTED, f"multi-db transaction attempted: [{shards}]")
+
+    async def _refuse(self, key: ShardKey) -> None:
+        """Vitess's single mode: a second shard aborts the transaction."""
+        self._refused = {key}
+        error = self._refusal()
+        self.aborted = True
+        logger.info("single-shard transaction refused a second shard", extra={"keyspace": key[0], "shard": key[1]})
+        await self._rollback_quietly(exclude=set())
+        self.release_all()
+        raise error
+
     async def commit(self) -> None:
-        committed: list[str] = []
         try:
-            for (ks, shard), sc in list(self.conns.items()):
-                try:
-                    await sc.execute("commit")
-                except ProxyError as e:
-                    failed = f"{ks}/{shard}"
-                    rest = [f"{k}/{s}" for (k, s) in self.conns if f"{k}/{s}" not in committed and f"{k}/{s}" != failed]
-                    await self._rollback_quietly(exclude=set(committed) | {failed})
-                    raise ProxyError(
-                        e.code,
-                        f"commit failed on shard {failed}: {e.message}; "
-                        f"committed: [{', '.join(committed)}]; rolled back: [{', '.join(rest)}]",
-                        e.sqlstate,
-                    ) from e
-                committed.append(f"{ks}/{shard}")
+            if self.aborted:
+                return
+            if self.mode == TWOPC:
+                await twopc_coordinator.commit(self)
+            else:
+                await self._commit_each()
         finally:
             self.release_all()
 
+    async def _commit_each(self) -> None:
+        committed: list[str] = []
+        for (ks, shard), sc in list(self.conns.items()):
+            try:
+                await sc.execute("commit")
+            except ProxyError as e:
+                failed = f"{ks}/{shard}"
+                rest = [f"{k}/{s}" for (k, s) in self.conns if f"{k}/{s}" not in committed and f"{k}/{s}" != failed]
+                await self._rollback_quietly(exclude=set(committed) | {failed})
+                raise ProxyError(
+                    e.code,
+                    f"commit failed on shard {failed}: {e.message}; "
+                    f"committed: [{', '.join(committed)}]; rolled back: [{', '.join(rest)}]",
+                    e.sqlstate,
+                ) from e
+            committed.append(f"{ks}/{shard}")
+
     async def rollback(self) -> None:
         try:
+            if self.mode == TWOPC:
+                # A branch whose rollback fails is closed: the server rolls it back then.
+                await twopc_coordinator.rollback(self)
+                return
             errors = await self._rollback_quietly(exclude=set())
             if errors:
                 raise errors[0]

@@ -1,0 +1,150 @@
+"""Which statements are about topics, and where they go (pure: no I/O).
+
+A topic is a view on one shard, so a statement that names topics runs on that shard as the
+client wrote it (a keyspace qualifier on the topic is dropped: the shard's database has its
+own name). What may be combined with a topic in one statement: other topics of the same
+shard, and, in an unsharded keyspace, its tables. Topics are append-only: ``UPDATE``,
+``DELETE`` and ``REPLACE`` on one are refused (1288), as CDAP's topics are immutable.
+
+``INSERT INTO topic ... VALUES`` (the publish path) is recognised without a parse; other
+statements are parsed (sqlglot, the project's dialect) only when their text names a topic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
+from proxy.topics.errors import ER_NON_UPDATABLE
+from proxy.topics.names import quote
+from rewriter.dialect import DIALECT
+from rewriter.errors import PlanningError
+
+if TYPE_CHECKING:
+    from proxy.topics.sequencer import TopicInfo
+
+_IDENT = r"(?:`(?P<{0}q>(?:[^`]|``)+)`|(?P<{0}>[A-Za-z0-9_$-]+))"
+_INSERT = re.compile(
+    r"^\s*(?P<verb>insert|replace)\s+(?:(?:low_priority|delayed|high_priority|ignore)\s+)*(?:into\s+)?"
+    r"(?P<target>(?:" + _IDENT.format("ks") + r"\s*\.\s*)?" + _IDENT.format("t") + r")",
+    re.I,
+)
+_SELECT_WORD = re.compile(r"\bselect\b", re.I)
+_ROUTED_KW = frozenset({"select", "with", "(", "insert", "replace", "update", "delete", "table", "values"})
+
+Lookup = Callable[[str | None, str], "TopicInfo | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    keyspace: str
+    shard: str
+    sql: str
+    insert_into: TopicInfo | None  # the topic this INSERT publishes to
+
+
+def names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
+    """A search pattern for any of ``names`` as a whole word (None if there are none)."""
+    alts = sorted({re.escape(n) for n in names}, key=len, reverse=True)
+    if not alts:
+        return None
+    return re.compile(r"(?<![\w$-])(?:" + "|".join(alts) + r")(?![\w$-])")
+
+
+def _unq(m: re.Match[str], group: str) -> str | None:
+    q = m.group(group + "q")
+    if q is not None:
+        return q.replace("``", "`")
+    return m.group(group)
+
+
+def route(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup, sharded: Callable[[str], bool]) -> Routed | None:
+    """Where a statement that may name topics goes; None if it names none."""
+    if kw not in _ROUTED_KW:
+        return None
+    if kw in ("insert", "replace"):
+        m = _INSERT.match(sql)
+        if m is not None:
+            qualifier = _unq(m, "ks")
+            info = lookup(qualifier or session_keyspace, _unq(m, "t") or "")
+            if info is not None:
+                if m.group("verb").lower() == "replace":
+                    raise ProxyError(ER_NON_UPDATABLE, f"The target table {info.name} of the REPLACE is not updatable"
+                                     " (topics are append-only)", "HY000")
+                if not _SELECT_WORD.search(sql, m.end()):
+                    text = sql if qualifier is None else sql[: m.start("target")] + quote(info.name) + sql[m.end("target"):]
+                    return Routed(info.keyspace, info.shard, text, info)
+    return _route_parsed(sql, kw, session_keyspace, lookup, sharded)
+
+
+def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup,
+                  sharded: Callable[[str], bool]) -> Routed | None:
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except (ParseError, PlanningError, ValueError, RecursionError):
+        return None  # the planner reports it
+    if tree is None:
+        return None
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    topics: list[tuple[exp.Table, TopicInfo]] = []
+    others: list[exp.Table] = []
+    for t in tree.find_all(exp.Table):
+        if not t.name:
+            continue
+        if not t.db and t.name in ctes:
+            continue
+        info = lookup(t.db or session_keyspace, t.name)
+        if info is not None:
+            topics.append((t, info))
+        else:
+            others.append(t)
+    if not topics:
+        return None
+    first = topics[0][1]
+    if any((i.keyspace, i.shard) != (first.keyspace, first.shard) for _, i in topics):
+        raise ProxyError(ER_NOT_SUPPORTED_YET, "a statement may read topics of one shard only "
+                         f"({', '.join(sorted({f'{i.keyspace}.{i.name}@{i.shard}' for _, i in topics}))})")
+    target: exp.Expression | None = None
+    if isinstance(tree, (exp.Update, exp.Delete, exp.Insert)):
+        target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+        if isinstance(tree, exp.Delete) and tree.args.get("tables"):
+            target = tree.args["tables"][0]
+    target_topic = next((i for t, i in topics if t is target or (isinstance(target, exp.Table) and t.name == target.name
+                                                                   and (t.db or None) == (target.db or None))), None)
+    if isinstance(tree, (exp.Update, exp.Delete)) or (isinstance(tree, exp.Insert) and tree.args.get("overwrite")):
+        verb = "UPDATE" if isinstance(tree, exp.Update) else "DELETE"
+        if target_topic is not None:
+            raise ProxyError(ER_NON_UPDATABLE, f"The target table {target_topic.name} of the {verb} is not updatable"
+                             " (topics are append-only)", "HY000")
+        raise ProxyError(ER_NOT_SUPPORTED_YET, f"{verb} reading a topic is not supported")
+    if others:
+        if sharded(first.keyspace):
+            names = ", ".join(sorted({t.name for t in others}))
+            raise ProxyError(ER_NOT_SUPPORTED_YET, f"a statement that reads topic {first.name} (in sharded keyspace"
+                             f" {first.keyspace}) may name only topics of its shard, not: {names}")
+        if any(t.db and t.db != first.keyspace for t in others):
+            raise ProxyError(ER_NOT_SUPPORTED_YET, f"a statement that reads topic {first.name} may name only tables"
+                             f" of keyspace {first.keyspace}")
+    qualified = [t for t, _ in topics if t.db] + [t for t in others if t.db]
+    if qualified:
+        for t in qualified:
+            t.set("db", None)
+            t.set("catalog", None)
+        sql = tree.sql(dialect=DIALECT)
+    insert_into = target_topic if isinstance(tree, exp.Insert) else None
+    return Routed(first.keyspace, first.shard, sql, insert_into)
+
+
+def inserted_topic(sql: str, session_keyspace: str | None, lookup: Lookup) -> TopicInfo | None:
+    """The topic an INSERT wrote to (for the after-commit wake-up of its sequencer)."""
+    m = _INSERT.match(sql)
+    if m is None:
+        return None
+    return lookup(_unq(m, "ks") or session_keyspace, _unq(m, "t") or "")

@@ -1,0 +1,95 @@
+"""The SQL that lays a topic out on its shard (see ``proxy.topics.names``): pure text builders.
+
+The log table keeps every message row. Publishers insert through the view with no id (only
+``payload``, user columns, optionally ``ttl_seconds``); ``publish_time`` and ``seq`` stay NULL
+until the sequencer gives the committed row its place, and ``message_id`` (a stored generated
+column, so its unique index serves ``WHERE message_id > ... ORDER BY message_id``) is NULL
+with them; the same index finds the rows waiting for an id (``message_id IS NULL``, in key order). ``pending`` marks rows stored under a REST transaction write pointer and not yet
+published (CDAP's payload table); the sequencer skips them. ``payload_bytes`` and
+``expire_ms`` are computed by MariaDB on insert/sequencing, for the counters and the
+per-message TTL purge.
+
+The view shows the sequenced, unexpired rows, and nothing else: its TTL is a constant in its
+text (replaced by ``ALTER TOPIC``), per-message TTLs are read from ``expire_ms``, and the
+clock is the shard's (``NOW(3)``), the same clock the sequencer stamps ``publish_time`` with.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from proxy.topics.names import META_TABLE, log_table, quote
+
+# Columns of the log table the proxy owns; user columns may not take these names.
+INTERNAL_COLUMNS = frozenset(
+    {"_pk", "publish_time", "seq", "message_id", "payload", "ttl_seconds", "expire_ms", "payload_bytes",
+     "tx_pointer", "pending", "stored_ms"}
+)  # fmt: skip
+# What a reader of the view sees, before the user columns (ttl_seconds comes last).
+VIEW_HEAD = ("message_id", "publish_time", "payload")
+
+DEFAULT_TTL_SECONDS = 86400  # CDAP's messaging.topic.default.ttl
+MAX_TTL_SECONDS = 100 * 365 * 86400
+NOW_MS = "ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000)"
+
+META_DDL = f"""CREATE TABLE IF NOT EXISTS {META_TABLE} (
+  name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  generation BIGINT NOT NULL,
+  ttl_seconds BIGINT NOT NULL,
+  properties TEXT NOT NULL,
+  columns TEXT NOT NULL,
+  last_ms BIGINT NOT NULL DEFAULT 0,
+  last_seq INT NOT NULL DEFAULT -1,
+  messages BIGINT NOT NULL DEFAULT 0,
+  bytes BIGINT NOT NULL DEFAULT 0,
+  purged BIGINT NOT NULL DEFAULT 0,
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB COMMENT 'shardgate topics (proxy/topics)'"""
+
+
+def log_ddl(name: str, user_definitions: Sequence[str]) -> str:
+    user = "".join(f",\n  {d}" for d in user_definitions)
+    return f"""CREATE TABLE {quote(log_table(name))} (
+  _pk BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  publish_time BIGINT NULL,
+  seq INT NULL,
+  message_id CHAR(20) CHARACTER SET ascii COLLATE ascii_general_ci
+    AS (LOWER(CONCAT(LPAD(HEX(publish_time), 16, '0'), LPAD(HEX(seq), 4, '0')))) PERSISTENT,
+  payload LONGBLOB NOT NULL DEFAULT '',
+  ttl_seconds INT UNSIGNED NULL,
+  expire_ms BIGINT AS (publish_time + 1000 * ttl_seconds) PERSISTENT,
+  payload_bytes BIGINT UNSIGNED AS (LENGTH(payload)) PERSISTENT,
+  tx_pointer BIGINT NULL,
+  pending TINYINT NOT NULL DEFAULT 0,
+  stored_ms BIGINT NULL{user},
+  PRIMARY KEY (_pk),
+  UNIQUE KEY message_id (message_id),
+  KEY publish_time (publish_time),
+  KEY expire_ms (expire_ms),
+  KEY tx_pointer (tx_pointer, pending)
+) ENGINE=InnoDB COMMENT 'shardgate topic log (proxy/topics)'"""
+
+
+def view_columns(user_columns: Sequence[str]) -> list[str]:
+    return [*VIEW_HEAD, *user_columns, "ttl_seconds"]
+
+
+def view_ddl(name: str, user_columns: Sequence[str], ttl_seconds: int) -> str:
+    cols = ", ".join(quote(c) for c in view_columns(user_columns))
+    return (
+        f"CREATE OR REPLACE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW {quote(name)} AS SELECT {cols}"
+        f" FROM {quote(log_table(name))} WHERE message_id IS NOT NULL"
+        f" AND publish_time >= {NOW_MS} - {int(ttl_seconds) * 1000}"
+        f" AND (expire_ms IS NULL OR expire_ms > {NOW_MS})"
+    )
+
+
+def properties_json(properties: dict[str, str]) -> str:
+    return json.dumps(properties, sort_keys=True)
+
+
+def sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"

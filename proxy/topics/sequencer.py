@@ -1,0 +1,210 @@
+"""One topic's life in one proxy process: its sequencer, its followers' wake-ups, its purge.
+
+Ordering, and why it is commit order with no late arrivals
+----------------------------------------------------------
+Publishers never take an id: ``INSERT INTO topic (payload) ...`` writes a row with no id,
+inside or outside the client's transaction, and returns as soon as MariaDB has committed it
+(outside a transaction: durable when the OK returns). A row becomes readable only when a
+*sequencer pass* gives it an id; readers (the view, ``STREAM``, REST poll) see only rows with ids.
+
+A pass (``ShardTopicStore.sequence``) reads the topic's high-water mark (kept in its metadata
+row) and the committed rows still without id, in one consistent read; then, in one UPDATE, it
+gives them the next ids after the mark and moves the mark, on the condition that the mark is
+still the one it read (compare-and-set). Any proxy may run a pass; the UPDATE locks the
+metadata row, so passes commit one at a time, each after the mark the previous one left (a
+pass that lost the race changes nothing and reads again). Hence:
+
+* ids only grow, across passes and proxies (the mark is checked under the UPDATE's row lock,
+  never taken from a process's memory), and no id is used twice (a unique index backs it);
+* a reader that sees an id of pass N sees every id of passes before N: they were committed
+  before pass N's UPDATE could lock the mark (InnoDB makes a transaction's changes visible
+  before it releases its locks); and a pass's ids appear together, at its commit. So once a
+  reader has seen id B, no id A < B can appear later: **no late arrivals**, for every reader, whatever
+  it reads with (the shard's own MVCC is the arbiter, not any proxy's memory);
+* a rolled-back transaction's rows never existed for the read; an open transaction's rows are
+  invisible to it (READ COMMITTED, and rows are then reached by primary key only), so they hold
+  nobody back, and get ids in the first pass after their commit — after everything committed
+  before them: **order is commit order**, at the resolution of a pass (rows of transactions
+  that committed between the same two passes' reads are ordered by insert order, i.e. the
+  auto-increment key, so a transaction's own messages keep their insert order);
+* a proxy killed mid-pass loses nothing: its UPDATE rolls back (or never ran), the rows stay
+  committed and un-sequenced, and the next pass of any proxy takes them.
+
+When a commit through this process inserted into a topic, its sequencer runs a pass at once
+(``notify``); otherwise it probes every ``poll_seconds`` (rows inserted through other proxies
+or directly on the shard, and other proxies' passes, which wake this process's followers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.errors import ProxyError
+from proxy.topics.store import PASS_LIMIT, ShardTopicStore
+
+logger = logging.getLogger(__name__)
+
+ERROR_BACKOFF_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    keyspace: str
+    name: str
+    shard: str
+    generation: int
+    ttl_seconds: int
+    properties: dict[str, str] = field(default_factory=dict)
+    columns: list[str] = field(default_factory=list)
+    created_ms: int = 0
+
+
+@dataclass(slots=True)
+class TopicCounters:
+    passes: int = 0
+    sequenced: int = 0
+    purged: int = 0
+    errors: int = 0
+    last_pass_ms: float = 0.0
+
+
+class TopicRuntime:
+    """The sequencer task of one topic in this process, and the broadcast its followers wait on."""
+
+    def __init__(
+        self,
+        info: TopicInfo,
+        store: ShardTopicStore,
+        *,
+        poll_seconds: float,
+        follow_poll_seconds: float,
+        purge_seconds: float,
+        pending_max_age_s: int,
+        on_gone: asyncio.Event | None = None,
+    ) -> None:
+        self.info = info
+        self.store = store
+        self.poll_seconds = poll_seconds
+        self.follow_poll_seconds = follow_poll_seconds
+        self.purge_seconds = purge_seconds
+        self.pending_max_age_s = pending_max_age_s
+        self.on_gone = on_gone  # set when the topic is found dropped (the service refreshes)
+        self.followers = 0
+        self.last_id: str | None = None
+        self.counters = TopicCounters()
+        self._dirty = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._purge_task: asyncio.Task[None] | None = None
+        # Reads of followers at one position, shared (proxy.topics.service.TopicService.follow).
+        self.shared_reads: dict[tuple[str, int], asyncio.Future[Any]] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            loop = asyncio.get_running_loop()
+            where = f"{self.info.keyspace}.{self.info.name}"
+            self._task = loop.create_task(self._run(), name=f"topic-sequencer:{where}")
+            self._purge_task = loop.create_task(self._purge_loop(), name=f"topic-purge:{where}")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, self._purge_task) if t is not None]
+        self._task = self._purge_task = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._bump()  # followers wake, read, and find the topic gone
+
+    # -- signals ------------------------------------------------------------------------------
+    def notify(self) -> None:
+        """Rows were committed into the topic: run a pass now."""
+        self._dirty.set()
+
+    def changed(self) -> asyncio.Event:
+        """An event set at the next change of the high-water mark (take it before reading)."""
+        return self._changed
+
+    def _bump(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            interval = self.follow_poll_seconds if self.followers else self.poll_seconds
+            notified = False
+            try:
+                async with asyncio.timeout(interval):
+                    await self._dirty.wait()
+                notified = True
+            except TimeoutError:
+                pass
+            self._dirty.clear()
+            try:
+                if notified:
+                    await self.drain()
+                else:
+                    probe = await self.store.probe(self.info.name)
+                    if probe.gone:
+                        self._gone()
+                        return
+                    if probe.last_id != self.last_id:
+                        self.last_id = probe.last_id
+                        self._bump()
+                    if probe.unsequenced:
+                        await self.drain()
+            except ProxyError as e:
+                self.counters.errors += 1
+                if e.code == 1146:
+                    self._gone()
+                    return
+                logger.warning("topic sequencer failed; retrying", extra={
+                    "keyspace": self.info.keyspace, "shard": self.info.shard, "topic": self.info.name,
+                    "error": e.message, "retry_s": ERROR_BACKOFF_S})
+                await asyncio.sleep(ERROR_BACKOFF_S)
+                self._dirty.set()
+
+    async def _purge_loop(self) -> None:
+        """TTL: expired messages deleted in the background (a task of its own, so a purge that
+        waits never delays sequencing; readers never see expired rows anyway: the view hides them)."""
+        while True:
+            await asyncio.sleep(self.purge_seconds)
+            try:
+                purged = await self.store.purge(self.info.name, self.info.ttl_seconds, self.pending_max_age_s)
+            except ProxyError as e:
+                if e.code == 1146:
+                    return
+                logger.warning("topic purge failed; retrying", extra={
+                    "keyspace": self.info.keyspace, "topic": self.info.name, "error": e.message})
+                continue
+            if purged:
+                self.counters.purged += purged
+                logger.info("topic purged", extra={"keyspace": self.info.keyspace, "topic": self.info.name,
+                                                   "messages": purged})
+
+    async def drain(self) -> None:
+        """Passes until no committed row waits."""
+        while True:
+            started = time.perf_counter()
+            result = await self.store.sequence(self.info.name)
+            if result.gone:
+                self._gone()
+                return
+            self.counters.passes += 1
+            self.counters.last_pass_ms = (time.perf_counter() - started) * 1000
+            if result.last_id != self.last_id:
+                self.last_id = result.last_id
+                self.counters.sequenced += result.count
+                self._bump()
+            if result.count < PASS_LIMIT:
+                return
+
+    def _gone(self) -> None:
+        logger.info("topic gone", extra={"keyspace": self.info.keyspace, "topic": self.info.name})
+        self._bump()
+        if self.on_gone is not None:
+            self.on_gone.set()

@@ -1,0 +1,496 @@
+"""The topics service of one proxy process: the registry of topics, their sequencers, and the
+operations SQL sessions, the REST API and the Python client share.
+
+The registry is a cache: the truth is each shard's ``_tms_topics`` table. It is read at start,
+every ``refresh_seconds``, when a sequencer finds its topic gone, and on a miss (a statement
+failing with 1146, a REST call naming an unknown topic), so a topic created through another
+proxy is usable here at once. Admin answers (``get``, ``list``, ``SHOW TOPICS``) always read
+the shards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mysql_mimic.types import ColumnType
+
+from proxy.engine.result import PacketBlock, Result, local_result, split_packets
+from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.pools import ShardPools
+from proxy.topics import routing, statement
+from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
+from proxy.topics.names import check_name, place
+from proxy.topics.sequencer import TopicInfo, TopicRuntime
+from proxy.topics.statement import StartPosition
+from proxy.topics.store import ShardTopicStore, TopicRow, rows_of
+
+if TYPE_CHECKING:
+    from proxy.server import Proxy
+    from proxy.session import Outcome, ProxySession
+
+logger = logging.getLogger(__name__)
+
+FOLLOW_BATCH = 500
+FOLLOW_MAX_WAIT_S = 1.0
+MAX_POLL_LIMIT = 10000
+MIN_MISS_REFRESH_S = 0.05
+_TOPIC_DDL_KW = frozenset({"create", "alter", "drop"})
+
+SHOW_COLUMNS = ["Keyspace", "Topic", "Shard", "Generation", "TTL_seconds", "Messages", "Bytes",
+                "Oldest_publish_time", "Newest_publish_time", "Publish_rate", "Subscribers", "Last_id"]
+_L, _S = ColumnType.LONGLONG, ColumnType.VAR_STRING
+_SHOW_TYPES = [_S, _S, _S, _L, _L, _L, _L, _L, _L, ColumnType.DOUBLE, _L, _S]
+
+
+class TopicsSettings(Protocol):
+    poll_seconds: float
+    follow_poll_seconds: float
+    purge_seconds: float
+    refresh_seconds: float
+    pending_max_age_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultTopicsSettings:
+    poll_seconds: float = 0.5
+    follow_poll_seconds: float = 0.05
+    purge_seconds: float = 1.0
+    refresh_seconds: float = 5.0
+    pending_max_age_seconds: int = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    id: str
+    publish_time: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TopicWrite:
+    """An INSERT into a topic, told to its sequencer when it commits."""
+
+    keyspace: str
+    name: str
+
+
+def _last_first_column(block: PacketBlock) -> bytes | None:
+    """The first column (message_id) of the last row packet of a block, without decoding rows."""
+    data = block.data
+    pos, end, last = 0, len(data), 0
+    while pos < end:
+        n = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+        if n == 0xFFFFFF:  # a row of 16 MiB or more: split it properly
+            payload = split_packets(data)[-1]
+            break
+        last = pos
+        pos += 4 + n
+    else:
+        payload = data[last + 4 :]
+    if payload[0] == 0xFB:
+        return None
+    length = payload[0]  # message ids are 20 bytes: a one-byte length
+    return bytes(payload[1 : 1 + length])
+
+
+def _info(keyspace: str, shard: str, row: TopicRow) -> TopicInfo:
+    return TopicInfo(keyspace, row.name, shard, row.generation, row.ttl_seconds, dict(row.properties),
+                     list(row.columns), row.created_ms)
+
+
+class TopicService:
+    def __init__(self, proxy: Proxy, settings: TopicsSettings | None = None) -> None:
+        self.proxy = proxy
+        self.settings: TopicsSettings = settings or DefaultTopicsSettings()
+        addresses = [p.address for _, p in sorted(proxy.pools.pools.items())]
+        self.pools = ShardPools(addresses, maxsize=16)
+        self.stores = {(a.keyspace, a.shard): ShardTopicStore(self.pools.get(a.keyspace, a.shard)) for a in addresses}
+        self.runtimes: dict[tuple[str, str], TopicRuntime] = {}
+        self._pattern: re.Pattern[str] | None = None
+        self._gone = asyncio.Event()
+        self._refresh_task: asyncio.Task[None] | None = None
+        self._refreshing: dict[str, asyncio.Future[None]] = {}
+        self._refreshed_at: dict[str, float] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        try:
+            async with asyncio.timeout(5):
+                await self.refresh()
+        except TimeoutError:  # an unreachable shard: the refresh timer reads it again
+            logger.warning("topics: initial refresh timed out")
+        self._refresh_task = asyncio.get_running_loop().create_task(self._refresh_loop(), name="topics-refresh")
+
+    async def stop(self) -> None:
+        task, self._refresh_task = self._refresh_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        runtimes, self.runtimes = self.runtimes, {}
+        await asyncio.gather(*(rt.stop() for rt in runtimes.values()), return_exceptions=True)
+        await self.pools.close()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self.settings.refresh_seconds):
+                    await self._gone.wait()
+            except TimeoutError:
+                pass
+            self._gone.clear()
+            await self.refresh()
+
+    # -- registry -------------------------------------------------------------------------------
+    @property
+    def keyspaces(self) -> list[str]:
+        return sorted(self.proxy.config.keyspaces)
+
+    def _keyspace(self, keyspace: str | None) -> str:
+        if keyspace is None:
+            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+        if keyspace not in self.proxy.config.keyspaces:
+            raise KeyspaceNotFound(keyspace)
+        return keyspace
+
+    def _shards(self, keyspace: str) -> list[str]:
+        return self.proxy.shard_names(keyspace)
+
+    def _sharded(self, keyspace: str) -> bool:
+        return self.proxy.is_sharded(keyspace)
+
+    def placement(self, keyspace: str, name: str) -> str:
+        return place(keyspace, self._shards(keyspace), self._sharded(keyspace), name)
+
+    def store_for(self, keyspace: str, name: str) -> ShardTopicStore:
+        return self.stores[(keyspace, self.placement(keyspace, name))]
+
+    def lookup(self, keyspace: str | None, name: str) -> TopicInfo | None:
+        if keyspace is None:
+            return None
+        rt = self.runtimes.get((keyspace, name))
+        return rt.info if rt is not None else None
+
+    async def refresh(self, keyspace: str | None = None) -> None:
+        """Read the shards' topic rows (one keyspace, or all) into the registry."""
+        for ks in [keyspace] if keyspace else self.keyspaces:
+            found: dict[str, TopicInfo] = {}
+            unread: set[str] = set()
+            for shard in self._shards(ks):
+                try:
+                    rows = await self.stores[(ks, shard)].topics()
+                except ProxyError as e:
+                    unread.add(shard)
+                    logger.warning("topics: cannot read topics of a shard", extra={
+                        "keyspace": ks, "shard": shard, "error": e.message})
+                    continue
+                for row in rows:
+                    if row.live and self.placement(ks, row.name) == shard:
+                        found[row.name] = _info(ks, shard, row)
+            for (k, name), rt in list(self.runtimes.items()):
+                if k == ks and name not in found and rt.info.shard not in unread:
+                    await self._uninstall(k, name)
+            for info in found.values():
+                await self._install(info)
+            self._refreshed_at[ks] = time.monotonic()
+
+    async def refresh_on_miss(self, keyspace: str) -> None:
+        """A refresh of ``keyspace`` shared by concurrent misses, at most one per 50 ms."""
+        if time.monotonic() - self._refreshed_at.get(keyspace, 0.0) < MIN_MISS_REFRESH_S:
+            return
+        running = self._refreshing.get(keyspace)
+        if running is None:
+            running = asyncio.ensure_future(self.refresh(keyspace))
+            self._refreshing[keyspace] = running
+            running.add_done_callback(lambda _f: self._refreshing.pop(keyspace, None))
+        await asyncio.shield(running)
+
+    async def _install(self, info: TopicInfo) -> TopicRuntime:
+        key = (info.keyspace, info.name)
+        rt = self.runtimes.get(key)
+        if rt is not None and rt.info.generation == info.generation and rt.info.shard == info.shard:
+            rt.info = info  # TTL or properties changed
+            return rt
+        if rt is not None:
+            await rt.stop()
+        s = self.settings
+        rt = TopicRuntime(
+            info, self.stores[(info.keyspace, info.shard)], poll_seconds=s.poll_seconds,
+            follow_poll_seconds=s.follow_poll_seconds, purge_seconds=s.purge_seconds,
+            pending_max_age_s=s.pending_max_age_seconds, on_gone=self._gone,
+        )
+        self.runtimes[key] = rt
+        rt.start()
+        rt.notify()  # rows may be waiting (a proxy died before its pass)
+        self._pattern = routing.names_pattern(n for _, n in self.runtimes)
+        logger.info("topic serving", extra={"keyspace": info.keyspace, "topic": info.name, "shard": info.shard,
+                                            "generation": info.generation})
+        return rt
+
+    async def _uninstall(self, keyspace: str, name: str) -> None:
+        rt = self.runtimes.pop((keyspace, name), None)
+        self._pattern = routing.names_pattern(n for _, n in self.runtimes)
+        if rt is not None:
+            await rt.stop()
+
+    async def topic_info(self, keyspace: str, name: str) -> TopicInfo:
+        ks = self._keyspace(keyspace)
+        info = self.lookup(ks, name)
+        if info is None:
+            await self.refresh_on_miss(ks)
+            info = self.lookup(ks, name)
+        if info is None:
+            raise TopicNotFound(ks, name)
+        return info
+
+    def runtime(self, info: TopicInfo) -> TopicRuntime:
+        rt = self.runtimes.get((info.keyspace, info.name))
+        if rt is None:
+            raise TopicNotFound(info.keyspace, info.name)
+        return rt
+
+    # -- admin (SQL and REST) -------------------------------------------------------------------
+    async def create_topic(
+        self, keyspace: str | None, name: str, properties: dict[str, Any] | None = None, *,
+        user_definitions: Sequence[str] = (), user_columns: Sequence[str] = (), if_not_exists: bool = False,
+    ) -> TopicInfo | None:
+        ks = self._keyspace(keyspace)
+        check_name(name)
+        ttl, props = statement.normalise_properties(dict(properties or {}))
+        if name in self.proxy.vschema.keyspaces[ks].tables:
+            raise TopicExists(ks, name)
+        shard = self.placement(ks, name)
+        row = await self.stores[(ks, shard)].create(name, ttl, props, user_definitions, user_columns, if_not_exists)
+        if row is None:
+            return None
+        info = _info(ks, shard, row)
+        await self._install(info)
+        self.proxy.ddl_seen(ks)
+        return info
+
+    async def drop_topic(self, keyspace: str | None, name: str, if_exists: bool = False) -> bool:
+        ks = self._keyspace(keyspace)
+        dropped = await self.store_for(ks, name).drop(name, if_exists)
+        await self._uninstall(ks, name)
+        if dropped:
+            self.proxy.ddl_seen(ks)
+        return dropped
+
+    async def get_topic(self, keyspace: str | None, name: str) -> TopicRow:
+        ks = self._keyspace(keyspace)
+        row = await self.store_for(ks, name).topic(name)
+        if row is None or not row.live:
+            raise TopicNotFound(ks, name)
+        return row
+
+    async def list_topics(self, keyspace: str | None) -> list[tuple[str, TopicRow]]:
+        """(shard, row) of every live topic of ``keyspace``, by name."""
+        ks = self._keyspace(keyspace)
+        out: list[tuple[str, TopicRow]] = []
+        for shard in self._shards(ks):
+            for row in await self.stores[(ks, shard)].topics():
+                if row.live and self.placement(ks, row.name) == shard:
+                    out.append((shard, row))
+        return sorted(out, key=lambda sr: sr[1].name)
+
+    async def update_topic(self, keyspace: str | None, name: str, changes: dict[str, Any], replace: bool = False) -> TopicRow:
+        """New properties: ``changes`` merged into the current ones (``replace``: instead of them,
+        CDAP's ``PUT .../properties``; a missing TTL then falls back to the default)."""
+        ks = self._keyspace(keyspace)
+        current = await self.get_topic(ks, name)
+        merged = dict(changes) if replace else {**current.properties, **changes}
+        ttl, props = statement.normalise_properties(merged)
+        row = await self.store_for(ks, name).set_properties(name, ttl, props)
+        await self._install(_info(ks, self.placement(ks, name), row))
+        return row
+
+    # -- publish / poll (REST, client) ----------------------------------------------------------
+    async def publish(self, keyspace: str, name: str, payloads: Sequence[bytes]) -> int:
+        """Non-transactional publish: durable when this returns."""
+        info = await self.topic_info(keyspace, name)
+        count = await self.stores[(info.keyspace, info.shard)].insert(info.name, payloads)
+        self.runtime(info).notify()
+        return count
+
+    async def store_payloads(self, keyspace: str, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
+        """CDAP ``store``: payloads kept under a transaction write pointer, invisible until published."""
+        info = await self.topic_info(keyspace, name)
+        return await self.stores[(info.keyspace, info.shard)].insert(info.name, payloads, pointer, pending=True)
+
+    async def publish_pointer(self, keyspace: str, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
+        """CDAP's transactional publish (the commit marker): ``payloads`` and everything stored under
+        ``pointer`` take their places in the order now, together."""
+        info = await self.topic_info(keyspace, name)
+        count = await self.stores[(info.keyspace, info.shard)].commit_pointer(info.name, pointer, payloads)
+        self.runtime(info).notify()
+        return count
+
+    async def rollback_pointer(self, keyspace: str, name: str, pointer: int) -> int:
+        info = await self.topic_info(keyspace, name)
+        return await self.stores[(info.keyspace, info.shard)].rollback_pointer(info.name, pointer)
+
+    async def poll(self, keyspace: str, name: str, start: StartPosition, limit: int = 1000) -> list[Message]:
+        if not 0 < limit <= MAX_POLL_LIMIT:
+            raise InvalidTopicRequest(f"limit must be 1..{MAX_POLL_LIMIT}, got {limit}")
+        info = await self.topic_info(keyspace, name)
+        res = await self.stores[(info.keyspace, info.shard)].read(
+            info.name, start.condition(), limit, "message_id, publish_time, payload")
+        return [Message(r[0], int(r[1]), bytes(r[2])) for r in rows_of(res)]
+
+    async def wait_sequenced(self, keyspace: str, name: str) -> None:
+        """Run a sequencer pass now (tests, benchmarks, a publisher that wants its ids)."""
+        info = await self.topic_info(keyspace, name)
+        await self.runtime(info).drain()
+
+    async def follow(self, info: TopicInfo, start: StartPosition, batch: int = FOLLOW_BATCH) -> AsyncIterator[Result]:
+        """A broadcast subscription: the view's fields, then every message from ``start`` on, in
+        order, as passes make them visible, until the consumer stops or the topic is dropped.
+
+        Followers at the same position share one read (after a pass, every caught-up follower
+        wakes at once and asks for the same rows), and rows are relayed as the shard's packets,
+        never decoded: only the last row's id is read, to continue from."""
+        rt = self.runtime(info)
+        store = self.stores[(info.keyspace, info.shard)]
+        rt.followers += 1
+        logger.info("topic follower joined", extra={"keyspace": info.keyspace, "topic": info.name,
+                                                   "start": start.after_id, "followers": rt.followers})
+        try:
+            position = start
+            first = True
+            while True:
+                changed = rt.changed()
+                if self.runtimes.get((info.keyspace, info.name)) is not rt:
+                    raise TopicNotFound(info.keyspace, info.name)
+                res = await self._shared_read(rt, store, info.name, position.condition(), batch)
+                if first:
+                    first = False
+                    yield Result(fields=[dataclasses.replace(f, db=info.keyspace) for f in res.fields])
+                block = res.block
+                count = block.count if block is not None else len(res.rows)
+                if count:
+                    last = _last_first_column(block) if block is not None else res.rows[-1][0]
+                    assert last is not None
+                    position = StartPosition(last.decode(), inclusive=False)
+                    yield Result(block=block) if block is not None else Result(rows=list(res.rows))
+                    if count >= batch:
+                        continue  # a backlog: read on at once
+                try:
+                    async with asyncio.timeout(FOLLOW_MAX_WAIT_S):
+                        await changed.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            rt.followers -= 1
+
+    @staticmethod
+    async def _shared_read(rt: TopicRuntime, store: ShardTopicStore, name: str, condition: str, batch: int) -> Result:
+        key = (condition, batch)
+        reads = rt.shared_reads
+        future = reads.get(key)
+        if future is None:
+            future = asyncio.ensure_future(store.read(name, condition, batch))
+            reads[key] = future
+
+            def forget(f: asyncio.Future[Result], k: tuple[str, int] = key) -> None:
+                if reads.get(k) is f:
+                    del reads[k]
+                if not f.cancelled():
+                    f.exception()  # retrieved: each reader re-raises it through the shield
+
+            future.add_done_callback(forget)
+        return await asyncio.shield(future)
+
+    def mount_http(self, app: Any) -> None:
+        """Add the REST routes (CDAP's paths) to an aiohttp application."""
+        from proxy.topics.http import add_topic_routes
+
+        add_topic_routes(app, self)
+
+    # -- SQL hooks ------------------------------------------------------------------------------
+    async def route(self, session: ProxySession, sql: str, kw: str) -> Outcome | None:
+        """Run a statement about topics (topic DDL, or one that names a topic); None: not ours."""
+        if kw in _TOPIC_DDL_KW:
+            return await self._ddl(session, sql) if statement.is_topic_ddl(sql) else None
+        pattern = self._pattern
+        if pattern is None or session.target_shard is not None or pattern.search(sql) is None:
+            return None
+        routed = routing.route(sql, kw, session.keyspace, self.lookup, self._sharded)
+        if routed is None:
+            return None
+        return await self.proxy.send(session, routed.keyspace, routed.shard, routed.sql,
+                                     stream=kw in ("select", "with", "(", "table", "values"))
+
+    async def after_unknown_table(self, session: ProxySession, sql: str, kw: str) -> Outcome | None:
+        """A statement failed with 1146: a topic created through another proxy may be it."""
+        before = set(self.runtimes)
+        for ks in ({session.keyspace} | set(re.findall(r"`?(\w+)`?\s*\.", sql))) & set(self.keyspaces):
+            await self.refresh_on_miss(ks)
+        if set(self.runtimes) == before:
+            return None
+        return await self.route(session, sql, kw)
+
+    def written(self, session: ProxySession, sql: str) -> TopicWrite | None:
+        if self._pattern is None or self._pattern.search(sql) is None:
+            return None
+        info = routing.inserted_topic(sql, session.keyspace, self.lookup)
+        return None if info is None else TopicWrite(info.keyspace, info.name)
+
+    def committed(self, write: TopicWrite) -> None:
+        rt = self.runtimes.get((write.keyspace, write.name))
+        if rt is not None:
+            rt.notify()
+
+    async def stream(self, session: ProxySession, sql: str) -> Outcome | None:
+        """``STREAM * FROM topic [WHERE ...]``; None if the table is not a topic."""
+        if self._pattern is None or self._pattern.search(sql) is None:
+            return None
+        from proxy.messaging.statement import parse_stream
+
+        st = parse_stream(sql)
+        info = self.lookup(st.keyspace or session.keyspace, st.table)
+        if info is None:
+            return None
+        if session.workload != "olap":
+            raise ProxyError(1235, "STREAM is supported only for OLAP workload: run SET WORKLOAD = OLAP first")
+        return self.follow(info, statement.stream_start(st.where_sql))
+
+    async def _ddl(self, session: ProxySession, sql: str) -> Result:
+        if session.in_transaction:
+            await session.commit()  # DDL commits an open transaction, as in MySQL
+        head = sql.lstrip().split(None, 1)[0].lower()
+        if head == "create":
+            c = statement.parse_create(sql)
+            created = await self.create_topic(
+                c.keyspace or session.keyspace, c.name, c.properties, user_definitions=c.user_definitions,
+                user_columns=c.user_columns, if_not_exists=c.if_not_exists)
+            return Result(warnings=0 if created is not None else 1)
+        if head == "drop":
+            d = statement.parse_drop(sql)
+            dropped = await self.drop_topic(d.keyspace or session.keyspace, d.name, d.if_exists)
+            return Result(warnings=0 if dropped else 1)
+        a = statement.parse_alter(sql)
+        await self.update_topic(a.keyspace or session.keyspace, a.name, a.changes)
+        return Result()
+
+    async def show(self, session: ProxySession, sql: str) -> Result:
+        """``SHOW TOPICS [FROM ks] [LIKE 'pattern']``, read from the shards."""
+        st = statement.parse_show(sql)
+        keyspaces = [self._keyspace(st.keyspace)] if st.keyspace else self.keyspaces
+        like = re.compile("^" + "".join(".*" if c == "%" else "." if c == "_" else re.escape(c)
+                                        for c in st.like) + "$", re.I) if st.like else None
+        rows: list[tuple[Any, ...]] = []
+        for ks in keyspaces:
+            for shard, row in await self.list_topics(ks):
+                if like is not None and not like.match(row.name):
+                    continue
+                oldest, newest, recent = await self.stores[(ks, shard)].recent_stats(row.name)
+                rt = self.runtimes.get((ks, row.name))
+                rows.append((ks, row.name, shard, row.generation, row.ttl_seconds, row.messages, row.bytes, oldest,
+                             newest, round(recent / 60.0, 3), rt.followers if rt else 0, row.last_id))
+        return local_result(SHOW_COLUMNS, rows, _SHOW_TYPES)

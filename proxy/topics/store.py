@@ -1,0 +1,423 @@
+"""Everything the proxy does to a topic's tables on its shard, as SQL over its own connections.
+
+The connections come from pools of the topics service's own (never the sessions'), set once to
+READ COMMITTED: the sequencer's scan must see every row committed before it and lock nothing
+but the rows it sequences, and the purge must take no gap locks (a gap lock at the low end of
+an index would block publishers' inserts). Every connection is returned in a ``finally``.
+
+The sequencer pass (``sequence``) is the heart of ordering; see ``proxy.topics.sequencer`` for
+why its result is commit order with no late arrivals.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.engine.result import Result, decode_value
+from proxy.errors import ProxyError
+from proxy.pools import ShardConnection, ShardPool
+from proxy.topics import ids
+from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
+from proxy.topics.names import META_TABLE, log_table, quote
+from proxy.topics.schema import META_DDL, NOW_MS, log_ddl, properties_json, sql_string, view_ddl
+
+logger = logging.getLogger(__name__)
+
+SETTINGS = {"tx_isolation": "'READ-COMMITTED'", "innodb_lock_wait_timeout": "10", "lock_wait_timeout": "10"}
+PASS_LIMIT = 5000  # rows per sequencer pass (one UPDATE); a backlog takes several passes
+PURGE_BATCH = 1000
+CAS_ATTEMPTS = 50
+ADMIN_LOCK_WAIT_S = 10
+ER_NO_SUCH_TABLE = 1146
+
+
+def rows_of(res: Result) -> list[tuple[Any, ...]]:
+    return [tuple(decode_value(f, v) for f, v in zip(res.fields, row, strict=True)) for row in res.rows]
+
+
+def hex_literal(data: bytes) -> str:
+    return "X'" + data.hex() + "'" if data else "''"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRow:
+    """A topic's metadata row."""
+
+    name: str
+    generation: int
+    ttl_seconds: int
+    properties: dict[str, str]
+    columns: list[str]
+    last_ms: int
+    last_seq: int
+    messages: int
+    bytes: int
+    purged: int
+    created_ms: int
+
+    @property
+    def live(self) -> bool:
+        return self.generation > 0
+
+    @property
+    def last_id(self) -> str | None:
+        return ids.make_id(self.last_ms, self.last_seq) if self.last_seq >= 0 else None
+
+
+_META_COLS = "name, generation, ttl_seconds, properties, columns, last_ms, last_seq, messages, bytes, purged, created_ms"
+
+
+def _topic_row(r: tuple[Any, ...]) -> TopicRow:
+    return TopicRow(
+        name=r[0], generation=int(r[1]), ttl_seconds=int(r[2]), properties=json.loads(r[3] or "{}"),
+        columns=json.loads(r[4] or "[]"), last_ms=int(r[5]), last_seq=int(r[6]), messages=int(r[7]),
+        bytes=int(r[8]), purged=int(r[9]), created_ms=int(r[10]),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    count: int
+    last_id: str | None
+    gone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    last_id: str | None
+    unsequenced: bool
+    gone: bool
+
+
+class ShardTopicStore:
+    """The topic tables of one shard."""
+
+    def __init__(self, pool: ShardPool) -> None:
+        self.pool = pool
+        self.keyspace = pool.address.keyspace
+        self.shard = pool.address.shard
+        self._meta_ready = False
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[ShardConnection]:
+        async with self.pool.connection() as sc:
+            await sc.apply_settings(SETTINGS)
+            yield sc
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[ShardConnection]:
+        async with self.connection() as sc:
+            await sc.execute("begin")
+            try:
+                yield sc
+            except BaseException:
+                try:
+                    await sc.execute("rollback")
+                except ProxyError:
+                    sc.broken = True  # MariaDB rolls back on disconnect
+                raise
+            await sc.execute("commit")
+
+    async def query(self, sql: str) -> list[tuple[Any, ...]]:
+        async with self.connection() as sc:
+            return rows_of(await sc.execute(sql))
+
+    # -- metadata -----------------------------------------------------------------------------
+    async def ensure_meta(self) -> None:
+        if not self._meta_ready:
+            async with self.connection() as sc:
+                await sc.execute(META_DDL)
+            self._meta_ready = True
+
+    async def topics(self) -> list[TopicRow]:
+        """Every topic row of this shard, dropped ones too (none if the table is missing)."""
+        try:
+            rows = await self.query(f"SELECT {_META_COLS} FROM {META_TABLE} ORDER BY name")
+        except ProxyError as e:
+            if e.code == ER_NO_SUCH_TABLE:
+                return []
+            raise
+        return [_topic_row(r) for r in rows]
+
+    async def topic(self, name: str) -> TopicRow | None:
+        try:
+            rows = await self.query(f"SELECT {_META_COLS} FROM {META_TABLE} WHERE name = {sql_string(name)}")
+        except ProxyError as e:
+            if e.code == ER_NO_SUCH_TABLE:
+                return None
+            raise
+        return _topic_row(rows[0]) if rows else None
+
+    @asynccontextmanager
+    async def admin_lock(self, name: str) -> AsyncIterator[ShardConnection]:
+        """Serialises admin operations on one topic across proxies (a MariaDB named lock,
+        released with the connection if this process dies)."""
+        lock = sql_string(f"shardgate_topic:{self.keyspace}:{name}")
+        async with self.connection() as sc:
+            got = rows_of(await sc.execute(f"SELECT GET_LOCK({lock}, {ADMIN_LOCK_WAIT_S})"))
+            if not got or got[0][0] != 1:
+                raise ProxyError(1205, f"Lock wait timeout exceeded on topic {name} (another admin operation)", "HY000")
+            try:
+                yield sc
+            finally:
+                try:
+                    await sc.execute(f"SELECT RELEASE_LOCK({lock})")
+                except ProxyError:
+                    sc.broken = True
+
+    async def create(
+        self, name: str, ttl_seconds: int, properties: dict[str, str], user_definitions: Sequence[str],
+        user_columns: Sequence[str], if_not_exists: bool = False,
+    ) -> TopicRow | None:
+        """Create the topic (a new generation if it existed before); None if it exists and
+        ``if_not_exists``. Ids continue after the previous generation's last one."""
+        await self.ensure_meta()
+        now = int(time.time() * 1000)
+        async with self.admin_lock(name) as sc:
+            old = rows_of(await sc.execute(
+                f"SELECT generation FROM {META_TABLE} WHERE name = {sql_string(name)}"))
+            if old and int(old[0][0]) > 0:
+                if if_not_exists:
+                    return None
+                raise TopicExists(self.keyspace, name)
+            generation = -int(old[0][0]) + 1 if old else 1
+            table, view = quote(log_table(name)), quote(name)
+            # A crash half-way through an earlier create/drop may have left these behind.
+            await sc.execute(f"DROP VIEW IF EXISTS {view}")
+            await sc.execute(f"DROP TABLE IF EXISTS {table}")
+            await sc.execute(log_ddl(name, user_definitions))
+            try:
+                await sc.execute(view_ddl(name, user_columns, ttl_seconds))
+                props, cols = sql_string(properties_json(properties)), sql_string(json.dumps(list(user_columns)))
+                await sc.execute(
+                    f"INSERT INTO {META_TABLE} (name, generation, ttl_seconds, properties, columns, created_ms,"
+                    f" updated_ms) VALUES ({sql_string(name)}, {generation}, {ttl_seconds}, {props}, {cols}, {now},"
+                    f" {now}) ON DUPLICATE KEY UPDATE generation = VALUES(generation), ttl_seconds ="
+                    f" VALUES(ttl_seconds), properties = VALUES(properties), columns = VALUES(columns), messages = 0,"
+                    f" bytes = 0, purged = 0, created_ms = VALUES(created_ms), updated_ms = VALUES(updated_ms)"
+                )
+            except BaseException:
+                await sc.execute(f"DROP VIEW IF EXISTS {view}")
+                await sc.execute(f"DROP TABLE IF EXISTS {table}")
+                raise
+        logger.info("topic created", extra={"keyspace": self.keyspace, "shard": self.shard, "topic": name,
+                                            "generation": generation, "ttl_seconds": ttl_seconds})
+        return await self.topic(name)
+
+    async def drop(self, name: str, if_exists: bool = False) -> bool:
+        """Drop the topic: its generation is negated (CDAP), its tables dropped."""
+        await self.ensure_meta()
+        async with self.admin_lock(name) as sc:
+            row = rows_of(await sc.execute(f"SELECT generation FROM {META_TABLE} WHERE name = {sql_string(name)}"))
+            if not row or int(row[0][0]) <= 0:
+                if if_exists:
+                    return False
+                raise TopicNotFound(self.keyspace, name)
+            await sc.execute(
+                f"UPDATE {META_TABLE} SET generation = -generation, messages = 0, bytes = 0,"
+                f" updated_ms = {int(time.time() * 1000)} WHERE name = {sql_string(name)}"
+            )
+            await sc.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+            await sc.execute(f"DROP TABLE IF EXISTS {quote(log_table(name))}")
+        logger.info("topic dropped", extra={"keyspace": self.keyspace, "shard": self.shard, "topic": name})
+        return True
+
+    async def set_properties(self, name: str, ttl_seconds: int, properties: dict[str, str]) -> TopicRow:
+        """New TTL and properties (the view is replaced: the new TTL applies at once)."""
+        async with self.admin_lock(name) as sc:
+            rows = rows_of(await sc.execute(
+                f"SELECT generation, columns FROM {META_TABLE} WHERE name = {sql_string(name)}"))
+            if not rows or int(rows[0][0]) <= 0:
+                raise TopicNotFound(self.keyspace, name)
+            columns = json.loads(rows[0][1] or "[]")
+            await sc.execute(
+                f"UPDATE {META_TABLE} SET ttl_seconds = {int(ttl_seconds)},"
+                f" properties = {sql_string(properties_json(properties))}, updated_ms = {int(time.time() * 1000)}"
+                f" WHERE name = {sql_string(name)}"
+            )
+            await sc.execute(view_ddl(name, columns, ttl_seconds))
+        row = await self.topic(name)
+        assert row is not None
+        return row
+
+    # -- sequencing ---------------------------------------------------------------------------
+    async def sequence(self, name: str) -> PassResult:
+        """One sequencer pass: give the committed, unsequenced rows (in insert order) the next
+        ids after the topic's high-water mark, atomically with the mark's update.
+
+        Two statements, no explicit transaction. (1) One consistent read (READ COMMITTED: it
+        neither waits for nor locks an open transaction's rows) of the mark and of the rows
+        committed without id. (2) One UPDATE that sets their ids *and* moves the mark, on the
+        condition that the mark is still the one read (compare-and-set): it locks the metadata
+        row, so passes of every proxy commit one at a time, each strictly after the mark the
+        previous one left; a pass that lost the race changes nothing and reads again. Rows are
+        reached by primary key only (FORCE INDEX): a scan would lock, and wait for, the rows of
+        open transactions."""
+        table = quote(log_table(name))
+        quoted = sql_string(name)
+        for _ in range(CAS_ATTEMPTS):
+            async with self.connection() as sc:
+                rows = rows_of(await sc.execute(
+                    f"SELECT m.generation, m.last_ms, m.last_seq, {NOW_MS}, t._pk, t.payload_bytes"
+                    f" FROM {META_TABLE} m LEFT JOIN (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (message_id) WHERE message_id IS NULL"
+                    f" AND pending = 0 ORDER BY _pk LIMIT {PASS_LIMIT}) t ON TRUE WHERE m.name = {quoted}"
+                    f" ORDER BY t._pk"))
+                if not rows or int(rows[0][0]) <= 0:
+                    return PassResult(0, None, gone=True)
+                generation, last_ms, last_seq, now_ms = (int(v) for v in rows[0][:4])
+                waiting = [(int(r[4]), int(r[5] or 0)) for r in rows if r[4] is not None]
+                if not waiting:
+                    return PassResult(0, ids.make_id(last_ms, last_seq) if last_seq >= 0 else None)
+                assigned = ids.assign(last_ms, last_seq, now_ms, len(waiting))
+                doc = json.dumps([[pk, ms, seq] for (pk, _), (ms, seq) in zip(waiting, assigned, strict=True)],
+                                 separators=(",", ":"))
+                new_ms, new_seq = assigned[-1]
+                added = sum(b for _, b in waiting)
+                res = await sc.execute(
+                    f"UPDATE {META_TABLE} m STRAIGHT_JOIN JSON_TABLE('{doc}', '$[*]' COLUMNS (pk BIGINT UNSIGNED"
+                    f" PATH '$[0]', ms BIGINT PATH '$[1]', sq INT PATH '$[2]')) j STRAIGHT_JOIN {table} b"
+                    f" FORCE INDEX (PRIMARY) ON b._pk = j.pk"
+                    f" SET b.publish_time = j.ms, b.seq = j.sq, m.last_ms = {new_ms}, m.last_seq = {new_seq},"
+                    f" m.messages = m.messages + {len(waiting)}, m.bytes = m.bytes + {added}"
+                    f" WHERE m.name = {quoted} AND m.generation = {generation} AND m.last_ms = {last_ms}"
+                    f" AND m.last_seq = {last_seq} AND b.seq IS NULL"
+                )
+                if res.affected_rows > 0:
+                    return PassResult(len(waiting), ids.make_id(new_ms, new_seq))
+        raise ProxyError(1205, f"topic {name}: sequencer pass lost {CAS_ATTEMPTS} races in a row", "HY000")
+
+    async def probe(self, name: str) -> Probe:
+        """The high-water mark and whether committed rows wait for a pass (one round trip)."""
+        try:
+            rows = await self.query(
+                f"SELECT m.generation, m.last_ms, m.last_seq, EXISTS(SELECT 1 FROM {quote(log_table(name))}"
+                f" FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0) FROM {META_TABLE} m WHERE m.name = {sql_string(name)}"
+            )
+        except ProxyError as e:
+            if e.code == ER_NO_SUCH_TABLE:
+                return Probe(None, False, gone=True)
+            raise
+        if not rows or int(rows[0][0]) <= 0:
+            return Probe(None, False, gone=True)
+        _, last_ms, last_seq, waiting = rows[0]
+        last = ids.make_id(int(last_ms), int(last_seq)) if int(last_seq) >= 0 else None
+        return Probe(last, bool(int(waiting)), gone=False)
+
+    # -- publishing (REST, client) ------------------------------------------------------------
+    async def insert(
+        self, name: str, payloads: Sequence[bytes], pointer: int | None = None, pending: bool = False,
+    ) -> int:
+        if not payloads:
+            return 0
+        table = quote(log_table(name))
+        if pointer is None:
+            values = ",".join(f"({hex_literal(p)})" for p in payloads)
+            sql = f"INSERT INTO {table} (payload) VALUES {values}"
+        else:
+            flag = 1 if pending else 0
+            values = ",".join(f"({hex_literal(p)}, {int(pointer)}, {flag}, {NOW_MS})" for p in payloads)
+            sql = f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}"
+        async with self.connection() as sc:
+            return (await sc.execute(sql)).affected_rows
+
+    async def commit_pointer(self, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
+        """CDAP's commit marker: ``payloads`` and everything stored under ``pointer`` become
+        sequencable at once, atomically (one transaction), in the order they were stored."""
+        table = quote(log_table(name))
+        async with self.transaction() as sc:
+            if payloads:
+                values = ",".join(f"({hex_literal(p)}, {int(pointer)}, 1, {NOW_MS})" for p in payloads)
+                await sc.execute(f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}")
+            res = await sc.execute(f"UPDATE {table} SET pending = 0 WHERE tx_pointer = {int(pointer)} AND pending = 1")
+        return res.affected_rows
+
+    async def rollback_pointer(self, name: str, pointer: int) -> int:
+        table = quote(log_table(name))
+        async with self.transaction() as sc:
+            res = await sc.execute(f"DELETE FROM {table} WHERE tx_pointer = {int(pointer)} AND pending = 1")
+            if res.affected_rows == 0:
+                done = rows_of(await sc.execute(
+                    f"SELECT COUNT(*) FROM {table} WHERE tx_pointer = {int(pointer)} AND pending = 0"))
+                if done and int(done[0][0]) > 0:
+                    raise PointerConflict(pointer)
+        return res.affected_rows
+
+    # -- reading ------------------------------------------------------------------------------
+    async def read(self, name: str, condition: str, limit: int, columns: str = "*") -> Result:
+        """Sequenced, unexpired messages (the view) matching ``condition``, in id order."""
+        async with self.connection() as sc:
+            return await sc.execute(
+                f"SELECT {columns} FROM {quote(name)} WHERE {condition} ORDER BY message_id LIMIT {int(limit)}"
+            )
+
+    # -- TTL ----------------------------------------------------------------------------------
+    async def purge(self, name: str, ttl_seconds: int, pending_max_age_s: int) -> int:
+        """Delete expired messages (topic TTL or their own), in batches, under a named lock so
+        only one proxy purges a topic at a time; returns how many. Stored-but-never-published
+        rows older than ``pending_max_age_s`` go too (a REST transaction past its lifetime)."""
+        table = quote(log_table(name))
+        lock = sql_string(f"shardgate_topic_purge:{self.keyspace}:{name}")
+        total = 0
+        async with self.connection() as sc:
+            got = rows_of(await sc.execute(f"SELECT GET_LOCK({lock}, 0)"))
+            if not got or got[0][0] != 1:
+                return 0
+            try:
+                while True:
+                    await sc.execute("begin")
+                    try:
+                        rows = rows_of(await sc.execute(
+                            f"(SELECT _pk, payload_bytes FROM {table} FORCE INDEX (publish_time) WHERE seq IS NOT NULL"
+                            f" AND publish_time < {NOW_MS} - {int(ttl_seconds) * 1000}"
+                            f" ORDER BY publish_time LIMIT {PURGE_BATCH})"
+                            f" UNION (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (expire_ms) WHERE expire_ms <= {NOW_MS}"
+                            f" ORDER BY expire_ms LIMIT {PURGE_BATCH})"))
+                        if rows:
+                            pks = ",".join(str(int(r[0])) for r in rows)
+                            await sc.execute(f"DELETE FROM {table} WHERE _pk IN ({pks})")
+                            freed = sum(int(r[1] or 0) for r in rows)
+                            await sc.execute(
+                                f"UPDATE {META_TABLE} SET messages = GREATEST(messages - {len(rows)}, 0),"
+                                f" bytes = GREATEST(bytes - {freed}, 0), purged = purged + {len(rows)}"
+                                f" WHERE name = {sql_string(name)}")
+                        await sc.execute("commit")
+                    except BaseException:
+                        try:
+                            await sc.execute("rollback")
+                        except ProxyError:
+                            sc.broken = True
+                        raise
+                    total += len(rows)
+                    if len(rows) < PURGE_BATCH:
+                        break
+                # Found by a consistent read, deleted by key: a locking scan would wait for
+                # every open transaction's fresh rows.
+                stale = rows_of(await sc.execute(
+                    f"SELECT _pk FROM {table} FORCE INDEX (tx_pointer) WHERE tx_pointer IS NOT NULL AND pending = 1"
+                    f" AND stored_ms < {NOW_MS} -"
+                    f" {int(pending_max_age_s) * 1000} LIMIT {PURGE_BATCH}"))
+                if stale:
+                    await sc.execute(f"DELETE FROM {table} WHERE _pk IN ({','.join(str(int(r[0])) for r in stale)})"
+                                     " AND pending = 1")
+            finally:
+                try:
+                    await sc.execute(f"SELECT RELEASE_LOCK({lock})")
+                except ProxyError:
+                    sc.broken = True
+        return total
+
+    async def recent_stats(self, name: str) -> tuple[int | None, int | None, int]:
+        """(oldest, newest publish time of visible messages, messages sequenced in the last 60 s)."""
+        rows = await self.query(
+            f"SELECT (SELECT MIN(publish_time) FROM {quote(name)}), (SELECT MAX(publish_time) FROM {quote(name)}),"
+            f" (SELECT COUNT(*) FROM {quote(log_table(name))} WHERE publish_time >= {NOW_MS} - 60000"
+            f" AND seq IS NOT NULL)"
+        )
+        oldest, newest, recent = rows[0]
+        return (None if oldest is None else int(oldest)), (None if newest is None else int(newest)), int(recent)

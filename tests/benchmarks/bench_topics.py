@@ -1,0 +1,324 @@
+"""Ordered topics: publish throughput through the proxy beside the raw ceiling of the same inserts
+issued directly on MariaDB, commit-to-receive latency for STREAM followers and for pollers, and
+the publishers' cost of fanning out to 8 followers.
+
+    python -m tests.benchmarks topics     # BENCH_TX_MESSAGES=20000 BENCH_SINGLE_MESSAGES=4000 BENCH_LATENCY_SAMPLES=400
+
+Publishers, followers and pollers are asyncio tasks of this process (aiomysql); the proxy is one
+process (``shardgate worker``); all share the machine's cores with the MariaDB shards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiomysql
+
+from proxy.config import ShardEndpoint
+from tests.benchmarks.harness import local_cluster, machine, proxies
+from tests.proxy_process import ProxyProcess
+
+KEYSPACE = "commerce"
+PUBLISHERS = 4
+TX_ROWS = 100
+PAYLOAD = "x" * 100
+TX_MESSAGES = int(os.environ.get("BENCH_TX_MESSAGES", "20000"))
+SINGLE_MESSAGES = int(os.environ.get("BENCH_SINGLE_MESSAGES", "4000"))
+LATENCY_SAMPLES = int(os.environ.get("BENCH_LATENCY_SAMPLES", "400"))
+LATENCY_RATE = 200.0  # commits per second while measuring latency (no backlog)
+FANOUT = 8
+
+
+@dataclass
+class Run:
+    messages: int
+    publish_s: float
+    visible_s: float
+
+    @property
+    def publish_rate(self) -> float:
+        return self.messages / self.publish_s
+
+    @property
+    def visible_rate(self) -> float:
+        return self.messages / self.visible_s
+
+
+async def _connect(host: str, port: int, db: str, user: str = "root", password: str = "") -> aiomysql.Connection:
+    return await aiomysql.connect(host=host, port=port, user=user, password=password, db=db, autocommit=True)
+
+
+async def _proxy_conn(p: ProxyProcess) -> aiomysql.Connection:
+    return await _connect(p.host, p.port, KEYSPACE)
+
+
+async def _shard_conn(e: ShardEndpoint) -> aiomysql.Connection:
+    return await _connect(e.host, e.port, e.database, e.user, e.password)
+
+
+async def _exec(conn: aiomysql.Connection, sql: str) -> list[tuple]:
+    async with conn.cursor() as cur:
+        await cur.execute(sql)
+        return list(await cur.fetchall()) if cur.description else []
+
+
+def _values(n: int) -> str:
+    return ",".join([f"('{PAYLOAD}')"] * n)
+
+
+async def _publish(connect: Callable[[], Awaitable[aiomysql.Connection]], table: str, total: int, per_tx: int) -> float:
+    """PUBLISHERS connections, transactions of ``per_tx`` messages (autocommit when 1); seconds."""
+    conns = [await connect() for _ in range(PUBLISHERS)]
+    each = total // PUBLISHERS // per_tx
+    stmt = f"INSERT INTO `{table}` (payload) VALUES {_values(per_tx)}"
+
+    async def one(conn: aiomysql.Connection) -> None:
+        async with conn.cursor() as cur:
+            for _ in range(each):
+                if per_tx == 1:
+                    await cur.execute(stmt)
+                else:
+                    await cur.execute("BEGIN")
+                    await cur.execute(stmt)
+                    await cur.execute("COMMIT")
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(one(c) for c in conns))
+        return time.perf_counter() - started
+    finally:
+        for c in conns:
+            c.close()
+
+
+async def _until(check: Callable[[], Awaitable[bool]], within: float, step: float) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        if await check() or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(step)
+
+
+async def _wait_sequenced(shard: aiomysql.Connection, topic: str, started: float) -> float:
+    async def done() -> bool:
+        return not (await _exec(shard, f"SELECT COUNT(*) FROM `_tms_{topic}` FORCE INDEX (message_id) WHERE message_id IS NULL"))[0][0]
+
+    await _until(done, 120, 0.002)
+    return time.perf_counter() - started
+
+
+async def _topic_run(p: ProxyProcess, shard: aiomysql.Connection, topic: str, total: int, per_tx: int) -> Run:
+    started = time.perf_counter()
+    publish_s = await _publish(lambda: _proxy_conn(p), topic, total, per_tx)
+    visible_s = await _wait_sequenced(shard, topic, started)
+    return Run(total // PUBLISHERS // per_tx * PUBLISHERS * per_tx, publish_s, visible_s)
+
+
+async def _raw_run(e: ShardEndpoint, table: str, total: int, per_tx: int) -> Run:
+    seconds = await _publish(lambda: _shard_conn(e), table, total, per_tx)
+    n = total // PUBLISHERS // per_tx * PUBLISHERS * per_tx
+    return Run(n, seconds, seconds)
+
+
+class Follower:
+    def __init__(self) -> None:
+        self.received: dict[bytes, float] = {}
+        self.count = 0
+        self.task: asyncio.Task[None] | None = None
+        self.conn: aiomysql.Connection | None = None
+
+    async def start(self, p: ProxyProcess, topic: str) -> None:
+        self.conn = await _proxy_conn(p)
+        await _exec(self.conn, "SET WORKLOAD = OLAP")
+        cur = await self.conn.cursor(aiomysql.SSCursor)
+        await cur.execute(f"STREAM * FROM `{topic}` WHERE publish_time >= {int(time.time() * 1000)}")
+        self.task = asyncio.ensure_future(self._read(cur))
+
+    async def _read(self, cur: aiomysql.SSCursor) -> None:
+        while True:
+            row = await cur.fetchone()
+            if row is None:
+                return
+            self.count += 1
+            payload = bytes(row[2])
+            if payload.startswith(b"lat-"):
+                self.received[payload] = time.perf_counter()
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        if self.conn is not None:
+            self.conn.close()
+
+
+async def _poller(p: ProxyProcess, topic: str, received: dict[bytes, float], stop: asyncio.Event) -> None:
+    conn = await _proxy_conn(p)
+    last = f"{int(time.time() * 1000):016x}0000"
+    try:
+        async with conn.cursor() as cur:
+            while not stop.is_set():
+                await cur.execute(f"SELECT message_id, payload FROM `{topic}` WHERE message_id > '{last}'"
+                                  " ORDER BY message_id LIMIT 100")
+                rows = await cur.fetchall()
+                now = time.perf_counter()
+                for r in rows:
+                    last = r[0]
+                    if bytes(r[1]).startswith(b"lat-"):
+                        received[bytes(r[1])] = now
+                if not rows:
+                    await asyncio.sleep(0.001)
+    finally:
+        conn.close()
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+async def _latency(p: ProxyProcess, topic: str) -> tuple[list[float], list[float]]:
+    follower = Follower()
+    await follower.start(p, topic)
+    polled: dict[bytes, float] = {}
+    stop = asyncio.Event()
+    poller = asyncio.ensure_future(_poller(p, topic, polled, stop))
+    conn = await _proxy_conn(p)
+    committed: dict[bytes, float] = {}
+    try:
+        await asyncio.sleep(0.3)
+        async with conn.cursor() as cur:
+            for k in range(LATENCY_SAMPLES):
+                payload = f"lat-{k}".encode()
+                await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('lat-{k}')")
+                committed[payload] = time.perf_counter()
+                await asyncio.sleep(1 / LATENCY_RATE)
+        async def all_received() -> bool:
+            return len(follower.received) >= LATENCY_SAMPLES and len(polled) >= LATENCY_SAMPLES
+
+        await _until(all_received, 10, 0.01)
+    finally:
+        stop.set()
+        await asyncio.gather(poller, return_exceptions=True)
+        await follower.stop()
+        conn.close()
+    stream_ms = [(follower.received[m] - t) * 1000 for m, t in committed.items() if m in follower.received]
+    poll_ms = [(polled[m] - t) * 1000 for m, t in committed.items() if m in polled]
+    return stream_ms, poll_ms
+
+
+def _followers_process(port: int, topic: str, count: int, expected: int, start_ms: int, out: Any) -> None:
+    """``count`` STREAM followers in a process of their own, one thread each with mysqlclient
+    (C decoding, GIL released while waiting), so that reading 8 copies of the stream costs the
+    publishers as little client CPU as the machine allows; reports the slowest one's row count."""
+    import threading
+
+    import MySQLdb
+    import MySQLdb.cursors
+
+    counts = [0] * count
+    cursors = []
+    for _ in range(count):
+        conn = MySQLdb.connect(host="127.0.0.1", port=port, user="root", passwd="", db=KEYSPACE)
+        conn.cursor().execute("SET WORKLOAD = OLAP")
+        cur = conn.cursor(MySQLdb.cursors.SSCursor)
+        cur.execute(f"STREAM * FROM `{topic}` WHERE publish_time >= {start_ms}")
+        cursors.append(cur)
+    out.put("ready")
+
+    def read(k: int) -> None:
+        deadline = time.monotonic() + 120
+        fetch = cursors[k].fetchone  # fetchmany(n) would wait for n rows
+        while counts[k] < expected and time.monotonic() < deadline:
+            if fetch() is None:
+                return
+            counts[k] += 1
+
+    threads = [threading.Thread(target=read, args=(k,), daemon=True) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(130)
+    out.put(min(counts))
+
+
+async def _fanout(p: ProxyProcess, shard: aiomysql.Connection, topic: str) -> tuple[Run, Run, int]:
+    base = await _topic_run(p, shard, topic, TX_MESSAGES // 2, TX_ROWS)
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    expected = TX_MESSAGES // 2 // PUBLISHERS // TX_ROWS * PUBLISHERS * TX_ROWS
+    proc = ctx.Process(target=_followers_process,
+                       args=(p.port, topic, FANOUT, expected, int(time.time() * 1000), out))
+    proc.start()
+    try:
+        assert await asyncio.to_thread(out.get, True, 60) == "ready"
+        fanned = await _topic_run(p, shard, topic, TX_MESSAGES // 2, TX_ROWS)
+        delivered = await asyncio.to_thread(out.get, True, 180)
+    finally:
+        await asyncio.to_thread(proc.join, 10)
+        if proc.is_alive():
+            proc.kill()
+    return base, fanned, delivered
+
+
+async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint]) -> None:
+    admin = await _proxy_conn(p)
+    topics = {}
+    for name in ("bench_tx", "bench_single", "bench_latency", "bench_fanout"):
+        await _exec(admin, f"DROP TOPIC IF EXISTS {name}")
+        await _exec(admin, f"CREATE TOPIC {name}")
+        topics[name] = (await _exec(admin, f"SHOW TOPICS LIKE '{name}'"))[0][2]
+    admin.close()
+    print(f"machine: {machine()}", flush=True)
+    print(f"topics' shards: {topics}", flush=True)
+
+    def shard_of(name: str) -> ShardEndpoint:
+        return endpoints[(KEYSPACE, topics[name])]
+
+    # the raw ceiling: the same INSERTs into a copy of the log table, directly on the shard
+    raw_conn = await _shard_conn(shard_of("bench_tx"))
+    await _exec(raw_conn, "DROP TABLE IF EXISTS raw_topic_log")
+    await _exec(raw_conn, "CREATE TABLE raw_topic_log LIKE `_tms_bench_tx`")
+    raw_tx = await _raw_run(shard_of("bench_tx"), "raw_topic_log", TX_MESSAGES, TX_ROWS)
+    raw_single = await _raw_run(shard_of("bench_tx"), "raw_topic_log", SINGLE_MESSAGES, 1)
+    await _exec(raw_conn, "DROP TABLE raw_topic_log")
+    raw_conn.close()
+
+    tx_shard = await _shard_conn(shard_of("bench_tx"))
+    single_shard = await _shard_conn(shard_of("bench_single"))
+    tx = await _topic_run(p, tx_shard, "bench_tx", TX_MESSAGES, TX_ROWS)
+    single = await _topic_run(p, single_shard, "bench_single", SINGLE_MESSAGES, 1)
+    for label, raw, run in (("100 messages per transaction", raw_tx, tx), ("single-message transactions", raw_single, single)):
+        print(f"{label}: raw {raw.publish_rate:,.0f} msg/s; through the proxy {run.publish_rate:,.0f} msg/s committed"
+              f" ({run.publish_rate / raw.publish_rate:.2f} of raw), {run.visible_rate:,.0f} msg/s visible"
+              f" ({run.visible_rate / raw.publish_rate:.2f} of raw)", flush=True)
+
+    stream_ms, poll_ms = await _latency(p, "bench_latency")
+    print(f"commit-to-receive at {LATENCY_RATE:.0f} commits/s, {LATENCY_SAMPLES} samples:"
+          f" STREAM p50 {statistics.median(stream_ms):.2f} ms p99 {_pct(stream_ms, 0.99):.2f} ms (got {len(stream_ms)});"
+          f" poller p50 {statistics.median(poll_ms):.2f} ms p99 {_pct(poll_ms, 0.99):.2f} ms (got {len(poll_ms)})",
+          flush=True)
+
+    fan_shard = await _shard_conn(shard_of("bench_fanout"))
+    base, fanned, delivered = await _fanout(p, fan_shard, "bench_fanout")
+    print(f"fan-out to {FANOUT} followers (another process): publishers {base.publish_rate:,.0f} -> {fanned.publish_rate:,.0f} msg/s"
+          f" (cost {1 - fanned.publish_rate / base.publish_rate:.0%}); every follower got {delivered:,} of"
+          f" {fanned.messages:,}", flush=True)
+    for c in (tx_shard, single_shard, fan_shard):
+        c.close()
+
+
+def main() -> None:
+    with local_cluster() as cluster, proxies(cluster) as p:
+        asyncio.run(_bench(p, cluster.endpoints))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Topic admin and publishing over SQL: CREATE/ALTER/DROP TOPIC, SHOW TOPICS, placement, user
+columns, errors with MySQL codes, append-only, a Python client."""
+
+from __future__ import annotations
+
+import pymysql
+import pytest
+
+from proxy.topics.client import TopicClient
+from proxy.topics.names import place
+from tests.topics.conftest import eventually, read_all
+
+
+def _sql(p, db: str, statement: str):
+    conn = pymysql.connect(host="127.0.0.1", port=p.port, user="root", password="", database=db, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def _error(p, db: str, statement: str) -> int:
+    with pytest.raises(pymysql.err.MySQLError) as e:
+        _sql(p, db, statement)
+    return int(e.value.args[0])
+
+
+async def test_create_duplicate_invalid_ttl_show_alter_drop_and_unknown_topic_errors(topic_proxy):
+    p = topic_proxy
+    _sql(p, "commerce", "DROP TOPIC IF EXISTS adm_orders")
+    _sql(p, "commerce", "CREATE TOPIC adm_orders WITH (ttl_seconds = 120, team = 'billing')")
+    assert _error(p, "commerce", "CREATE TOPIC adm_orders") == 1050
+    _sql(p, "commerce", "CREATE TOPIC IF NOT EXISTS adm_orders")
+    assert _error(p, "commerce", "CREATE TOPIC adm_bad WITH (ttl_seconds = 0)") == 1231
+    assert _error(p, "commerce", "CREATE TOPIC adm_bad WITH (ttl_seconds = 'soon')") == 1231
+    assert _error(p, "commerce", "CREATE TOPIC customer") == 1050  # a vschema table's name
+    rows = _sql(p, "commerce", "SHOW TOPICS LIKE 'adm_%'")
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
+        ("commerce", "adm_orders", place("commerce", ["-80", "80-"], True, "adm_orders"), 1, 120)]
+    _sql(p, "commerce", "ALTER TOPIC adm_orders SET ttl_seconds = 60")
+    assert _sql(p, "commerce", "SHOW TOPICS FROM commerce LIKE 'adm_orders'")[0][4] == 60
+    assert _error(p, "commerce", "ALTER TOPIC adm_orders SET ttl_seconds = -1") == 1231
+    assert _error(p, "commerce", "ALTER TOPIC adm_nope SET ttl_seconds = 5") == 1051
+    _sql(p, "commerce", "DROP TOPIC adm_orders")
+    assert _error(p, "commerce", "DROP TOPIC adm_orders") == 1051
+    _sql(p, "commerce", "DROP TOPIC IF EXISTS adm_orders")
+    assert _sql(p, "commerce", "SHOW TOPICS LIKE 'adm_%'") == ()
+    assert _error(p, "commerce", "CREATE TOPIC `_tms_x`") == 1103
+
+
+async def test_topics_spread_over_shards_and_show_where_they_live(topic_proxy):
+    names = [f"adm_spread_{i}" for i in range(6)]
+    try:
+        for n in names:
+            _sql(topic_proxy, "commerce", f"CREATE TOPIC IF NOT EXISTS {n}")
+        rows = {r[1]: r[2] for r in _sql(topic_proxy, "commerce", "SHOW TOPICS LIKE 'adm_spread_%'")}
+        assert rows == {n: place("commerce", ["-80", "80-"], True, n) for n in names}
+        assert set(rows.values()) == {"-80", "80-"}
+    finally:
+        for n in names:
+            _sql(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {n}")
+
+
+async def test_user_columns_are_published_and_read_and_topics_are_append_only(topic_proxy, topics):
+    name = await topics.create("commerce", spec="(order_id BIGINT, status VARCHAR(20), KEY (order_id)) WITH (ttl_seconds = 600)")
+    _sql(topic_proxy, "commerce", f"INSERT INTO commerce.`{name}` (order_id, status, payload) VALUES (7, 'paid', 'p7')")
+    _sql(topic_proxy, "lookup", f"INSERT INTO commerce.`{name}` (order_id, status) VALUES (8, 'new')")
+
+    async def two() -> bool:
+        return len(await read_all(topic_proxy, "commerce", name)) == 2
+
+    await eventually(two)
+    rows = _sql(topic_proxy, "commerce", f"SELECT order_id, status, payload FROM `{name}` ORDER BY message_id")
+    assert rows == ((7, "paid", b"p7"), (8, "new", b""))
+    assert _sql(topic_proxy, "commerce", f"SELECT COUNT(*) FROM `{name}` WHERE status = 'paid'") == ((1,),)
+    fields = _sql(topic_proxy, "commerce", f"SELECT * FROM `{name}` WHERE 1 = 0")
+    assert fields == ()
+    for bad in (f"UPDATE `{name}` SET status = 'x'", f"DELETE FROM `{name}`", f"REPLACE INTO `{name}` (payload) VALUES ('x')"):
+        assert _error(topic_proxy, "commerce", bad) == 1288, bad
+    assert _error(topic_proxy, "commerce", f"INSERT INTO `{name}` (message_id, payload) VALUES ('0', 'x')") == 1906
+    assert _error(topic_proxy, "commerce", f"SELECT * FROM `{name}` JOIN customer") == 1235
+
+
+async def test_python_client_publishes_polls_and_follows_from_a_saved_position(topic_proxy, topics):
+    name = await topics.create("commerce")
+    async with TopicClient("127.0.0.1", topic_proxy.port, keyspace="commerce") as client:
+        assert await client.publish(name, b"one", "two", b"three") == 3
+
+        async def three() -> bool:
+            return len(await client.poll(name)) == 3
+
+        await eventually(three)
+        first = await client.poll(name, limit=1)
+        assert [m.payload for m in await client.poll(name, after=first[0].id)] == [b"two", b"three"]
+        assert [m.payload for m in await client.poll(name, after=first[0].id, inclusive=True)] == [b"one", b"two", b"three"]
+        assert [m.payload for m in await client.poll(name, from_time=first[0].publish_time)][0] == b"one"
+
+        follower = client.follow(name)
+        got = []
+        async for message in follower:
+            got.append(message.payload)
+            if len(got) == 2:
+                break
+        saved = follower.position
+        await follower.close()
+        assert got == [b"one", b"two"] and saved is not None
+        await client.publish(name, b"four")
+        resumed = client.follow(name, after=saved)
+        again = []
+        async for message in resumed:
+            again.append(message.payload)
+            if len(again) == 2:
+                break
+        await resumed.close()
+        assert again == [b"three", b"four"]

@@ -1,0 +1,242 @@
+"""Order = commit order, with no late arrivals: concurrent publishers (autocommit, multi-row
+transactions, rolled-back transactions, a long-open transaction), STREAM followers and a
+continuous poller, all through a real proxy process and real clients."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pymysql
+
+from tests.topics.conftest import Follower, connect, eventually, read_all, run
+
+
+async def _publisher(p, db: str, topic: str, i: int, rounds: int, committed: list[bytes], stop: asyncio.Event) -> None:
+    """Publisher ``i``: autocommit inserts, or transactions of 3 rows, or transactions of which
+    every other one rolls back."""
+    conn = await connect(p, db)
+    try:
+        async with conn.cursor() as cur:
+            for k in range(rounds):
+                if i < 3:
+                    await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s)", (f"a{i}-{k}",))
+                    committed.append(f"a{i}-{k}".encode())
+                elif i < 5:
+                    await cur.execute("BEGIN")
+                    batch = [f"t{i}-{k}-{j}" for j in range(3)]
+                    await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s), (%s), (%s)", batch)
+                    await cur.execute("COMMIT")
+                    committed.extend(b.encode() for b in batch)
+                else:
+                    await cur.execute("BEGIN")
+                    rolled = k % 2 == 0
+                    text = f"{'rb' if rolled else 'ok'}{i}-{k}"
+                    await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s)", (text,))
+                    await cur.execute("ROLLBACK" if rolled else "COMMIT")
+                    if not rolled:
+                        committed.append(text.encode())
+                await asyncio.sleep(0)
+    finally:
+        conn.close()
+
+
+def _pymysql_publisher(p, db: str, topic: str, rounds: int, committed: list[bytes]) -> None:
+    """The eighth publisher: PyMySQL in a thread, autocommit."""
+    conn = pymysql.connect(host="127.0.0.1", port=p.port, user="root", password="", database=db, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for k in range(rounds):
+                cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s)", (f"py-{k}",))
+                committed.append(f"py-{k}".encode())
+    finally:
+        conn.close()
+
+
+async def _poller(p, db: str, topic: str, seen: list[tuple], stop: asyncio.Event) -> None:
+    """Polls continuously from its last id; a late arrival would be skipped for ever."""
+    conn = await connect(p, db)
+    last = ""
+    try:
+        async with conn.cursor() as cur:
+            while True:
+                await cur.execute(f"SELECT message_id, payload FROM `{topic}` WHERE message_id > %s"
+                                  " ORDER BY message_id LIMIT 50", (last,))
+                rows = await cur.fetchall()
+                for r in rows:
+                    assert r[0] > last, f"id went backwards: {r[0]} after {last}"
+                    last = r[0]
+                    seen.append((r[0], bytes(r[1])))
+                if not rows:
+                    if stop.is_set():
+                        return
+                    await asyncio.sleep(0.005)
+    finally:
+        conn.close()
+
+
+async def test_concurrent_publishers_give_one_strictly_increasing_sequence_every_consumer_sees(topic_proxy, topics, follow):
+    topic = await topics.create("commerce")
+    f1 = await follow("commerce", f"STREAM * FROM `{topic}`")
+    f2 = await follow("commerce", f"STREAM * FROM commerce.`{topic}` WHERE message_id > ''")
+
+    # A long-open transaction: its message must not hold back anything committed meanwhile.
+    long_conn = await connect(topic_proxy, "commerce")
+    long_cur = await long_conn.cursor()
+    await long_cur.execute("BEGIN")
+    await long_cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('long')")
+
+    try:
+        await _concurrent_run(topic_proxy, topic, f1, f2, long_conn, long_cur)
+    finally:
+        long_conn.close()
+
+
+async def _concurrent_run(topic_proxy, topic, f1, f2, long_conn, long_cur) -> None:
+    committed: list[bytes] = []
+    stop = asyncio.Event()
+    polled: list[tuple] = []
+    poller = asyncio.ensure_future(_poller(topic_proxy, "commerce", topic, polled, stop))
+    try:
+        await _publish_and_check(topic_proxy, topic, f1, f2, long_cur, committed, stop, polled, poller)
+    finally:
+        poller.cancel()
+        await asyncio.gather(poller, return_exceptions=True)
+
+
+async def _publish_and_check(topic_proxy, topic, f1, f2, long_cur, committed, stop, polled, poller) -> None:
+    rounds = 30
+    thread = threading.Thread(target=_pymysql_publisher, args=(topic_proxy, "commerce", topic, rounds, committed))
+    thread.start()
+    await asyncio.gather(*(_publisher(topic_proxy, "commerce", topic, i, rounds, committed, stop) for i in range(7)))
+    await asyncio.to_thread(thread.join)
+
+    # Everything committed so far flows while 'long' is still open.
+    before_long = len(committed)
+    await f1.wait_for(before_long)
+    assert b"long" not in {r[2] for r in f1.rows}
+    last_before_long = f1.rows[-1][0]
+
+    await long_cur.execute("COMMIT")
+    committed.append(b"long")
+    await f1.wait_for(len(committed))
+    await f2.wait_for(len(committed))
+    stop.set()
+    await asyncio.wait_for(poller, 10)
+
+    log = await read_all(topic_proxy, "commerce", topic)
+    ids = [r[0] for r in log]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), "ids strictly increasing, unique"
+    assert [bytes(r[2]) for r in log].count(b"long") == 1
+    assert sorted(bytes(r[2]) for r in log) == sorted(committed), "every committed message, nothing rolled back"
+    assert not any(bytes(r[2]).startswith(b"rb") for r in log)
+    # The long transaction takes its place at its commit: after everything committed before it.
+    long_id = next(r[0] for r in log if bytes(r[2]) == b"long")
+    assert long_id > last_before_long and long_id == ids[-1]
+    # Every consumer saw the identical sequence; the poller never missed one (no late arrival).
+    expected = [(r[0], bytes(r[2])) for r in log]
+    assert [(r[0], r[2]) for r in f1.rows] == expected
+    assert [(r[0], r[2]) for r in f2.rows] == expected
+    assert polled == expected
+    # One session's messages keep their commit order; a transaction's keep their insert order.
+    pos = {bytes(r[2]): n for n, r in enumerate(log)}
+    for i in range(3):
+        assert [pos[f"a{i}-{k}".encode()] for k in range(rounds)] == sorted(pos[f"a{i}-{k}".encode()] for k in range(rounds))
+    assert [pos[f"py-{k}".encode()] for k in range(rounds)] == sorted(pos[f"py-{k}".encode()] for k in range(rounds))
+    batch = [pos[f"t3-0-{j}".encode()] for j in range(3)]
+    assert batch == sorted(batch)
+
+
+async def test_an_open_transactions_messages_are_invisible_then_appear_at_their_commit_position(topic_proxy, topics):
+    topic = await topics.create("lookup")
+    tx = await connect(topic_proxy, "lookup")
+    try:
+        async with tx.cursor() as cur:
+            await cur.execute("BEGIN")
+            await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('in-tx-1'), ('in-tx-2')")
+            await run(topic_proxy, "lookup", f"INSERT INTO `{topic}` (payload) VALUES ('later-1')")
+            await run(topic_proxy, "lookup", f"INSERT INTO `{topic}` (payload) VALUES ('later-2')")
+
+            async def two_visible() -> bool:
+                return len(await read_all(topic_proxy, "lookup", topic)) == 2
+
+            await eventually(two_visible, what="the later commits visible")
+            await asyncio.sleep(0.3)  # several sequencer passes go by: the open transaction stays invisible
+            assert [bytes(r[2]) for r in await read_all(topic_proxy, "lookup", topic)] == [b"later-1", b"later-2"]
+            await cur.execute("COMMIT")
+    finally:
+        tx.close()
+
+    async def four_visible() -> bool:
+        return len(await read_all(topic_proxy, "lookup", topic)) == 4
+
+    await eventually(four_visible, what="the committed transaction visible")
+    assert [bytes(r[2]) for r in await read_all(topic_proxy, "lookup", topic)] == [
+        b"later-1", b"later-2", b"in-tx-1", b"in-tx-2"]
+
+
+async def test_a_rolled_back_publish_is_never_seen(topic_proxy, topics, follow):
+    topic = await topics.create("commerce")
+    f = await follow("commerce", f"STREAM * FROM `{topic}`")
+    conn = await connect(topic_proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("BEGIN")
+            await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('never')")
+            await cur.execute("ROLLBACK")
+            await cur.execute("SET autocommit = 0")
+            await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('never-2')")
+            await cur.execute("ROLLBACK")
+            await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('yes')")
+            await cur.execute("COMMIT")
+    finally:
+        conn.close()
+    rows = await f.wait_for(1)
+    await asyncio.sleep(0.3)
+    assert [r[2] for r in rows] == [b"yes"]
+    assert [bytes(r[2]) for r in await read_all(topic_proxy, "commerce", topic)] == [b"yes"]
+
+
+async def test_publish_is_atomic_with_the_transactions_other_writes(topic_proxy, topics):
+    """The state change and the notification happen both or neither (same shard)."""
+    topic = await topics.create("lookup")
+    sku = f"sku-{topic}"[:100]
+    conn = await connect(topic_proxy, "lookup")
+    try:
+        async with conn.cursor() as cur:
+            for outcome in ("ROLLBACK", "COMMIT"):
+                await cur.execute("BEGIN")
+                await cur.execute("INSERT INTO product (sku, description, price) VALUES (%s, %s, 1)", (sku, outcome))
+                await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s)", (f"product {outcome}",))
+                await cur.execute(outcome)
+            await cur.execute("SELECT description FROM product WHERE sku = %s", (sku,))
+            assert await cur.fetchall() == (("COMMIT",),)
+            await cur.execute("DELETE FROM product WHERE sku = %s", (sku,))
+    finally:
+        conn.close()
+
+    async def visible() -> bool:
+        return len(await read_all(topic_proxy, "lookup", topic)) >= 1
+
+    await eventually(visible)
+    await asyncio.sleep(0.3)
+    assert [bytes(r[2]) for r in await read_all(topic_proxy, "lookup", topic)] == [b"product COMMIT"]
+
+
+async def test_follower_receives_a_commit_within_milliseconds(topic_proxy, topics, follow):
+    topic = await topics.create("commerce")
+    f: Follower = await follow("commerce", f"STREAM * FROM `{topic}`")
+    conn = await connect(topic_proxy, "commerce")
+    delays = []
+    try:
+        async with conn.cursor() as cur:
+            for k in range(20):
+                await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s)", (f"m{k}",))
+                done = time.monotonic()
+                await f.wait_for(k + 1)
+                delays.append(f.arrived[k] - done)
+    finally:
+        conn.close()
+    delays.sort()
+    assert delays[len(delays) // 2] < 0.1, delays
