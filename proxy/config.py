@@ -7,6 +7,8 @@ The names in the file are an interface users script against (see issue 2)::
     local: {data_dir: .shardgate/data, base_port: 17100}
     routing_rules: {rules: []}
     schema_tracking: {refresh_seconds: 60}  # re-read the shards' columns this often; 0: off
+    http: {host: 127.0.0.1, port: 15380}    # optional HTTP listener (topics' REST API)
+    topics: {poll_seconds: 0.5, purge_seconds: 1}  # optional topic timings (proxy/topics)
     transaction_mode: multi             # sessions' default: single | multi | twopc (Vitess's names)
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     keyspaces:

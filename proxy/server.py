@@ -178,6 +178,9 @@ class Proxy:
 
     # -- execution -------------------------------------------------------------------
     async def route(self, session: ProxySession, sql: str, kw: str, any_shard: bool = False) -> Outcome:
+        topic_out = None if any_shard else await self.topics.route(session, sql, kw)
+        if topic_out is not None:
+            return topic_out
         if session.target_shard is not None or any_shard:
             ks = session.keyspace or sorted(self.vschema.keyspaces)[0]
             shard = session.target_shard or self.shard_names(ks)[0]
@@ -185,9 +188,6 @@ class Proxy:
             if kw in _DDL:
                 self.ddl_seen(ks)  # DDL on one shard: the tracker reads the keyspace again
             return out
-        topic_out = await self.topics.route(session, sql, kw)
-        if topic_out is not None:
-            return topic_out
         try:
             return await self.planner.run(session, sql, kw)
         except ProxyError as e:

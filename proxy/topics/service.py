@@ -37,10 +37,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FOLLOW_BATCH = 500
+FOLLOW_BATCH = 200  # rows per read of a follower (big payloads: keep a read bounded)
 FOLLOW_MAX_WAIT_S = 1.0
 MAX_POLL_LIMIT = 10000
-MIN_MISS_REFRESH_S = 0.05
 _TOPIC_DDL_KW = frozenset({"create", "alter", "drop"})
 
 SHOW_COLUMNS = ["Keyspace", "Topic", "Shard", "Generation", "TTL_seconds", "Messages", "Bytes",
@@ -100,6 +99,16 @@ def _last_first_column(block: PacketBlock) -> bytes | None:
     return bytes(payload[1 : 1 + length])
 
 
+def _renumbered(block: PacketBlock, first_seq: int) -> PacketBlock:
+    data = bytearray(block.data)
+    pos, end, seq = 0, len(data), first_seq
+    while pos < end:
+        data[pos + 3] = seq
+        seq = (seq + 1) & 0xFF
+        pos += 4 + (data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16)
+    return PacketBlock(bytes(data), block.count, first_seq)
+
+
 def _info(keyspace: str, shard: str, row: TopicRow) -> TopicInfo:
     return TopicInfo(keyspace, row.name, shard, row.generation, row.ttl_seconds, dict(row.properties),
                      list(row.columns), row.created_ms)
@@ -117,15 +126,13 @@ class TopicService:
         self._gone = asyncio.Event()
         self._refresh_task: asyncio.Task[None] | None = None
         self._refreshing: dict[str, asyncio.Future[None]] = {}
-        self._refreshed_at: dict[str, float] = {}
+        self._read_since: dict[str, float] = {}  # start time of the latest completed refresh
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        try:
-            async with asyncio.timeout(5):
-                await self.refresh()
-        except TimeoutError:  # an unreachable shard: the refresh timer reads it again
-            logger.warning("topics: initial refresh timed out")
+        """Start the registry's refresh timer, whose first round reads the shards at once (in the
+        background: a down shard must not delay start-up; a miss before it ends refreshes anyway)."""
+        self._gone.set()
         self._refresh_task = asyncio.get_running_loop().create_task(self._refresh_loop(), name="topics-refresh")
 
     async def stop(self) -> None:
@@ -145,7 +152,10 @@ class TopicService:
             except TimeoutError:
                 pass
             self._gone.clear()
-            await self.refresh()
+            try:
+                await self.refresh()
+            except ProxyError as e:  # logged per shard in refresh; anything else: next round
+                logger.warning("topics: refresh failed", extra={"error": e.message})
 
     # -- registry -------------------------------------------------------------------------------
     @property
@@ -180,6 +190,7 @@ class TopicService:
     async def refresh(self, keyspace: str | None = None) -> None:
         """Read the shards' topic rows (one keyspace, or all) into the registry."""
         for ks in [keyspace] if keyspace else self.keyspaces:
+            started = time.monotonic()
             found: dict[str, TopicInfo] = {}
             unread: set[str] = set()
             for shard in self._shards(ks):
@@ -198,18 +209,19 @@ class TopicService:
                     await self._uninstall(k, name)
             for info in found.values():
                 await self._install(info)
-            self._refreshed_at[ks] = time.monotonic()
+            self._read_since[ks] = max(self._read_since.get(ks, started), started)
 
     async def refresh_on_miss(self, keyspace: str) -> None:
-        """A refresh of ``keyspace`` shared by concurrent misses, at most one per 50 ms."""
-        if time.monotonic() - self._refreshed_at.get(keyspace, 0.0) < MIN_MISS_REFRESH_S:
-            return
-        running = self._refreshing.get(keyspace)
-        if running is None:
-            running = asyncio.ensure_future(self.refresh(keyspace))
-            self._refreshing[keyspace] = running
-            running.add_done_callback(lambda _f: self._refreshing.pop(keyspace, None))
-        await asyncio.shield(running)
+        """Returns once a refresh of ``keyspace`` that started after this call has ended;
+        concurrent misses share one refresh."""
+        missed_at = time.monotonic()
+        while self._read_since.get(keyspace, float("-inf")) < missed_at:
+            running = self._refreshing.get(keyspace)
+            if running is None:
+                running = asyncio.ensure_future(self.refresh(keyspace))
+                self._refreshing[keyspace] = running
+                running.add_done_callback(lambda _f: self._refreshing.pop(keyspace, None))
+            await asyncio.shield(running)
 
     async def _install(self, info: TopicInfo) -> TopicRuntime:
         key = (info.keyspace, info.name)
@@ -363,6 +375,7 @@ class TopicService:
         try:
             position = start
             first = True
+            next_seq: int | None = None  # the packet sequence id the client expects next
             while True:
                 changed = rt.changed()
                 if self.runtimes.get((info.keyspace, info.name)) is not rt:
@@ -377,7 +390,15 @@ class TopicService:
                     last = _last_first_column(block) if block is not None else res.rows[-1][0]
                     assert last is not None
                     position = StartPosition(last.decode(), inclusive=False)
-                    yield Result(block=block) if block is not None else Result(rows=list(res.rows))
+                    if block is not None:
+                        # Renumbered to continue the client's packet sequence, the block goes out
+                        # whole (the connection checks; it re-frames every packet otherwise).
+                        if next_seq is not None and block.first_seq != next_seq:
+                            block = _renumbered(block, next_seq)
+                        next_seq = (block.first_seq + block.count) % 256
+                        yield Result(block=block)
+                    else:
+                        yield Result(rows=list(res.rows))
                     if count >= batch:
                         continue  # a backlog: read on at once
                 try:

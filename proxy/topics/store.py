@@ -263,33 +263,34 @@ class ShardTopicStore:
         quoted = sql_string(name)
         for _ in range(CAS_ATTEMPTS):
             async with self.connection() as sc:
+                # One row: the mark, and the waiting rows' keys as one string (decoding thousands
+                # of rows in Python would cost more than the pass itself).
                 rows = rows_of(await sc.execute(
-                    f"SELECT m.generation, m.last_ms, m.last_seq, {NOW_MS}, t._pk, t.payload_bytes"
-                    f" FROM {META_TABLE} m LEFT JOIN (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (message_id) WHERE message_id IS NULL"
-                    f" AND pending = 0 ORDER BY _pk LIMIT {PASS_LIMIT}) t ON TRUE WHERE m.name = {quoted}"
-                    f" ORDER BY t._pk"))
+                    f"SELECT m.generation, m.last_ms, m.last_seq, {NOW_MS}, w.pks, w.bytes FROM {META_TABLE} m"
+                    f" JOIN (SELECT GROUP_CONCAT(_pk ORDER BY _pk SEPARATOR ',') AS pks, SUM(payload_bytes) AS bytes"
+                    f" FROM (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (message_id) WHERE message_id IS NULL"
+                    f" AND pending = 0 ORDER BY _pk LIMIT {PASS_LIMIT}) t) w WHERE m.name = {quoted}"))
                 if not rows or int(rows[0][0]) <= 0:
                     return PassResult(0, None, gone=True)
                 generation, last_ms, last_seq, now_ms = (int(v) for v in rows[0][:4])
-                waiting = [(int(r[4]), int(r[5] or 0)) for r in rows if r[4] is not None]
-                if not waiting:
+                if not rows[0][4]:
                     return PassResult(0, ids.make_id(last_ms, last_seq) if last_seq >= 0 else None)
-                assigned = ids.assign(last_ms, last_seq, now_ms, len(waiting))
-                doc = json.dumps([[pk, ms, seq] for (pk, _), (ms, seq) in zip(waiting, assigned, strict=True)],
-                                 separators=(",", ":"))
+                pks = [int(pk) for pk in rows[0][4].split(",")]
+                added = int(rows[0][5] or 0)
+                assigned = ids.assign(last_ms, last_seq, now_ms, len(pks))
+                doc = "[" + ",".join(f"[{pk},{ms},{seq}]" for pk, (ms, seq) in zip(pks, assigned, strict=True)) + "]"
                 new_ms, new_seq = assigned[-1]
-                added = sum(b for _, b in waiting)
                 res = await sc.execute(
                     f"UPDATE {META_TABLE} m STRAIGHT_JOIN JSON_TABLE('{doc}', '$[*]' COLUMNS (pk BIGINT UNSIGNED"
                     f" PATH '$[0]', ms BIGINT PATH '$[1]', sq INT PATH '$[2]')) j STRAIGHT_JOIN {table} b"
                     f" FORCE INDEX (PRIMARY) ON b._pk = j.pk"
                     f" SET b.publish_time = j.ms, b.seq = j.sq, m.last_ms = {new_ms}, m.last_seq = {new_seq},"
-                    f" m.messages = m.messages + {len(waiting)}, m.bytes = m.bytes + {added}"
+                    f" m.messages = m.messages + {len(pks)}, m.bytes = m.bytes + {added}"
                     f" WHERE m.name = {quoted} AND m.generation = {generation} AND m.last_ms = {last_ms}"
                     f" AND m.last_seq = {last_seq} AND b.seq IS NULL"
                 )
                 if res.affected_rows > 0:
-                    return PassResult(len(waiting), ids.make_id(new_ms, new_seq))
+                    return PassResult(len(pks), ids.make_id(new_ms, new_seq))
         raise ProxyError(1205, f"topic {name}: sequencer pass lost {CAS_ATTEMPTS} races in a row", "HY000")
 
     async def probe(self, name: str) -> Probe:

@@ -4,7 +4,8 @@ the publishers' cost of fanning out to 8 followers.
 
     python -m tests.benchmarks topics     # BENCH_TX_MESSAGES=20000 BENCH_SINGLE_MESSAGES=4000 BENCH_LATENCY_SAMPLES=400
 
-Publishers, followers and pollers are asyncio tasks of this process (aiomysql); the proxy is one
+Publishers, the latency follower and the poller are asyncio tasks of this process (aiomysql); the 8
+fan-out followers run in another process and count row packets without decoding them; the proxy is one
 process (``shardgate worker``); all share the machine's cores with the MariaDB shards.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiomysql
+import pymysql
 
 from proxy.config import ShardEndpoint
 from tests.benchmarks.harness import local_cluster, machine, proxies
@@ -184,68 +186,105 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-async def _latency(p: ProxyProcess, topic: str) -> tuple[list[float], list[float]]:
+async def _latency_of(p: ProxyProcess, topic: str, stream: bool) -> list[float]:
+    """Commit-to-receive (ms) for one STREAM follower, or one poller (run on their own, so the
+    poller's queries do not load the proxy while the follower is measured)."""
     follower = Follower()
-    await follower.start(p, topic)
     polled: dict[bytes, float] = {}
     stop = asyncio.Event()
-    poller = asyncio.ensure_future(_poller(p, topic, polled, stop))
+    poller: asyncio.Future[None] | None = None
+    if stream:
+        await follower.start(p, topic)
+    else:
+        poller = asyncio.ensure_future(_poller(p, topic, polled, stop))
+    received = follower.received if stream else polled
     conn = await _proxy_conn(p)
     committed: dict[bytes, float] = {}
+    tag = "s" if stream else "p"
     try:
         await asyncio.sleep(0.3)
         async with conn.cursor() as cur:
             for k in range(LATENCY_SAMPLES):
-                payload = f"lat-{k}".encode()
-                await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('lat-{k}')")
+                payload = f"lat-{tag}{k}".encode()
+                await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('lat-{tag}{k}')")
                 committed[payload] = time.perf_counter()
                 await asyncio.sleep(1 / LATENCY_RATE)
+
         async def all_received() -> bool:
-            return len(follower.received) >= LATENCY_SAMPLES and len(polled) >= LATENCY_SAMPLES
+            return len(received) >= LATENCY_SAMPLES
 
         await _until(all_received, 10, 0.01)
     finally:
         stop.set()
-        await asyncio.gather(poller, return_exceptions=True)
+        if poller is not None:
+            await asyncio.gather(poller, return_exceptions=True)
         await follower.stop()
         conn.close()
-    stream_ms = [(follower.received[m] - t) * 1000 for m, t in committed.items() if m in follower.received]
-    poll_ms = [(polled[m] - t) * 1000 for m, t in committed.items() if m in polled]
-    return stream_ms, poll_ms
+    return [(received[m] - t) * 1000 for m, t in committed.items() if m in received]
+
+
+async def _latency(p: ProxyProcess, topic: str) -> tuple[list[float], list[float]]:
+    return await _latency_of(p, topic, stream=True), await _latency_of(p, topic, stream=False)
+
+
+def _raw_follower(port: int, topic: str, start_ms: int, expected: int) -> Any:
+    """A STREAM follower that counts row packets off the socket without decoding them (PyMySQL
+    for the handshake and the result header only), so that 8 of them cost the machine little
+    client CPU and the fan-out figure shows the proxy's cost, not the benchmark client's."""
+    from pymysql.constants import COMMAND
+
+    conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="", database=KEYSPACE,
+                           autocommit=True, ssl_disabled=True)
+    with conn.cursor() as cur:
+        cur.execute("SET WORKLOAD = OLAP")
+    conn._execute_command(COMMAND.COM_QUERY, f"STREAM * FROM `{topic}` WHERE publish_time >= {start_ms}")
+    columns = conn._read_packet().read_length_encoded_integer()
+    for _ in range(columns + 1):  # column definitions, EOF
+        conn._read_packet()
+    sock = conn._sock
+
+    def count_rows() -> int:
+        buf = bytearray(conn._rfile.read1(1 << 16)) if hasattr(conn._rfile, "read1") else bytearray()
+        rows = 0
+        while rows < expected:
+            pos = 0
+            while len(buf) - pos >= 4:
+                n = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+                if len(buf) - pos < 4 + n:
+                    break
+                pos += 4 + n
+                rows += 1
+            del buf[:pos]
+            if rows >= expected:
+                break
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+        return rows
+
+    return conn, count_rows
 
 
 def _followers_process(port: int, topic: str, count: int, expected: int, start_ms: int, out: Any) -> None:
-    """``count`` STREAM followers in a process of their own, one thread each with mysqlclient
-    (C decoding, GIL released while waiting), so that reading 8 copies of the stream costs the
-    publishers as little client CPU as the machine allows; reports the slowest one's row count."""
+    """``count`` STREAM followers in a process of their own, one thread each (see ``_raw_follower``);
+    reports how many rows the slowest one received."""
     import threading
 
-    import MySQLdb
-    import MySQLdb.cursors
-
-    counts = [0] * count
-    cursors = []
-    for _ in range(count):
-        conn = MySQLdb.connect(host="127.0.0.1", port=port, user="root", passwd="", db=KEYSPACE)
-        conn.cursor().execute("SET WORKLOAD = OLAP")
-        cur = conn.cursor(MySQLdb.cursors.SSCursor)
-        cur.execute(f"STREAM * FROM `{topic}` WHERE publish_time >= {start_ms}")
-        cursors.append(cur)
+    followers = [_raw_follower(port, topic, start_ms, expected) for _ in range(count)]
     out.put("ready")
+    counts = [0] * count
 
     def read(k: int) -> None:
-        deadline = time.monotonic() + 120
-        fetch = cursors[k].fetchone  # fetchmany(n) would wait for n rows
-        while counts[k] < expected and time.monotonic() < deadline:
-            if fetch() is None:
-                return
-            counts[k] += 1
+        counts[k] = followers[k][1]()
 
     threads = [threading.Thread(target=read, args=(k,), daemon=True) for k in range(count)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(130)
+        t.join(120)
+    for conn, _ in followers:
+        conn.close()
     out.put(min(counts))
 
 
@@ -288,6 +327,11 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
     await _exec(raw_conn, "CREATE TABLE raw_topic_log LIKE `_tms_bench_tx`")
     raw_tx = await _raw_run(shard_of("bench_tx"), "raw_topic_log", TX_MESSAGES, TX_ROWS)
     raw_single = await _raw_run(shard_of("bench_tx"), "raw_topic_log", SINGLE_MESSAGES, 1)
+    # the proxy's own floor: the same INSERTs of a plain table through the proxy (shard-targeted
+    # session, sent verbatim: no topic, no sequencer)
+    target = f"{KEYSPACE}:{topics['bench_tx']}"
+    plain_single = await _publish(lambda: _connect(p.host, p.port, target), "raw_topic_log", SINGLE_MESSAGES, 1)
+    plain_rate = (SINGLE_MESSAGES // PUBLISHERS * PUBLISHERS) / plain_single
     await _exec(raw_conn, "DROP TABLE raw_topic_log")
     raw_conn.close()
 
@@ -299,6 +343,8 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
         print(f"{label}: raw {raw.publish_rate:,.0f} msg/s; through the proxy {run.publish_rate:,.0f} msg/s committed"
               f" ({run.publish_rate / raw.publish_rate:.2f} of raw), {run.visible_rate:,.0f} msg/s visible"
               f" ({run.visible_rate / raw.publish_rate:.2f} of raw)", flush=True)
+    print(f"single-message INSERTs of a plain table through the proxy: {plain_rate:,.0f} msg/s"
+          f" ({plain_rate / raw_single.publish_rate:.2f} of raw)", flush=True)
 
     stream_ms, poll_ms = await _latency(p, "bench_latency")
     print(f"commit-to-receive at {LATENCY_RATE:.0f} commits/s, {LATENCY_SAMPLES} samples:"

@@ -115,3 +115,21 @@ async def test_python_client_publishes_polls_and_follows_from_a_saved_position(t
                 break
         await resumed.close()
         assert again == [b"three", b"four"]
+
+
+async def test_topic_statements_work_in_a_shard_targeted_session(topic_proxy):
+    name = "adm_targeted"
+    _sql(topic_proxy, "commerce:-80", f"DROP TOPIC IF EXISTS {name}")
+    _sql(topic_proxy, "commerce:-80", f"CREATE TOPIC {name} WITH (ttl_seconds = 30)")
+    try:
+        shard = place("commerce", ["-80", "80-"], True, name)
+        rows = _sql(topic_proxy, f"commerce:{shard}", "SHOW TOPICS LIKE 'adm_targeted'")
+        assert [(r[1], r[2], r[4]) for r in rows] == [(name, shard, 30)]
+        _sql(topic_proxy, f"commerce:{shard}", f"INSERT INTO {name} (payload) VALUES ('targeted')")
+
+        async def visible() -> bool:
+            return [bytes(r[2]) for r in await read_all(topic_proxy, "commerce", name)] == [b"targeted"]
+
+        await eventually(visible)
+    finally:
+        _sql(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {name}")

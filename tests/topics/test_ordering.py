@@ -240,3 +240,35 @@ async def test_follower_receives_a_commit_within_milliseconds(topic_proxy, topic
         conn.close()
     delays.sort()
     assert delays[len(delays) // 2] < 0.1, delays
+
+
+async def test_stream_starts_from_an_id_or_a_time_and_ends_when_the_topic_is_dropped(topic_proxy, topics, follow):
+    topic = await topics.create("lookup")
+    await run(topic_proxy, "lookup", f"INSERT INTO `{topic}` (payload) VALUES ('old-1'), ('old-2')")
+
+    async def two() -> bool:
+        return len(await read_all(topic_proxy, "lookup", topic)) == 2
+
+    await eventually(two)
+    first_id = (await read_all(topic_proxy, "lookup", topic))[0][0]
+    await asyncio.sleep(0.05)
+    after_ms = int(time.time() * 1000)
+    await asyncio.sleep(0.05)
+    await run(topic_proxy, "lookup", f"INSERT INTO `{topic}` (payload) VALUES ('new-1')")
+    by_id = await follow("lookup", f"STREAM * FROM `{topic}` WHERE message_id > '{first_id}'")
+    by_id_inclusive = await follow("lookup", f"STREAM * FROM `{topic}` WHERE message_id >= '{first_id}'")
+    by_time = await follow("lookup", f"STREAM * FROM `{topic}` WHERE publish_time >= {after_ms}")
+    assert by_time.names[:3] == ["message_id", "publish_time", "payload"]
+    assert [r[2] for r in await by_id.wait_for(2)] == [b"old-2", b"new-1"]
+    assert [r[2] for r in await by_id_inclusive.wait_for(3)] == [b"old-1", b"old-2", b"new-1"]
+    assert [r[2] for r in await by_time.wait_for(1)] == [b"new-1"]
+    await run(topic_proxy, "lookup", f"INSERT INTO `{topic}` (payload) VALUES ('new-2')")
+    assert [r[2] for r in await by_time.wait_for(2)] == [b"new-1", b"new-2"]
+
+    await run(topic_proxy, "lookup", f"DROP TOPIC `{topic}`")
+
+    async def ended() -> bool:
+        return by_time.task is not None and by_time.task.done()
+
+    await eventually(ended, what="the follower's stream ended by the drop")
+    assert by_time.error is not None and "topic" in str(by_time.error).lower()
