@@ -94,3 +94,23 @@ def first_keyword(sql: str) -> str:
     """The first word of the statement, lower-cased ('' if none)."""
     m = _WORD.match(strip_leading_comments(sql))
     return m.group(0).lower() if m else ""
+
+
+def split_parenthesised(text: str) -> tuple[str, str] | None:
+    """Split ``(inner) rest`` at the parenthesis matching the first one (quotes
+    respected); None when it is unbalanced."""
+    depth, quote = 0, ""
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in _QUOTES:
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return text[1:i], text[i + 1 :].strip()
+    return None

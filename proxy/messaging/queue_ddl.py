@@ -15,7 +15,7 @@ from typing import Any
 from proxy.errors import ProxyError, SyntaxError_
 from proxy.messaging.errors import MessageTableError
 from proxy.messaging.table import parse_message_table
-from proxy.sqltext import split_top_level
+from proxy.sqltext import split_parenthesised, split_top_level
 
 DEFAULT_PARAMETERS: dict[str, str] = {
     "vt_ack_wait": "30",
@@ -68,22 +68,10 @@ def _unquote(ident: str) -> str:
 
 
 def _parenthesised(text: str) -> tuple[str, str]:
-    """Split ``(inner) rest`` at the matching parenthesis."""
-    depth, quote = 0, ""
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return text[1:i], text[i + 1 :].strip()
-    raise SyntaxError_("syntax error in CREATE QUEUE: unbalanced parentheses")
+    split = split_parenthesised(text)
+    if split is None:
+        raise SyntaxError_("syntax error in CREATE QUEUE: unbalanced parentheses")
+    return split
 
 
 def translate_create_queue(sql: str, sharded: bool) -> QueueDefinition:

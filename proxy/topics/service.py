@@ -17,10 +17,11 @@ import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mysql_mimic.types import ColumnType
 
+from proxy.config import TopicsConfig
 from proxy.engine.result import PacketBlock, Result, local_result, split_packets
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
 from proxy.pools import ShardPools
@@ -46,23 +47,6 @@ SHOW_COLUMNS = ["Keyspace", "Topic", "Shard", "Generation", "TTL_seconds", "Mess
                 "Oldest_publish_time", "Newest_publish_time", "Publish_rate", "Subscribers", "Last_id"]
 _L, _S = ColumnType.LONGLONG, ColumnType.VAR_STRING
 _SHOW_TYPES = [_S, _S, _S, _L, _L, _L, _L, _L, _L, ColumnType.DOUBLE, _L, _S]
-
-
-class TopicsSettings(Protocol):
-    poll_seconds: float
-    follow_poll_seconds: float
-    purge_seconds: float
-    refresh_seconds: float
-    pending_max_age_seconds: int
-
-
-@dataclass(frozen=True, slots=True)
-class DefaultTopicsSettings:
-    poll_seconds: float = 0.5
-    follow_poll_seconds: float = 0.05
-    purge_seconds: float = 1.0
-    refresh_seconds: float = 5.0
-    pending_max_age_seconds: int = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +99,9 @@ def _info(keyspace: str, shard: str, row: TopicRow) -> TopicInfo:
 
 
 class TopicService:
-    def __init__(self, proxy: Proxy, settings: TopicsSettings | None = None) -> None:
+    def __init__(self, proxy: Proxy, settings: TopicsConfig | None = None) -> None:
         self.proxy = proxy
-        self.settings: TopicsSettings = settings or DefaultTopicsSettings()
+        self.settings = settings or TopicsConfig()
         addresses = [p.address for _, p in sorted(proxy.pools.pools.items())]
         self.pools = ShardPools(addresses, maxsize=16)
         self.stores = {(a.keyspace, a.shard): ShardTopicStore(self.pools.get(a.keyspace, a.shard)) for a in addresses}

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from proxy.errors import ER_WRONG_VALUE_FOR_VAR, ProxyError, SyntaxError_
-from proxy.sqltext import split_top_level
+from proxy.sqltext import split_parenthesised, split_top_level
 from proxy.topics.ids import first_id_at, is_id
 from proxy.topics.names import check_name
 from proxy.topics.schema import DEFAULT_TTL_SECONDS, INTERNAL_COLUMNS, MAX_TTL_SECONDS
@@ -130,21 +130,10 @@ class ShowTopics:
 
 
 def _parenthesised(text: str) -> tuple[str, str]:
-    depth, quote = 0, ""
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return text[1:i], text[i + 1 :].strip()
-    raise SyntaxError_("syntax error in CREATE TOPIC: unbalanced parentheses")
+    split = split_parenthesised(text)
+    if split is None:
+        raise SyntaxError_("syntax error in CREATE TOPIC: unbalanced parentheses")
+    return split
 
 
 def parse_create(sql: str) -> CreateTopic:
