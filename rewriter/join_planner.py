@@ -25,8 +25,11 @@ from sqlglot import exp
 from rewriter import errors
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
+from rewriter.join_strategy import BATCH_ROWS, KeyPair, choose, equi_keys, estimated_rows
 from rewriter.nodes import (
+    BatchedJoin,
     Distinct,
+    HashJoin,
     Join,
     Limit,
     MemorySort,
@@ -132,10 +135,27 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
             raise unsupported(f"expression over the outer side of a LEFT JOIN across shards: {to_sql(inner)}")
         items.append((t, need(t, e)))
 
+    # tables joined by comparable column equalities only: matched at the proxy (batched
+    # lookups or a hash join, rewriter.join_strategy) instead of a query per left row
+    table_of = {id(c): refs.index(column_table(c, refs)) for p in (q for ps in assigned for q in ps)  # type: ignore[arg-type]
+                for c in p.find_all(exp.Column)}
+    keyed: dict[int, list[KeyPair]] = {}
+    for t in range(1, len(refs)):
+        pairs = equi_keys(t, assigned[t], refs, table_of, ctx)
+        if pairs is not None and not refs[t].system:
+            keyed[t] = pairs
+            for kp in pairs:
+                need(t, exp.column(kp.column, table=refs[t].alias))
+                need(kp.left_table, exp.column(kp.left_column, table=refs[kp.left_table].alias))
+
     # bind variables: columns of earlier tables used by a later table's predicates
     var_of: dict[tuple[int, str], str] = {}
     rewritten: list[list[exp.Expression]] = [[] for _ in refs]
     for t, preds in enumerate(assigned):
+        if t in keyed:
+            rewritten[t] = [p.copy() for p in preds
+                            if all(table_of[id(c)] == t for c in p.find_all(exp.Column))]
+            continue
         for p in preds:
             q = p.copy()
             for col in list(q.find_all(exp.Column)):
@@ -181,17 +201,40 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         if not cols[t]:
             need(t, exp.Literal.number(1))
 
+    # how each keyed table is joined, from the shards' row estimates
+    strategy: dict[int, str] = {}
+    batch_var: dict[int, str] = {}
+    left_rows = estimated_rows(refs[0], len(rewritten[0]), ctx)
+    for t in range(1, len(refs)):
+        right_rows = estimated_rows(refs[t], len(rewritten[t]), ctx)
+        if t in keyed:
+            first = _batch_key(refs[t], keyed[t])
+            keyed[t].remove(first)
+            keyed[t].insert(0, first)
+            vindex_col = _primary_vindex_column(refs[t])
+            strategy[t] = choose(left_rows, right_rows, len(ctx.vschema.shards(refs[t].keyspace)),
+                                 vindex_col is not None and vindex_col == first.column.lower())
+            if strategy[t] == "batched":
+                batch_var[t] = ctx.new_var("__sg_batch")
+        left_rows = None if left_rows is None or right_rows is None else max(left_rows, right_rows)
+
     # one route per table
     routes: list[Plan] = []
     for t, r in enumerate(refs):
         rewrite_table_node(r)
         q = exp.Select(expressions=[c.copy() for c in cols[t]])
         q.set("from_", exp.From(this=r.node.copy()))
-        if rewritten[t]:
+        preds = rewritten[t]
+        list_vars = ctx.list_vars
+        if t in batch_var:
+            preds = preds + [exp.In(this=exp.column(keyed[t][0].column, table=r.alias),
+                                    expressions=[exp.Placeholder(this=batch_var[t])])]
+            list_vars = list_vars | {batch_var[t]}
+        if preds:
             # exp.and_ parenthesises OR operands: AND binds tighter than OR
-            cond = exp.and_(*(p.copy() for p in rewritten[t])) if len(rewritten[t]) > 1 else rewritten[t][0]
+            cond = exp.and_(*(p.copy() for p in preds)) if len(preds) > 1 else preds[0]
             q.set("where", exp.Where(this=cond))
-        routes.append(route_for_table(r, q, rewritten[t], ctx.list_vars))
+        routes.append(route_for_table(r, q, preds, list_vars))
 
     offsets = []
     total = 0
@@ -204,8 +247,22 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         vars_ = {name: offsets[ct] + _col_index(col_keys[ct], refs[ct].alias, cname)
                  for (ct, cname), name in var_of.items() if ct < t and _used_by(rewritten[t], name)}
         width_r = len(cols[t])
-        plan = Join(plan, routes[t], [-(i + 1) for i in range(left_width)] + [i + 1 for i in range(width_r)],
-                    vars_, left_join=t in nullable, table_name="_".join(r.name for r in refs[: t + 1]))
+        join_cols = [-(i + 1) for i in range(left_width)] + [i + 1 for i in range(width_r)]
+        table_name = "_".join(r.name for r in refs[: t + 1])
+        if t in keyed:
+            left_keys = [offsets[kp.left_table] + _col_index(col_keys[kp.left_table], refs[kp.left_table].alias,
+                                                             kp.left_column) for kp in keyed[t]]
+            right_keys = [_col_index(col_keys[t], refs[t].alias, kp.column) for kp in keyed[t]]
+            predicate = " and ".join(
+                f"{refs[t].alias}.{kp.column} = {refs[kp.left_table].alias}.{kp.left_column}" for kp in keyed[t])
+            if strategy[t] == "hash":
+                plan = HashJoin(plan, routes[t], join_cols, left_keys, right_keys, predicate,
+                                left_join=t in nullable, table_name=table_name)
+            else:
+                plan = BatchedJoin(plan, routes[t], join_cols, left_keys, right_keys, batch_var[t], predicate,
+                                   left_join=t in nullable, table_name=table_name, batch_size=BATCH_ROWS)
+        else:
+            plan = Join(plan, routes[t], join_cols, vars_, left_join=t in nullable, table_name=table_name)
         left_width += width_r
     if order_cols:
         plan = MemorySort([OrderKey(offsets[t] + c, d, txt) for t, c, d, txt in order_cols], plan)
@@ -239,6 +296,18 @@ def _expand_stars(expressions: list[exp.Expression], refs: list[TableRef]) -> li
                 raise unsupported("'*' expression in cross-shard query")
             out.extend(exp.column(c.name, table=r.alias) for c in cols)
     return out
+
+
+def _primary_vindex_column(ref: TableRef) -> str | None:
+    cv = ref.primary_vindex() if ref.sharded and not ref.is_reference else None
+    return cv.columns[0].lower() if cv is not None and cv.columns else None
+
+
+def _batch_key(ref: TableRef, pairs: list[KeyPair]) -> KeyPair:
+    """The key whose values a batch binds as its IN list: the right table's vindex
+    column if it is one of them (the lookup then routes to the shards holding them)."""
+    vindex_col = _primary_vindex_column(ref)
+    return next((kp for kp in pairs if kp.column.lower() == vindex_col), pairs[0])
 
 
 def _col_index(keys: dict[str, int], alias: str, cname: str) -> int:

@@ -262,6 +262,43 @@ class Join(Plan):
 
 
 @dataclass(eq=False)
+class HashJoin(Plan):
+    """Equi-join at the proxy (beyond Vitess's nested loops): ``right`` runs once and
+    its rows go into a hash table on ``right_keys``; ``left`` streams and each row
+    probes it with ``left_keys``. ``cols`` as Join's. Keys compare as the columns' one
+    type does (numbers by value, ``*_general_ci`` text by its weights, binary strings
+    byte-wise); a NULL key matches nothing. ``predicate``: the join condition as written."""
+
+    left: Plan
+    right: Plan
+    cols: list[int]
+    left_keys: list[int]
+    right_keys: list[int]
+    predicate: str = ""
+    left_join: bool = False
+    table_name: str = ""
+
+
+@dataclass(eq=False)
+class BatchedJoin(Plan):
+    """Nested loop over batches of left rows: ``right`` runs once per batch of up to
+    ``batch_size`` left rows, with ``batch_var`` bound to the batch's distinct values of
+    ``left_keys[0]`` (its query filters ``right_keys[0] IN ::batch_var``), and its rows are
+    matched to the batch's rows at the proxy on every key pair, as HashJoin matches."""
+
+    left: Plan
+    right: Plan
+    cols: list[int]
+    left_keys: list[int]
+    right_keys: list[int]
+    batch_var: str
+    predicate: str = ""
+    left_join: bool = False
+    table_name: str = ""
+    batch_size: int = 1000
+
+
+@dataclass(eq=False)
 class PulloutSubquery(Plan):
     """Run an uncorrelated subquery first and bind its result for ``outer`` (Vitess's
     ``UncorrelatedSubquery``). ``kind``: ``"in"`` (``values_var`` = list of its values,

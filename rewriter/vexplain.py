@@ -122,6 +122,20 @@ def describe(node: P.Plan) -> dict[str, Any]:
         d["TableName"] = node.table_name
         d["Inputs"] = [describe(node.left), describe(node.right)]
         return d
+    if isinstance(node, P.HashJoin | P.BatchedJoin):
+        # Vitess's HashJoin description (OperatorType Join, Variant HashJoin/HashLeftJoin)
+        hashed = isinstance(node, P.HashJoin)
+        kind = "LeftJoin" if node.left_join else "Join"
+        d = {"OperatorType": "Join", "Variant": ("Hash" if hashed else "Batched") + kind,
+             "JoinColumnIndexes": ",".join(str(c) for c in node.cols) if hashed else
+             ",".join(f"L:{-c - 1}" if c < 0 else f"R:{c - 1}" for c in node.cols),
+             "Predicate": node.predicate}
+        if isinstance(node, P.BatchedJoin):
+            d["BatchVar"] = node.batch_var
+            d["BatchSize"] = node.batch_size
+        d["TableName"] = node.table_name
+        d["Inputs"] = [describe(node.left), describe(node.right)]
+        return d
     if isinstance(node, P.PulloutSubquery):
         d = {"OperatorType": "UncorrelatedSubquery",
              "Variant": {"in": "PulloutIn", "exists": "PulloutExists", "value": "PulloutValue"}[node.kind],

@@ -17,12 +17,14 @@ _MODULES: dict[type, ModuleType] = {}
 def _registry() -> dict[type, ModuleType]:
     if not _MODULES:
         from proxy.engine import (
+            batched_join,
             compute,
             concatenate,
             distinct,
             dml,
             dml_with_input,
             filter,
+            hash_join,
             insert,
             insert_select,
             join,
@@ -53,6 +55,8 @@ def _registry() -> dict[type, ModuleType]:
             P.ProjectNames: projection,
             P.Projection: projection_compute,
             P.Join: join,
+            P.HashJoin: hash_join,
+            P.BatchedJoin: batched_join,
             P.Concatenate: concatenate,
             P.PulloutSubquery: pullout,
             P.Send: send,
