@@ -11,10 +11,10 @@ looked up once per left row (Vitess's nested loop):
   memory.
 
 The choice compares estimated costs from the shards' row estimates (schema tracking's
-``TableSchema.rows``, per shard, rounded to a power of 10): a query round trip costs
-about as much as shipping and matching 100 rows through the proxy (measured here: ~1 ms
-per shard query, ~10 µs per row decoded and hashed). Unknown sizes choose batched,
-which never reads a table whole. Key pairs of different type families (a number with a
+``TableSchema.rows``, per shard, rounded to a power of 10): a shard query's round trip
+costs about as much as fetching and matching 20 rows (tests/benchmarks/bench_joins.py on
+this 2-core machine: 98 µs per point query, 2.3 µs per row fetched, a few more to decode
+and hash it). Unknown sizes choose batched, which never reads a table whole. Key pairs of different type families (a number with a
 string, two collations) keep the per-row nested loop, where the shard compares.
 """
 
@@ -29,8 +29,8 @@ from rewriter.context import PlanContext
 from rewriter.tables import TableRef
 from vschema.tracked_schema import ColumnInfo
 
-QUERY_COST = 1000.0  # µs: one shard query's round trip
-ROW_COST = 10.0  # µs: one row shipped, decoded and matched at the proxy
+QUERY_COST = 100.0  # µs: one shard query's round trip
+ROW_COST = 5.0  # µs: one row shipped, decoded and matched at the proxy
 BATCH_ROWS = 1000  # left rows per batched lookup
 HASH_ROWS_MAX = 2_000_000  # never hash a right side estimated larger than this
 
