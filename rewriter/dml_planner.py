@@ -393,7 +393,7 @@ def _plan_insert_rows(stmt: exp.Insert, ref: TableRef, columns: list[str], value
     vindex_values: list[VindexValues] = []
     if ref.sharded:
         cvs = list(getattr(table, "column_vindexes", None) or [])
-        if not cvs:
+        if not cvs and ref.pinned is None:
             raise errors.PlanningError(f"table {ref.name} has no vindex")
         for k, cv in enumerate(cvs):
             owned = k > 0 and getattr(cv, "owned", False)
@@ -402,7 +402,7 @@ def _plan_insert_rows(stmt: exp.Insert, ref: TableRef, columns: list[str], value
             per_row: list[tuple[Val, ...]] = []
             for c in cv.columns:
                 if c.lower() not in lower:
-                    if k == 0:
+                    if k == 0 and ref.pinned is None:
                         raise errors.PlanningError(
                             f"VT09003: INSERT query does not have sharding column '{c}' in the column list")
                     per_row = []
@@ -418,7 +418,7 @@ def _plan_insert_rows(stmt: exp.Insert, ref: TableRef, columns: list[str], value
                             raise unsupported(f"expression for vindex column {columns[ix]} in INSERT")
                         vals.append(v)
                     per_row.append(tuple(vals))
-            if k > 0 and not per_row:
+            if not per_row and (k > 0 or ref.pinned is not None):
                 continue
             vindex_values.append(VindexValues(cv.name, cv.vindex, tuple(cv.columns), tuple(per_row), owned))
 

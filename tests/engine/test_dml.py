@@ -9,6 +9,8 @@ from proxy import engine
 from proxy.engine.sequence import SequenceAllocator
 from proxy.errors import ProxyError
 from rewriter import PlanCache, errors, plan_query
+from tests.engine.shard_vcursor import ShardVCursor
+from vschema.loader import build_vschema
 
 CACHE = PlanCache()
 
@@ -217,3 +219,24 @@ async def test_consistent_lookup_row_pointing_to_the_same_keyspace_id_is_kept(vc
     await vcursor.execute_shard("commerce", expected_shard(vcursor, 75), "delete from corder where order_id = 1103")
     res = await run(vcursor, "insert into corder (order_id, customer_id, sku) values (1103, 75, 'again')")
     assert res.affected_rows == 1
+
+
+async def test_insert_into_a_pinned_table_lands_on_the_pinned_shard_only(vcursor):
+    pinned_vs = build_vschema(
+        {"commerce": ({"sharded": True, "vindexes": {"hash": {"type": "hash"}},
+                       "tables": {"pinned_notes": {"pinned": "90"}}}, list(vcursor.vschema.shards("commerce")))})
+    pinned = ShardVCursor(pinned_vs, vcursor._endpoints)
+    try:
+        for shard in pinned_vs.shards("commerce"):
+            await pinned.execute_shard("commerce", shard, "CREATE TABLE IF NOT EXISTS pinned_notes "
+                                                          "(name VARCHAR(20) PRIMARY KEY, body VARCHAR(40))")
+            await pinned.execute_shard("commerce", shard, "DELETE FROM pinned_notes")
+        res = await run(pinned, "insert into pinned_notes (name, body) values ('a', 'x'), ('b', 'y')")
+        assert res.affected_rows == 2
+        rows = await shard_rows(pinned, "commerce", "select name from pinned_notes order by name")
+        home = pinned_vs.shard_for("commerce", bytes.fromhex("90"))
+        assert rows[home] == [(b"a",), (b"b",)]
+        assert all(not r for s, r in rows.items() if s != home)
+        assert (await run(pinned, "select body from pinned_notes where name = 'b'")).rows == [(b"y",)]
+    finally:
+        await pinned.close()
