@@ -9,14 +9,18 @@ they could only keep correct on one whole route — is finished by ``Compute``
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot import exp
 
 from rewriter import errors
 from rewriter.compute_planner import plan_compute
-from rewriter.context import PlanContext
+from rewriter.context import PlanContext, to_sql
+from rewriter.cte_inlining import inline_ctes
 from rewriter.nodes import SINGLE_SHARD, Plan, Route, VindexLookup
-from rewriter.select_planner import plan_select
+from rewriter.select_planner import field_query_of, plan_select
 from rewriter.semantics import qualify_correlated_columns
+from rewriter.sqltemplate import parse_template
 from rewriter.window_pushdown import windows_within_shards
 
 
@@ -34,6 +38,9 @@ def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
             else:
                 if isinstance(planned, Route) and planned.opcode in SINGLE_SHARD:
                     return planned
+            whole = _cte_statement_on_one_shard(pristine, ctx)
+            if whole is not None:
+                return whole
         return plan_compute(pristine, ctx)
     qualify_correlated_columns(stmt, ctx)
     pristine = stmt.copy()
@@ -47,6 +54,27 @@ def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
             and not windows_within_shards(pristine, ctx):
         return plan_compute(pristine, ctx)
     return planned
+
+
+def _cte_statement_on_one_shard(stmt: exp.Select, ctx: PlanContext) -> Route | None:
+    """The WITH statement sent whole to the one shard its CTEs, inlined, route to
+    (rewriter.cte_inlining); None when they span shards."""
+    inlined = inline_ctes(stmt)
+    if inlined is None:
+        return None
+    try:
+        planned = plan_select(inlined, dataclasses.replace(ctx, source=""))
+    except errors.PlanningError:
+        return None
+    if not isinstance(planned, Route) or planned.opcode not in SINGLE_SHARD:
+        return None
+    original = stmt.copy()
+    keyspaces = set(ctx.vschema.keyspaces)
+    for t in original.find_all(exp.Table):
+        if t.args.get("db") is not None and t.args["db"].name in keyspaces:
+            t.set("db", None)  # a shard names its own database
+    return dataclasses.replace(planned, query=parse_template(to_sql(original)),
+                               field_query=field_query_of(original))
 
 
 def _whole_route_only(stmt: exp.Expression) -> bool:

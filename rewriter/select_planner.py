@@ -349,7 +349,7 @@ def _strip_qualifiers(sel: exp.Expression, refs: list[TableRef], ctx: PlanContex
     return changed
 
 
-def _field_query(sel: exp.Expression) -> str:
+def field_query_of(sel: exp.Expression) -> str:
     if not isinstance(sel, exp.Select):
         return ""
     fq = sel.copy()
@@ -432,12 +432,12 @@ def plan_select(sel: exp.Expression, ctx: PlanContext) -> Plan:
     if single:
         named = _named(sel, ctx)
         sql = to_sql(named) if changed or not ctx.source else ctx.source
-        return make_route(info, sql, _field_query(named))
+        return make_route(info, sql, field_query_of(named))
     _check_scatter_safe(sel, ctx)
     if not needs_proxy_work(sel):
         named = _named(sel, ctx)
         sql = to_sql(named) if changed or not ctx.source else ctx.source
-        return make_route(info, sql, _field_query(named))
+        return make_route(info, sql, field_query_of(named))
     return plan_scatter_select(sel, info, ctx)
 
 
@@ -523,11 +523,11 @@ def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     _strip_qualifiers(sel, inner_info.tables, ctx)
     single = inner_info.opcode in SINGLE_SHARD or inner_info.opcode in (Opcode.ByDestination, Opcode.None_)
     if single:
-        return make_route(inner_info, to_sql(sel), _field_query(sel))
+        return make_route(inner_info, to_sql(sel), field_query_of(sel))
     _check_scatter_safe(sel, ctx)
     _check_scatter_safe(inner, ctx)
     if not needs_proxy_work(sel):
-        return make_route(inner_info, to_sql(sel), _field_query(sel))
+        return make_route(inner_info, to_sql(sel), field_query_of(sel))
     return plan_scatter_select(sel, inner_info, ctx)
 
 
@@ -760,7 +760,7 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, 
         order_keys.append(OrderKey(idx, desc, text))
     if count is not None:
         pushed.set("limit", exp.Limit(expression=exp.Placeholder(this=UPPER_LIMIT)))
-    plan: Plan = make_route(info, to_sql(pushed), _field_query(_named(sel, ctx)))
+    plan: Plan = make_route(info, to_sql(pushed), field_query_of(_named(sel, ctx)))
     route = innermost_route(plan)
     route.order_by = order_keys
     route.truncate = n_hidden
@@ -1008,7 +1008,7 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | Non
                                                        for i in shard_group]))
         else:
             pushed.set("group", None)
-        plan = make_route(info, to_sql(pushed), _field_query(pushed))
+        plan = make_route(info, to_sql(pushed), field_query_of(pushed))
         route = innermost_route(plan)
         route.order_by = [OrderKey(i, False, to_sql(b.pushed[i])) for i in shard_group]
     variant = "Ordered" if group_idx else "Scalar"

@@ -158,6 +158,8 @@ QUERIES = {
     "join_aggregate_having_order_limit": ("select a.grp, count(*) as n from items a join items b on b.id = a.customer_id "
                                           "group by a.grp having n > 100 order by n desc limit 3", "ordered"),
     "join_with_unsharded_table": ("select i.id, l.label from items i join lookup.qty_labels l on l.qty = i.qty where i.customer_id = 3", "unordered"),
+    "cte_within_one_shard": ("with t as (select id, name, qty from items where id = 17), u as (select id from t) "
+                             "select t.name, t.qty from t join u on u.id = t.id", "unordered"),
     "left_join_with_unsharded_table": ("select i.id, l.label from items i left join lookup.qty_labels l on l.qty = i.qty where i.customer_id < 4", "unordered"),
 }
 
