@@ -321,6 +321,16 @@ class LiveVSchema:
                     raise
                 logger.warning("vschema change raced an outside edit: again", extra={"keyspace": keyspace})
 
+    async def announce(self, keyspace: str, what: str) -> None:
+        """Tell every proxy that something of ``keyspace`` changed that lives outside the vschema
+        (a topic created, dropped or altered): they refresh the keyspace within a second. Best
+        effort: the change itself is made and durable; the others would find it on first use."""
+        try:
+            await self.change(keyspace, None, what)
+        except ProxyError as e:
+            logger.warning("change not announced to the other proxies", extra={"keyspace": keyspace, "change": what,
+                                                                              "error": e.message})
+
     async def _change_once(self, keyspace: str, mutate: DocMutation | None, change_sql: str) -> None:
         async with self._lock:
             async with self._pool.connection() as sc:

@@ -113,7 +113,7 @@ class Planner:
         if queue.vschema_table is not None:
             await self.proxy.add_vschema_table(keyspace, queue.name, queue.vschema_table, queue.vindexes, sql)
         else:  # no vschema entry, but the other proxies must still load the new message table
-            await self.proxy.live_vschema.change(keyspace, None, sql)
+            await self.proxy.live_vschema.announce(keyspace, sql)
         await self.proxy.schema_changed(keyspace, queue.create_table)
         return Result()
 

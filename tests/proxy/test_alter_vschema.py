@@ -332,3 +332,16 @@ def test_deleting_a_keyspace_row_reseeds_it_from_its_file(proxies, local_cluster
     until(lambda: (t,) not in run(a, "lookup", "show vschema tables"), PROPAGATION_BAR_S)
     assert {r[0] for r in run(a, "lookup", "show vschema tables")} == {
         "dual", *local_cluster.config.keyspaces["lookup"].vschema["tables"]}
+
+
+def test_topic_created_through_one_proxy_is_served_by_the_other_within_a_second(proxies) -> None:
+    a, b = proxies
+    topic = _name("live_topic")
+    started = time.monotonic()
+    run(a, "commerce", f"create topic {topic}")
+    try:
+        # B installs the topic's runtime on the announcement, before any statement names it there
+        until(lambda: f"topic={topic}" in b.log_text(), PROPAGATION_BAR_S)
+        assert time.monotonic() - started < PROPAGATION_BAR_S
+    finally:
+        run(a, "commerce", f"drop topic if exists {topic}")
