@@ -44,7 +44,7 @@ import asyncio
 import copy
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -280,6 +280,9 @@ class LiveVSchema:
                                    extra={"keyspace": self.location[0], "shard": self.location[1], "error": e.message})
                 failing = True
                 continue
+            except Exception:  # a bug must not end the following for the process's lifetime
+                logger.exception("vschema store: following failed; trying again")
+                continue
             failing = False
             for keyspace in sorted(changed):
                 await self._after_change(keyspace)
@@ -298,12 +301,20 @@ class LiveVSchema:
 
     async def _after_change(self, keyspace: str) -> None:
         """What depends on a keyspace's vschema or tables, refreshed after a change made elsewhere:
-        its tracked schema and message tables (``schema_changed``), its topics."""
-        try:
-            await self.proxy.schema_changed(keyspace, f"vschema store change of {keyspace}")
-            await self.proxy.topics.refresh(keyspace)
-        except ProxyError as e:
-            logger.warning("refresh after a vschema change failed", extra={"keyspace": keyspace, "error": e.message})
+        its tracked schema and message tables (``schema_changed``), its topics. A failure is
+        logged; the timers of those services read the keyspace again later."""
+        refreshes: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+            ("schema and message tables", lambda: self.proxy.schema_changed(keyspace, f"vschema change of {keyspace}")),
+            ("topics", lambda: self.proxy.topics.refresh(keyspace)),
+        ]
+        for what, refresh in refreshes:
+            try:
+                await refresh()
+            except ProxyError as e:
+                logger.warning("refresh after a vschema change failed",
+                               extra={"keyspace": keyspace, "what": what, "error": e.message})
+            except Exception:  # a bug in a refresh must not end the following
+                logger.exception("refresh after a vschema change failed", extra={"keyspace": keyspace, "what": what})
 
     # -- changing ------------------------------------------------------------------------
     async def change(self, keyspace: str, mutate: DocMutation | None, change_sql: str) -> None:

@@ -345,3 +345,66 @@ def test_topic_created_through_one_proxy_is_served_by_the_other_within_a_second(
         assert time.monotonic() - started < PROPAGATION_BAR_S
     finally:
         run(a, "commerce", f"drop topic if exists {topic}")
+
+
+def test_concurrent_changes_through_two_proxies_are_all_kept(proxies) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    a, b = proxies
+    prefix = _name("live_cc")
+    names = [f"{prefix}_{i}" for i in range(16)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda iv: run((a, b)[iv[0] % 2], "commerce", f"alter vschema create vindex {iv[1]} using xxhash"),
+                      enumerate(names)))
+    try:
+        for p in (a, b):
+            until(lambda p=p: {r[1] for r in run(p, None, "show vschema vindexes")} >= set(names), PROPAGATION_BAR_S)
+    finally:
+        for n in names:
+            run(a, None, f"alter vschema drop vindex commerce.{n}")
+
+
+def test_every_worker_of_a_multi_process_proxy_follows_a_change(proxies, local_cluster, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.proxy_process import REPO, free_port
+
+    a, _ = proxies
+    config = local_cluster.config
+    doc = yaml.safe_load(config.path.read_text())
+    doc.pop("local", None)
+    for name, ks in config.keyspaces.items():
+        doc["keyspaces"][name] = {"vschema": str(ks.vschema_path), "shards": {
+            shard: f"mysql://{e.user}:{e.password}@{e.host}:{e.port}/{e.database}" if e.password
+            else f"mysql://{e.user}@{e.host}:{e.port}/{e.database}"
+            for (k, shard), e in local_cluster.endpoints.items() if k == name}}
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    port = free_port()
+    log = (tmp_path / "serve.log").open("ab")
+    proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "-c", str(cfg), "--port", str(port),
+                             "--workers", "2"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    served = ProxyProcess("127.0.0.1", port, proc, tmp_path / "serve.log")
+    try:
+        until(lambda: served.log_text().count("proxy listening") == 2 and _answers(served), 30)
+        v = _name("live_workers")
+        run(a, "commerce", f"alter vschema create vindex {v} using xxhash")
+        time.sleep(PROPAGATION_BAR_S)
+        # fresh connections land on either worker (SO_REUSEPORT): every one knows the vindex
+        for _ in range(20):
+            assert any(r[1] == v for r in run(served, None, "show vschema vindexes"))
+        run(a, None, f"alter vschema drop vindex commerce.{v}")
+    finally:
+        stop_proxy(served)
+    assert served.log_text().count("vschema installed") >= 2 * 2  # each worker: at start, and the change
+
+
+def _answers(p: ProxyProcess) -> bool:
+    try:
+        run(p, None, "select 1")
+    except pymysql.err.MySQLError:
+        return False
+    return True
