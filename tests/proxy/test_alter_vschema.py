@@ -408,3 +408,24 @@ def _answers(p: ProxyProcess) -> bool:
     except pymysql.err.MySQLError:
         return False
     return True
+
+
+def test_vschema_store_setting_names_a_shard_of_the_cluster(local_cluster, tmp_path) -> None:
+    import yaml
+
+    from proxy.config import ConfigError, load_config
+
+    base = local_cluster.config
+    assert base.vschema_store_location == ("commerce", "-80")  # default: first shard of the first keyspace
+    doc = yaml.safe_load(base.path.read_text())
+    path = base.path.with_name("cluster-vschema-store.yaml")
+    for setting, field in (({"keyspace": "nowhere"}, "vschema_store.keyspace"),
+                           ({"keyspace": "lookup", "shard": "-80"}, "vschema_store.shard"),
+                           ({"poll_seconds": 0}, "vschema_store.poll_seconds"),
+                           ({"table": "x"}, "vschema_store")):
+        path.write_text(yaml.safe_dump({**doc, "vschema_store": setting}))
+        with pytest.raises(ConfigError, match=field):
+            load_config(path)
+    path.write_text(yaml.safe_dump({**doc, "vschema_store": {"keyspace": "lookup", "poll_seconds": 0.1}}))
+    loaded = load_config(path)
+    assert (loaded.vschema_store_location, loaded.vschema_store.poll_seconds) == (("lookup", "0"), 0.1)
