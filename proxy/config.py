@@ -11,6 +11,7 @@ The names in the file are an interface users script against (see issue 2)::
     topics: {poll_seconds: 0.5, purge_seconds: 1}  # optional topic timings (proxy/topics)
     transaction_mode: multi             # sessions' default: single | multi | twopc (Vitess's names)
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
+    vschema_store: {keyspace: commerce, shard: "-80", poll_seconds: 0.25}  # the live vschema's shard (default: first)
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -158,6 +159,15 @@ class TopicsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class VSchemaStoreConfig:
+    # Where the cluster's live vschema is kept (proxy/live_vschema.py): a shard of the cluster
+    # (None: the first shard of the first keyspace), and how often every proxy polls it for changes.
+    keyspace: str | None = None
+    shard: str | None = None
+    poll_seconds: float = 0.25
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     path: Path
     listen: ListenConfig
@@ -172,10 +182,18 @@ class ClusterConfig:
     twopc: TwoPCConfig = field(default_factory=TwoPCConfig)
     http: HttpConfig | None = None
     topics: TopicsConfig = field(default_factory=TopicsConfig)
+    vschema_store: VSchemaStoreConfig = field(default_factory=VSchemaStoreConfig)
 
     @property
     def has_local_shards(self) -> bool:
         return any(ks.local_shards for ks in self.keyspaces.values())
+
+    @property
+    def vschema_store_location(self) -> tuple[str, str]:
+        """(keyspace, shard) holding the live vschema table."""
+        keyspace = self.vschema_store.keyspace or next(iter(self.keyspaces))
+        shard = self.vschema_store.shard or next(iter(self.keyspaces[keyspace].shards))
+        return keyspace, shard
 
 
 def load_config(
@@ -209,7 +227,7 @@ def load_config(
         "<top level>",
         {
             "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
-            "transaction_mode", "twopc", "http", "topics",
+            "transaction_mode", "twopc", "http", "topics", "vschema_store",
         },
     )
 
@@ -245,6 +263,7 @@ def load_config(
     keyspaces = reader.keyspaces(doc.get("keyspaces"))
     http = reader.http(doc.get("http"))
     topics = reader.topics(doc.get("topics"))
+    vschema_store = reader.vschema_store(doc.get("vschema_store"), keyspaces)
 
     config = ClusterConfig(
         path=path,
@@ -259,6 +278,7 @@ def load_config(
         twopc=twopc,
         http=http,
         topics=topics,
+        vschema_store=vschema_store,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -473,6 +493,23 @@ class _Reader:
                 raise self.error(f"topics.{name}", f"expected a positive number of seconds, got {_kind(v)}")
             values[name] = int(v) if name == "pending_max_age_seconds" else float(v)
         return TopicsConfig(**values)
+
+    def vschema_store(self, value: Any, keyspaces: dict[str, KeyspaceConfig]) -> VSchemaStoreConfig:
+        if value is None:
+            return VSchemaStoreConfig()
+        doc = self.mapping(value, "vschema_store")
+        self.no_unknown_keys(doc, "vschema_store", {"keyspace", "shard", "poll_seconds"})
+        keyspace = self.string(doc["keyspace"], "vschema_store.keyspace") if "keyspace" in doc else None
+        if keyspace is not None and keyspace not in keyspaces:
+            raise self.error("vschema_store.keyspace", f"unknown keyspace {keyspace!r}")
+        shard = self.string(str(doc["shard"]), "vschema_store.shard") if "shard" in doc else None
+        shards = keyspaces[keyspace or next(iter(keyspaces))].shards
+        if shard is not None and shard not in shards:
+            raise self.error("vschema_store.shard", f"no shard {shard!r} in keyspace {keyspace or next(iter(keyspaces))!r}")
+        seconds = doc.get("poll_seconds", VSchemaStoreConfig.poll_seconds)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds or seconds <= 0:
+            raise self.error("vschema_store.poll_seconds", f"expected a positive number of seconds, got {_kind(seconds)}")
+        return VSchemaStoreConfig(keyspace=keyspace, shard=shard, poll_seconds=float(seconds))
 
     def routing_rules(self, value: Any) -> dict[str, Any]:
         if value is None:

@@ -42,6 +42,7 @@ SQLSTATES: dict[int, str] = {
     1568: "25001",
     1452: "23000",
     1690: "22003",
+    1815: "HY000",
     1835: "HY000",
     2013: "HY000",
 }
@@ -65,6 +66,7 @@ ER_ERROR_DURING_COMMIT = 1180  # a 2PC commit whose outcome is not known yet (th
 ER_XAER_NOTA = 1397  # XA COMMIT/ROLLBACK of an xid the shard does not hold (finished, or attached elsewhere)
 ER_XA_RBROLLBACK = 1402  # a 2PC commit that was rolled back (a participant failed to prepare)
 ER_CANT_CHANGE_TX_CHARACTERISTICS = 1568  # SET transaction_mode inside a transaction that touched a shard
+ER_INTERNAL_ERROR = 1815  # Vitess's Code_INTERNAL errors (ALTER VSCHEMA that cannot apply)
 
 
 def sqlstate_for(code: int) -> str:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from proxy.engine.result import Result
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
 from proxy.messaging.queue_ddl import is_create_queue
+from proxy.vschema_statements import alter_vschema
+from vschema.ddl import is_vschema_ddl
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -93,7 +95,8 @@ class Planner:
 
     async def create_queue(self, session: ProxySession, sql: str) -> Result:
         """``CREATE QUEUE`` (beyond Vitess): the message table on every shard, and in a
-        sharded keyspace its vschema entry (hash vindex on id), persisted."""
+        sharded keyspace its vschema entry (hash vindex on id), in the cluster's vschema store
+        (every proxy process follows it)."""
         from proxy.messaging.queue_ddl import translate_create_queue
 
         head = translate_create_queue(sql, sharded=False)
@@ -108,12 +111,16 @@ class Planner:
         shards = self.proxy.shard_names(keyspace)
         await session.vcursor.execute_multi(keyspace, [(shard, queue.create_table) for shard in shards])
         if queue.vschema_table is not None:
-            self.proxy.add_vschema_table(keyspace, queue.name, queue.vschema_table, queue.vindexes)
+            await self.proxy.add_vschema_table(keyspace, queue.name, queue.vschema_table, queue.vindexes, sql)
+        else:  # no vschema entry, but the other proxies must still load the new message table
+            await self.proxy.live_vschema.announce(keyspace, sql)
         await self.proxy.schema_changed(keyspace, queue.create_table)
         return Result()
 
     async def proxy_statement(self, session: ProxySession, sql: str) -> Outcome | None:
         kw = sql.split(None, 1)[0].lower()
+        if kw == "alter":
+            return await alter_vschema(self.proxy, session, sql) if is_vschema_ddl(sql) else None
         if kw == "vexplain":
             return await self.execute_planned(session, sql, "select")
         if kw in ("stream", "vstream"):

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from hashlib import sha1
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from mysql_mimic.auth import (
     AuthInfo,
     Forbidden,
@@ -36,6 +35,7 @@ from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.engine.result import Result, is_numeric, local_result
 from proxy.engine.sequence import SequenceAllocator
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.live_vschema import LiveVSchema
 from proxy.messaging.dml import MessageDml, message_dml
 from proxy.messaging.service import MessagingService
 from proxy.pools import ShardAddress, ShardPools
@@ -110,6 +110,11 @@ class Proxy:
             for (ks, shard), e in sorted(self.endpoints.items())
         ]
         self.pools = ShardPools(addresses, maxsize=pool_size)
+        # The cluster's vschema lives in the cluster (the files only seed it): read at start,
+        # changed by ALTER VSCHEMA / CREATE QUEUE, followed from every proxy process.
+        self.live_vschema = LiveVSchema(
+            self, *config.vschema_store_location, poll_seconds=config.vschema_store.poll_seconds
+        )
         self.sequences = SequenceAllocator()
         self.messaging = MessagingService(
             self.pools,
@@ -143,6 +148,7 @@ class Proxy:
         return self.schema_tracker.schema
 
     async def start(self) -> None:
+        await self.live_vschema.start()
         await self.schema_tracker.start()
         twopc.start_for_proxy(self)  # the in-doubt transaction resolver, from start-up on
         await self.messaging.start()
@@ -241,23 +247,19 @@ class Proxy:
                 self._global_vars[n.lower()] = decode_value(f, v)
         return {n.lower(): self._global_vars[n.lower()] for n in names}
 
-    def add_vschema_table(
-        self, keyspace: str, table: str, entry: dict[str, Any], vindexes: dict[str, Any]
+    async def add_vschema_table(
+        self, keyspace: str, table: str, entry: dict[str, Any], vindexes: dict[str, Any], change_sql: str
     ) -> None:
-        """Add a table to a keyspace's vschema, in memory and in its file.
+        """Add a table (and the vindexes it needs) to a keyspace's vschema, in the cluster's
+        vschema store: every proxy process serving the cluster follows it within a second."""
 
-        Other proxy processes see it after their restart (they read the file)."""
-        ks = self.config.keyspaces[keyspace]
-        doc = ks.vschema
-        doc.setdefault("vindexes", {}).update({k: v for k, v in vindexes.items() if k not in doc["vindexes"]})
-        doc.setdefault("tables", {})[table] = entry
-        self.vschema = self._build_vschema()
-        path = ks.vschema_path
-        text = json.dumps(doc, indent=2) + "\n" if path.suffix == ".json" else yaml.safe_dump(doc)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-        logger.info("vschema updated", extra={"keyspace": keyspace, "table": table, "file": str(path)})
+        def add(doc: dict[str, Any]) -> dict[str, Any]:
+            known = doc.setdefault("vindexes", {})
+            known.update({k: v for k, v in vindexes.items() if k not in known})
+            doc.setdefault("tables", {})[table] = entry
+            return doc
+
+        await self.live_vschema.change(keyspace, add, change_sql)
 
     async def schema_changed(self, keyspace: str, ddl: str) -> None:
         """DDL ran on every shard of ``keyspace``: refresh what depends on the schema
@@ -305,6 +307,7 @@ class Proxy:
         return self.messaging.show_rows()
 
     async def close(self) -> None:
+        await self.live_vschema.stop()
         if self.http is not None:
             await self.http.stop()
         await self.topics.stop()

@@ -428,6 +428,7 @@ _KEYWORD_HANDLERS = {
     "select": ProxySession._select,
     "show": ProxySession._show,
     "vexplain": ProxySession._proxy_statement,
+    "alter": ProxySession._proxy_statement,  # ALTER VSCHEMA (other ALTERs fall through)
     "stream": ProxySession._proxy_statement,
     "vstream": ProxySession._proxy_statement,
 }

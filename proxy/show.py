@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from proxy.engine.result import Result, local_result
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.vschema_statements import show_vschema
 
 if TYPE_CHECKING:
     from proxy.session import Outcome, ProxySession
@@ -88,6 +89,10 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
             return await _show_twopc(session, tm)
     if what == "topics":
         return await proxy.topics.show(session, sql)
+    if what == "vschema":
+        answered = show_vschema(session, rest)
+        if answered is not None:
+            return answered
     if what == "tables":
         fm = _FROM_KS.search(rest)
         ks = fm.group("ks") if fm else session.keyspace

@@ -33,8 +33,8 @@ def mariadb_template_dir(config: pytest.Config, fallback: Path) -> Path:
 def example_cluster_config(data_dir: Path) -> ClusterConfig:
     """The example cluster with its data under `data_dir`, shards and listener on free ports.
 
-    The example files are copied next to `data_dir` first: the proxy writes a keyspace's
-    vschema file back (CREATE QUEUE), and tests must never change the repository's."""
+    The example files are copied next to `data_dir` first: tests write cluster files of their own
+    next to them, and must never change the repository's."""
     files = data_dir.parent / "cluster-files"
     if not files.exists():
         shutil.copytree(EXAMPLE_CLUSTER_YAML.parent, files, ignore=shutil.ignore_patterns(".shardgate", "README.md"))

@@ -268,6 +268,7 @@ class TopicService:
         info = _info(ks, shard, row)
         await self._install(info)
         self.proxy.ddl_seen(ks)
+        await self.proxy.live_vschema.announce(ks, f"create topic {name}")  # the other proxies refresh now
         return info
 
     async def drop_topic(self, keyspace: str | None, name: str, if_exists: bool = False) -> bool:
@@ -276,6 +277,7 @@ class TopicService:
         await self._uninstall(ks, name)
         if dropped:
             self.proxy.ddl_seen(ks)
+            await self.proxy.live_vschema.announce(ks, f"drop topic {name}")
         return dropped
 
     async def get_topic(self, keyspace: str | None, name: str) -> TopicRow:
@@ -304,6 +306,7 @@ class TopicService:
         ttl, props = statement.normalise_properties(merged)
         row = await self.store_for(ks, name).set_properties(name, ttl, props)
         await self._install(_info(ks, self.placement(ks, name), row))
+        await self.proxy.live_vschema.announce(ks, f"alter topic {name}")
         return row
 
     # -- publish / poll (REST, client) ----------------------------------------------------------

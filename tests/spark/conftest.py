@@ -16,6 +16,7 @@ from proxy.spark import register
 from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 from tests.spark.session import MARIADB_JDBC_JAR, spark_session_builder
 from tests.spark.spark_cluster import (
+    add_spark_tables_to_vschema,
     create_spark_tables,
     shard_connection,
     write_spark_cluster_yaml,
@@ -79,6 +80,7 @@ def spark_cluster(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPath
     create_spark_tables([e for (ks, _), e in local_cluster.endpoints.items() if ks == "commerce"])
     proxy = start_proxy(config_path, local_cluster.endpoints, work / "proxy.log")
     try:
+        add_spark_tables_to_vschema(proxy)
         yield SparkCluster(proxy=proxy, config_path=config_path, cluster=local_cluster)
     finally:
         stop_proxy(proxy)

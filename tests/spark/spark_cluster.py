@@ -17,6 +17,7 @@ import pymysql
 import yaml
 
 from proxy.config import ClusterConfig, ShardEndpoint
+from tests.proxy_process import ProxyProcess
 
 SPARK_TABLES: dict[str, str] = {
     # JDBC write target (append / overwrite).
@@ -105,6 +106,21 @@ def write_spark_cluster_yaml(base: ClusterConfig, directory: Path) -> Path:
     path = directory / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def add_spark_tables_to_vschema(proxy: ProxyProcess) -> None:
+    """The cluster's live vschema (kept in the cluster, seeded by whichever proxy started first)
+    gets the Spark tables too: the YAML above only seeds a cluster that has none yet."""
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW VSCHEMA TABLES")
+            known = {r[0] for r in cur.fetchall()}
+            for table in SPARK_TABLES:
+                if table not in known:
+                    cur.execute(f"ALTER VSCHEMA ON commerce.{table} ADD VINDEX hash(id)")
+    finally:
+        conn.close()
 
 
 def shard_connection(endpoint: ShardEndpoint, **kw: object) -> pymysql.connections.Connection:
