@@ -51,7 +51,8 @@ _SYSVAR_SELECT = re.compile(
 _SYSVAR_ITEM = re.compile(r"(?P<var>@@[\w.]+)(?:\s+(?:as\s+)?`?(?P<alias>\w+)`?)?", re.I)
 # Functions whose answer is the proxy's, not the shard's (a shard would name its
 # own database and say "MariaDB", which makes ORMs pick the wrong dialect).
-_PROXY_FN = re.compile(r"\b(?P<fn>database|schema|version)\s*\(\s*\)", re.I)
+# CONNECTION_ID() is the proxy's id for the session (what SHOW PROCESSLIST and KILL name).
+_PROXY_FN = re.compile(r"\b(?P<fn>database|schema|version|connection_id)\s*\(\s*\)", re.I)
 _BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
 _COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
 _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
@@ -399,8 +400,11 @@ class ProxySession(BaseSession):
         return local_result(names, [values], types)
 
     def _proxy_function_literal(self, m: re.Match[str]) -> str:
-        if m.group("fn").lower() == "version":
+        fn = m.group("fn").lower()
+        if fn == "version":
             value = f"'{SERVER_VERSION}'"
+        elif fn == "connection_id":
+            value = f"cast({int(getattr(self.connection, 'connection_id', 0))} as unsigned)"
         else:
             # nullif(...): a nullable column, as MySQL's DATABASE() is (NULL with no database).
             value = "NULL" if self.keyspace is None else f"nullif('{self.keyspace}', NULL)"

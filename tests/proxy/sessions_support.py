@@ -8,9 +8,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pymysql
+import yaml
+
+from tests.proxy_process import REPO
 
 
 def shard_connection(endpoint: Any) -> pymysql.connections.Connection:
@@ -106,3 +110,22 @@ def query(conn: pymysql.connections.Connection, sql: str) -> tuple[Any, ...]:
     with conn.cursor() as c:
         c.execute(sql)
         return tuple(c.fetchall())
+
+
+def dsn_cluster_file(local_cluster: Any, directory: Path, **extra: Any) -> Path:
+    """The example cluster file with every shard given by dsn (the running test cluster)
+    and ``extra`` top-level fields (``transaction_timeout: 1``), written in ``directory``."""
+    src = REPO / "examples" / "local" / "cluster.yaml"
+    doc = yaml.safe_load(src.read_text())
+    doc.pop("local", None)
+    for name, ks in doc["keyspaces"].items():
+        for key in ("vschema", "schema"):
+            ks[key] = str((src.parent / ks[key]).resolve())
+        ks["shards"] = {
+            shard: f"mysql://{e.user}@{e.host}:{e.port}/{e.database}"
+            for (k, shard), e in local_cluster.endpoints.items() if k == name
+        }
+    doc.update(extra)
+    out = directory / "cluster.yaml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
