@@ -61,6 +61,14 @@ SERVER_CAPABILITIES = (
 CLIENT_GONE_POLL_S = 0.2
 
 
+def _answering() -> None:
+    """The statement's last packet is about to go out (written before the next await, so a
+    kill cancelling the statement after this point must not add an error packet)."""
+    statement = running_statement.current()
+    if statement is not None:
+        statement.answered = True
+
+
 class AuthenticationFailed(Exception):
     """The ERR packet has been sent; the connection must now close."""
 
@@ -174,6 +182,7 @@ class ProxyConnection(Connection):
 
     # -- errors ----------------------------------------------------------------------
     async def _write_error(self, e: ProxyError) -> None:
+        _answering()
         await self.stream.write(wire.error_packet(e.code, e.sqlstate, e.message))
 
     def _as_proxy_error(self, e: BaseException) -> ProxyError:
@@ -216,7 +225,8 @@ class ProxyConnection(Connection):
         try:
             return await statement.run(self._execute_and_write(sql, more, binary))
         except StatementKilled as e:
-            await self._write_error(e)
+            if not e.answered:
+                await self._write_error(e)
             return False
         finally:
             await self.process.end(statement)
@@ -258,6 +268,7 @@ class ProxyConnection(Connection):
 
     async def write_result(self, res: Result, more: bool, binary: Any = None) -> None:
         if not res.fields:
+            _answering()
             await self.stream.write(
                 wire.ok_packet(
                     self.capabilities,
@@ -271,6 +282,7 @@ class ProxyConnection(Connection):
             return
         self._write_header(res, binary)
         self._write_rows(res, binary)
+        _answering()
         self.stream.write_many([self._terminator(more)])
         await self.stream.drain()
 
@@ -329,6 +341,7 @@ class ProxyConnection(Connection):
             if not header_sent:
                 await self.write_result(Result(), more, binary)
                 return
+            _answering()
             self.stream.write_many([self._terminator(more)])
             try:
                 await self.stream.drain()

@@ -68,7 +68,12 @@ class KillReason(enum.Enum):
 
 
 class StatementKilled(ProxyError):
-    """The statement was stopped by a kill or its timeout (its task was cancelled)."""
+    """The statement was stopped by a kill or its timeout (its task was cancelled).
+    ``answered``: its last packet had already gone to the client (write no error then)."""
+
+    def __init__(self, error: ProxyError, answered: bool) -> None:
+        super().__init__(error.code, error.message, error.sqlstate)
+        self.answered = answered
 
 
 class RunningStatement:
@@ -83,6 +88,9 @@ class RunningStatement:
         self.started = time.monotonic()
         self.killed: KillReason | None = None
         self.finished = False
+        # The last packet of the statement's response has been handed to the client's
+        # transport (a kill arriving later must not write an error after it).
+        self.answered = False
         self._pinned = pinned  # the session's transaction connections: kept, never marked broken
         self._on_shards: set[ShardConnection] = set()
         self._task: asyncio.Task[Any] | None = None
@@ -136,8 +144,7 @@ class RunningStatement:
         return await body
 
     def _killed_error(self) -> StatementKilled:
-        e = self.error()
-        return StatementKilled(e.code, e.message, e.sqlstate)
+        return StatementKilled(self.error(), self.answered)
 
     def _time_out(self) -> None:
         self._timer = None
@@ -167,8 +174,8 @@ class RunningStatement:
                     extra={"keyspace": sc.keyspace, "shard": sc.shard, "thread_id": sc.thread_id, "error": str(outcome)},
                 )
         task = self._task
-        if task is None or task.done() or self.finished:
-            return
+        if task is None or task.done() or self.finished or task is asyncio.current_task():
+            return  # (the last: KILL of its own session, which answers and ends by itself)
         if on_shards:
             self._grace = asyncio.get_running_loop().call_later(KILL_GRACE_S, task.cancel)
         else:

@@ -141,3 +141,15 @@ def test_kill_query_of_an_idle_session_leaves_it_working(proxy) -> None:
     finally:
         idle.close()
         killer.close()
+
+
+def test_kill_of_its_own_connection_drops_it_and_kill_query_of_itself_is_ok(proxy) -> None:
+    conn = proxy.connect()
+    try:
+        assert query(conn, f"kill query {conn.thread_id()}") == ()
+        assert query(conn, "select 1") == ((1,),)
+        with pytest.raises(pymysql.err.OperationalError) as e:
+            query(conn, f"kill {conn.thread_id()}")
+        assert e.value.args[0] == 2013
+    finally:
+        conn.close()

@@ -82,6 +82,7 @@ def test_connection_ids_are_the_handshake_thread_ids_and_unique(proxy) -> None:
     try:
         ids = [c.thread_id() for c in conns]
         assert len(set(ids)) == 5 and all(i > 0 for i in ids)
+        assert [query(c, "select connection_id()")[0][0] for c in conns] == ids
         assert query(conns[0], "select 1") == ((1,),)
         assert set(ids) <= set(_processlist(conns[0]))
     finally:
