@@ -120,10 +120,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     """One proxy process of a multi-worker ``up``/``serve`` (endpoints from the parent)."""
     from proxy.server import endpoints_from_json, serve_proxy
+    from proxy.worker_peers import WorkerSlot
 
     config = _load(args)
     endpoints = endpoints_from_json(os.environ["SHARDGATE_ENDPOINTS"])
-    asyncio.run(_run_until_signal(serve_proxy(config, endpoints)))
+    slot = WorkerSlot.from_environment()  # None: a proxy process on its own
+    asyncio.run(_run_until_signal(serve_proxy(config, endpoints, worker=slot)))
     return 0
 
 

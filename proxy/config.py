@@ -12,6 +12,7 @@ The names in the file are an interface users script against (see issue 2)::
     transaction_mode: multi             # sessions' default: single | multi | twopc (Vitess's names)
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     vschema_store: {keyspace: commerce, shard: "-80", poll_seconds: 0.25}  # the live vschema's shard (default: first)
+    transaction_timeout: 30             # seconds a session may idle inside a transaction; 0/absent: no limit
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -183,6 +184,9 @@ class ClusterConfig:
     http: HttpConfig | None = None
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     vschema_store: VSchemaStoreConfig = field(default_factory=VSchemaStoreConfig)
+    # Seconds a session may stay idle inside a transaction before it is rolled back
+    # (proxy.timeouts); 0: no limit.
+    transaction_timeout: float = 0.0
 
     @property
     def has_local_shards(self) -> bool:
@@ -227,7 +231,7 @@ def load_config(
         "<top level>",
         {
             "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
-            "transaction_mode", "twopc", "http", "topics", "vschema_store",
+            "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout",
         },
     )
 
@@ -264,6 +268,7 @@ def load_config(
     http = reader.http(doc.get("http"))
     topics = reader.topics(doc.get("topics"))
     vschema_store = reader.vschema_store(doc.get("vschema_store"), keyspaces)
+    transaction_timeout = reader.transaction_timeout(doc.get("transaction_timeout"))
 
     config = ClusterConfig(
         path=path,
@@ -279,6 +284,7 @@ def load_config(
         http=http,
         topics=topics,
         vschema_store=vschema_store,
+        transaction_timeout=transaction_timeout,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -459,6 +465,13 @@ class _Reader:
         if mode not in TRANSACTION_MODES:
             raise self.error("transaction_mode", f"expected one of {', '.join(TRANSACTION_MODES)}, got {value!r}")
         return mode
+
+    def transaction_timeout(self, value: Any) -> float:
+        if value is None:
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
+            raise self.error("transaction_timeout", f"expected a number of seconds (0: no limit), got {_kind(value)}")
+        return float(value)
 
     def twopc(self, value: Any) -> TwoPCConfig:
         if value is None:

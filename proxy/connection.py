@@ -27,10 +27,12 @@ from mysql_mimic.errors import MysqlError
 from mysql_mimic.stream import ConnectionClosed
 from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
 
-from proxy import wire
+from proxy import running_statement, wire
 from proxy.engine.result import Result, split_packets
 from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
 from proxy.prepared import PreparedStatement, bind_parameters, count_placeholders, read_execute
+from proxy.processlist import ClientProcess
+from proxy.running_statement import StatementKilled
 from proxy.session import ProxySession
 from proxy.sqltext import split_statements
 
@@ -59,6 +61,14 @@ SERVER_CAPABILITIES = (
 CLIENT_GONE_POLL_S = 0.2
 
 
+def _answering() -> None:
+    """The statement's last packet is about to go out (written before the next await, so a
+    kill cancelling the statement after this point must not add an error packet)."""
+    statement = running_statement.current()
+    if statement is not None:
+        statement.answered = True
+
+
 class AuthenticationFailed(Exception):
     """The ERR packet has been sent; the connection must now close."""
 
@@ -69,6 +79,7 @@ class ClientGone(Exception):
 
 class ProxyConnection(Connection):
     session: ProxySession
+    process: ClientProcess  # set by ProcessList.add when the connection is accepted
 
     # mimic reads and writes ``status_flags``; ours reflect the session live.
     @property  # type: ignore[override]
@@ -171,9 +182,13 @@ class ProxyConnection(Connection):
 
     # -- errors ----------------------------------------------------------------------
     async def _write_error(self, e: ProxyError) -> None:
+        _answering()
         await self.stream.write(wire.error_packet(e.code, e.sqlstate, e.message))
 
     def _as_proxy_error(self, e: BaseException) -> ProxyError:
+        statement = running_statement.current()
+        if statement is not None and statement.killed is not None:
+            return statement.error()  # the shards' "interrupted" errors are the kill's doing
         if isinstance(e, ProxyError):
             return e
         if isinstance(e, MysqlError):
@@ -200,6 +215,23 @@ class ProxyConnection(Connection):
                 return  # MySQL stops a multi-statement at the first error
 
     async def run_and_write(self, sql: str, more: bool = False, binary: Any = None) -> bool:
+        """Run one statement as the session's running statement (shown by SHOW PROCESSLIST,
+        stopped by KILL QUERY or its timeout) and write its outcome."""
+        try:
+            statement = await self.process.begin(sql)
+        except ProxyError as e:
+            await self._write_error(e)
+            return False
+        try:
+            return await statement.run(self._execute_and_write(sql, more, binary))
+        except StatementKilled as e:
+            if not e.answered:
+                await self._write_error(e)
+            return False
+        finally:
+            await self.process.end(statement)
+
+    async def _execute_and_write(self, sql: str, more: bool, binary: Any) -> bool:
         try:
             outcome = await self.session.execute(sql)
         except asyncio.CancelledError:
@@ -236,6 +268,7 @@ class ProxyConnection(Connection):
 
     async def write_result(self, res: Result, more: bool, binary: Any = None) -> None:
         if not res.fields:
+            _answering()
             await self.stream.write(
                 wire.ok_packet(
                     self.capabilities,
@@ -249,6 +282,7 @@ class ProxyConnection(Connection):
             return
         self._write_header(res, binary)
         self._write_rows(res, binary)
+        _answering()
         self.stream.write_many([self._terminator(more)])
         await self.stream.drain()
 
@@ -307,6 +341,7 @@ class ProxyConnection(Connection):
             if not header_sent:
                 await self.write_result(Result(), more, binary)
                 return
+            _answering()
             self.stream.write_many([self._terminator(more)])
             try:
                 await self.stream.drain()

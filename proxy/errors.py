@@ -21,6 +21,7 @@ SQLSTATES: dict[int, str] = {
     1062: "23000",
     1064: "42000",
     1065: "42000",
+    1094: "HY000",
     1105: "HY000",
     1136: "21S01",
     1146: "42S02",
@@ -45,6 +46,7 @@ SQLSTATES: dict[int, str] = {
     1815: "HY000",
     1835: "HY000",
     2013: "HY000",
+    3024: "HY000",
 }
 
 ER_UNKNOWN_ERROR = 1105
@@ -59,6 +61,9 @@ ER_ACCESS_DENIED = 1045
 ER_UNKNOWN_COM = 1047
 ER_WRONG_VALUE_FOR_VAR = 1231
 ER_QUERY_INTERRUPTED = 1317
+ER_QUERY_TIMEOUT = 3024  # max_execution_time / QUERY_TIMEOUT_MS ran out (proxy.running_statement)
+ER_NO_SUCH_THREAD = 1094  # KILL of an id no session has
+ER_UNKNOWN_SYSTEM_VARIABLE = 1193
 ER_STACK_OVERRUN_NEED_MORE = 1436  # a statement nested too deep (rewriter.errors.StackOverrun)
 ER_TOO_HIGH_LEVEL_OF_NESTING_FOR_SELECT = 1473  # more than 63 nested selects
 # Distributed transactions (transaction_mode, proxy.twopc)

@@ -12,13 +12,14 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import aiomysql
 import pymysql
 from pymysql.constants import COMMAND
 from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
-from proxy import row_packets
+from proxy import row_packets, running_statement
 from proxy.engine.result import Field, PacketBlock, Result
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
 from proxy.row_packets import Stop
@@ -29,6 +30,12 @@ logger = logging.getLogger(__name__)
 _CONNECTION_ERRORS = {2002, 2003, 2006, 2013, 2014, 2055}
 STREAM_BATCH_ROWS = 1000
 _NO_SETTINGS: dict[str, str] = {}
+# A KILL QUERY goes over a connection of its own: the pool may be exhausted by the very
+# queries being killed.
+KILL_CONNECT_TIMEOUT_S = 5
+# How long an abandoned transaction query may take to answer after its KILL QUERY before its
+# connection is given up (closed: the shard then rolls the transaction back).
+_SETTLE_TIMEOUT_S = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +152,17 @@ class ShardConnection:
         self.pool = pool
         self.conn = conn
         self.broken = False
+        self.settled = False  # an abandoned response was read to its end (_first_packet_keeping_connection)
         self._rows: RowPacketReader | None = None
 
     @property
     def keyspace(self) -> str:
         return self.pool.address.keyspace
+
+    @property
+    def thread_id(self) -> int:
+        """The shard's id for this connection (what its KILL and processlist name)."""
+        return int(self.conn.server_thread_id[0])
 
     async def apply_settings(self, settings: Mapping[str, str]) -> None:
         """Make this connection's session variables exactly ``settings`` (name -> SQL
@@ -196,10 +209,17 @@ class ShardConnection:
         conn = self.conn
         pending = True  # a response is (or may be) on the wire, unread
         reading = False  # we are past the column definitions, in the rows
+        # The client statement this query works for learns it is on the shard (KILL QUERY).
+        statement = running_statement.current()
+        if statement is not None:
+            statement.shard_query_started(self)  # raises if that statement was killed
         try:
             try:
                 await conn._execute_command(COMMAND.COM_QUERY, sql)
-                first = await conn._read_packet()
+                if keep_on_abandon:
+                    first = await self._first_packet_keeping_connection(conn)
+                else:
+                    first = await conn._read_packet()
                 if first.is_ok_packet():
                     pending = False
                     ok = OKPacketWrapper(first)
@@ -234,12 +254,53 @@ class ShardConnection:
                 pending = False
                 raise self._translate(e) from e
         finally:
+            if statement is not None:
+                statement.shard_query_ended(self)
+            if self.settled:
+                pending, self.settled = False, False
             if pending and not self.broken:
                 if keep_on_abandon and reading:
                     await self._interrupt()
                 else:
                     # Abandoned or cancelled mid-response: the connection is unusable.
                     self.broken = True
+
+    async def _first_packet_keeping_connection(self, conn: aiomysql.Connection) -> Any:
+        """The first packet of the response, on a connection that must survive its statement
+        being abandoned (a transaction's). aiomysql closes a connection whose read is
+        cancelled, so the read is shielded: on cancellation (a killed statement, a failed
+        sibling of a scatter) the query is stopped with KILL QUERY and its response read
+        to the end, then the cancellation goes on with the connection clean."""
+        read = asyncio.ensure_future(conn._read_packet())
+        try:
+            return await asyncio.shield(read)
+        except asyncio.CancelledError:
+            try:
+                await self.pool.kill_query(self.thread_id)
+                async with asyncio.timeout(_SETTLE_TIMEOUT_S):
+                    await self._discard_response(await read)
+            except pymysql.err.MySQLError as e:
+                if e.args and e.args[0] in _CONNECTION_ERRORS:
+                    self.broken = True  # else an error packet: the response is over, the connection clean
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.CancelledError):
+                self.broken = True
+            finally:
+                if not read.done():
+                    read.cancel()
+            if not self.broken:
+                self.settled = True  # stream() must not mark it broken for the abandoned response
+            raise
+
+    async def _discard_response(self, first: Any) -> None:
+        """Read what is left of a response whose first packet is ``first``."""
+        if first.is_ok_packet():
+            return
+        for _ in range(first.read_length_encoded_integer()):
+            await self.conn._read_packet()  # column definitions
+        await self.conn._read_packet()  # EOF after them
+        rows = RowPacketReader(self.conn)
+        while (await rows.read(0))[1] is None:
+            pass
 
     async def _interrupt(self) -> None:
         """Stop the running statement but keep the connection and its transaction:
@@ -298,6 +359,20 @@ class ShardPool:
                 except (pymysql.err.MySQLError, OSError) as e:
                     raise self.translate(e, None) from e
         return self._pool
+
+    async def kill_query(self, thread_id: int) -> None:
+        """``KILL QUERY thread_id`` on this shard, over a connection of its own."""
+        a = self.address
+        conn = await aiomysql.connect(
+            host=a.host, port=a.port, user=a.user, password=a.password, connect_timeout=KILL_CONNECT_TIMEOUT_S,
+        )
+        try:
+            await conn.query(f"kill query {int(thread_id)}")
+        except pymysql.err.MySQLError as e:
+            if not (e.args and e.args[0] == 1094):  # "Unknown thread id": the query ended meanwhile
+                raise
+        finally:
+            conn.close()
 
     def translate(self, exc: BaseException, conn: ShardConnection | None) -> Exception:
         a = self.address

@@ -12,10 +12,13 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import ssl
 import sys
+import tempfile
 from collections.abc import Mapping
 from hashlib import sha1
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mysql_mimic.auth import (
@@ -26,7 +29,6 @@ from mysql_mimic.auth import (
     Success,
     User,
 )
-from mysql_mimic.control import LocalControl
 from mysql_mimic.server import MysqlServer
 
 from proxy import twopc
@@ -34,15 +36,17 @@ from proxy.addresses import is_loopback
 from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.engine.result import Result, is_numeric, local_result
 from proxy.engine.sequence import SequenceAllocator
-from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.errors import ER_NO_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
 from proxy.live_vschema import LiveVSchema
 from proxy.messaging.dml import MessageDml, message_dml
 from proxy.messaging.service import MessagingService
 from proxy.pools import ShardAddress, ShardPools
+from proxy.processlist import ProcessList
 from proxy.schema_tracker import SchemaTracker
 from proxy.session import Outcome, ProxySession
 from proxy.tls_stream import TlsUpgradableStream
 from proxy.topics.service import TopicService, TopicWrite
+from proxy.worker_peers import MAX_WORKERS, WorkerSlot
 from rewriter.sqltemplate import sql_literal
 
 if TYPE_CHECKING:
@@ -101,8 +105,11 @@ class Proxy:
         config: ClusterConfig,
         endpoints: Mapping[tuple[str, str], ShardEndpoint],
         pool_size: int = 32,
+        worker: WorkerSlot | None = None,
     ) -> None:
         self.config = config
+        # The client sessions (SHOW PROCESSLIST, KILL); a worker reaches its siblings' too.
+        self.processlist = ProcessList(worker, config.transaction_timeout)
         self.endpoints = dict(endpoints)
         self.vschema: VSchema = self._build_vschema()
         addresses = [
@@ -149,6 +156,7 @@ class Proxy:
 
     async def start(self) -> None:
         await self.live_vschema.start()
+        await self.processlist.start()
         await self.schema_tracker.start()
         twopc.start_for_proxy(self)  # the in-doubt transaction resolver, from start-up on
         await self.messaging.start()
@@ -314,6 +322,7 @@ class Proxy:
         await self.schema_tracker.close()
         await self.messaging.stop()
         await twopc.stop_for_proxy(self)
+        await self.processlist.stop()
         await self.pools.close()
 
 
@@ -327,7 +336,7 @@ class ProxyServer(MysqlServer):
             capabilities=SERVER_CAPABILITIES,
             identity_provider=ConfigIdentityProvider(users),
             ssl=tls,
-            control=LocalControl(),
+            control=proxy.processlist,
             **kw,
         )
         self.proxy = proxy
@@ -375,14 +384,15 @@ async def serve_proxy(
     *,
     workers: int = 1,
     ready: asyncio.Event | None = None,
+    worker: WorkerSlot | None = None,
 ) -> None:
     """Serve until cancelled: in this process, or in ``workers`` child processes
-    sharing the port through SO_REUSEPORT."""
+    sharing the port through SO_REUSEPORT (``worker``: this process is one of those)."""
     check_listen_safety(config.listen.host, config.users)
     if workers > 1:
         await _serve_workers(config, endpoints, workers, ready)
         return
-    proxy = Proxy(config, endpoints)
+    proxy = Proxy(config, endpoints, worker=worker)
     await proxy.start()
     tls = tls_context(str(config.listen.tls.cert), str(config.listen.tls.key)) if config.listen.tls else None
     server = ProxyServer(proxy, tls=tls)
@@ -423,17 +433,23 @@ async def _serve_workers(
     workers: int,
     ready: asyncio.Event | None,
 ) -> None:
+    if workers > MAX_WORKERS:
+        raise ProxyError(ER_UNKNOWN_ERROR, f"at most {MAX_WORKERS} workers (connection ids carry the worker index)")
     env = dict(os.environ, SHARDGATE_ENDPOINTS=endpoints_to_json(endpoints))
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "proxy.cli", "worker", "-c", str(config.path),
-            "--port", str(config.listen.port), env=env,
-        )
-        for _ in range(workers)
-    ]
-    if ready is not None:
-        ready.set()
+    # The workers' sockets for each other's sessions (proxy.worker_peers); private to this user.
+    run_dir = Path(tempfile.mkdtemp(prefix="shardgate-run-"))
+    procs: list[asyncio.subprocess.Process] = []
     try:
+        for index in range(workers):
+            slot = WorkerSlot(index, run_dir)
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "proxy.cli", "worker", "-c", str(config.path),
+                    "--port", str(config.listen.port), env={**env, **slot.environment()},
+                )
+            )
+        if ready is not None:
+            ready.set()
         await asyncio.gather(*(p.wait() for p in procs))
     finally:
         for p in procs:
@@ -441,6 +457,7 @@ async def _serve_workers(
                 p.terminate()
         for p in procs:
             await p.wait()
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 __all__ = ["Proxy", "ProxyServer", "serve_proxy", "local_result", "ER_NO_DB_ERROR"]

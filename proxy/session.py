@@ -24,6 +24,7 @@ from proxy.errors import (
     ER_NOT_SUPPORTED_YET,
     ER_WRONG_VALUE_FOR_VAR,
     ProxyError,
+    ShardError,
     UnsupportedError,
 )
 from proxy.executor import SessionVCursor
@@ -50,7 +51,8 @@ _SYSVAR_SELECT = re.compile(
 _SYSVAR_ITEM = re.compile(r"(?P<var>@@[\w.]+)(?:\s+(?:as\s+)?`?(?P<alias>\w+)`?)?", re.I)
 # Functions whose answer is the proxy's, not the shard's (a shard would name its
 # own database and say "MariaDB", which makes ORMs pick the wrong dialect).
-_PROXY_FN = re.compile(r"\b(?P<fn>database|schema|version)\s*\(\s*\)", re.I)
+# CONNECTION_ID() is the proxy's id for the session (what SHOW PROCESSLIST and KILL name).
+_PROXY_FN = re.compile(r"\b(?P<fn>database|schema|version|connection_id)\s*\(\s*\)", re.I)
 _BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
 _COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
 _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
@@ -63,7 +65,7 @@ _DML = {"insert", "replace", "update", "delete"}
 _READS = {"select", "show", "describe", "desc", "explain"}
 
 # Session variables the proxy answers itself (others are read from a shard).
-_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload", "transaction_mode"}
+_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload", "transaction_mode", "max_execution_time"}
 # MariaDB 10.x spells these the old way.
 _SETTING_ALIASES = {"transaction_isolation": "tx_isolation", "transaction_read_only": "tx_read_only"}
 
@@ -90,6 +92,9 @@ class ProxySession(BaseSession):
         # Session variables set by the client, as SQL literals, applied to every shard
         # connection this session uses (see ShardConnection.apply_settings).
         self.settings: dict[str, str] = {}
+        # SET max_execution_time (ms, 0: none): timed by the proxy (proxy.timeouts), MariaDB
+        # does not know the variable.
+        self.max_execution_time = 0
         self.user_vars: dict[str, Any] = {}
         # Messaging events of this transaction's writes, told to the service at commit.
         self.after_commit: list[Any] = []
@@ -289,14 +294,21 @@ class ProxySession(BaseSession):
             return Result()
         if st.names is not None:
             return Result()  # shards always talk utf8mb4 to the proxy
+        changes: dict[str, str | None] = {}  # session variables for the shards (None: DEFAULT)
         for a in st.assignments:
-            await self._assign(a.scope, a.name, a.value_sql, a.literal)
+            change = await self._assign(a.scope, a.name, a.value_sql, a.literal)
+            if change is not None:
+                changes[change[0]] = change[1]
+        if changes:
+            await self._set_settings(changes)
         return Result()
 
-    async def _assign(self, scope: str, name: str, value_sql: str, literal: object) -> None:
+    async def _assign(self, scope: str, name: str, value_sql: str, literal: object) -> tuple[str, str | None] | None:
+        """Apply a variable the proxy keeps itself; return a shard session variable's
+        change (name, SQL literal or None for DEFAULT) for ``_set_settings``."""
         if scope == "user":
             self.user_vars[name] = literal if literal is not ... else value_sql
-            return
+            return None
         if scope == "global":
             raise UnsupportedError(f"SET GLOBAL {name} is not supported through the proxy")
         if name == "workload":
@@ -304,10 +316,19 @@ class ProxySession(BaseSession):
             if v not in ("olap", "oltp", "dba"):
                 raise ProxyError(ER_WRONG_VALUE_FOR_VAR, f"invalid workload: {value_sql}")
             self.workload = v
-            return
+            return None
         if name == "transaction_mode":
             self._set_transaction_mode(literal, value_sql)
-            return
+            return None
+        if name == "max_execution_time":
+            if isinstance(literal, str) and literal.lower() == "default":
+                literal = 0
+            if isinstance(literal, bool) or not isinstance(literal, int) or literal < 0:
+                raise ProxyError(
+                    ER_WRONG_VALUE_FOR_VAR, f"Variable 'max_execution_time' can't be set to the value of '{value_sql.strip()}'"
+                )
+            self.max_execution_time = literal
+            return None
         if name == "autocommit":
             if literal not in (0, 1, "0", "1"):
                 raise ProxyError(ER_WRONG_VALUE_FOR_VAR, f"Variable 'autocommit' can't be set to the value of '{value_sql}'")
@@ -315,27 +336,42 @@ class ProxySession(BaseSession):
             if on and not self.autocommit and self.tx is not None:
                 await self.commit()  # MySQL: enabling autocommit commits
             self.autocommit = on
-            return
+            return None
         if name.startswith(("character_set_", "collation_")) or name in ("names",):
-            return  # shards always talk utf8mb4 to the proxy
+            return None  # shards always talk utf8mb4 to the proxy
         name = _SETTING_ALIASES.get(name, name)
         if isinstance(literal, str) and literal.lower() == "default":
-            self.settings.pop(name, None)
-            value = None
-        elif literal is ...:
+            return name, None
+        if literal is ...:
             # An expression (the JDBC driver's concat(@@sql_mode, ...)): evaluated once,
             # on a shard, against this session's settings, so it reads back as a value.
-            value = await self.proxy.evaluate_setting(self, name, value_sql)
-        else:
-            value = value_sql
-        if value is not None:
-            await self._set_setting(name, value)
+            try:
+                return name, await self.proxy.evaluate_setting(self, name, value_sql)
+            except ShardError as e:
+                raise ProxyError(e.code, e.shard_message) from e
+        return name, value_sql
 
     async def _set_setting(self, name: str, value: str) -> None:
-        self.settings = {**self.settings, name: value}
-        if self.tx is not None:
-            for sc in self.tx.conns.values():
-                await sc.apply_settings(self.settings)
+        await self._set_settings({name: value})
+
+    async def _set_settings(self, changes: dict[str, str | None]) -> None:
+        """Change shard session variables (None: back to DEFAULT). A shard checks them
+        first (the transaction's connections, or one pooled connection), so an unknown
+        variable or a bad value answers the shard's error (1193 ``Unknown system
+        variable``, 1231, ...) and leaves the session's settings as they were."""
+        settings = {k: v for k, v in {**self.settings, **changes}.items() if v is not None}
+        try:
+            if self.tx is not None and self.tx.conns:
+                for sc in self.tx.conns.values():
+                    await sc.apply_settings(settings)
+            elif settings != self.settings:
+                ks = self.keyspace or sorted(self.proxy.vschema.keyspaces)[0]
+                shard = self.target_shard or self.proxy.shard_names(ks)[0]
+                async with self.proxy.pools.get(ks, shard).connection() as sc:
+                    await sc.apply_settings(settings)  # the pool keeps it with these settings
+        except ShardError as e:
+            raise ProxyError(e.code, e.shard_message) from e  # the session's error, not one shard's
+        self.settings = settings
 
     async def _select(self, sql: str) -> Outcome | None:
         # Cheap substring tests first: this runs for every SELECT.
@@ -364,8 +400,11 @@ class ProxySession(BaseSession):
         return local_result(names, [values], types)
 
     def _proxy_function_literal(self, m: re.Match[str]) -> str:
-        if m.group("fn").lower() == "version":
+        fn = m.group("fn").lower()
+        if fn == "version":
             value = f"'{SERVER_VERSION}'"
+        elif fn == "connection_id":
+            value = f"cast({int(getattr(self.connection, 'connection_id', 0))} as unsigned)"
         else:
             # nullif(...): a nullable column, as MySQL's DATABASE() is (NULL with no database).
             value = "NULL" if self.keyspace is None else f"nullif('{self.keyspace}', NULL)"
@@ -405,6 +444,8 @@ class ProxySession(BaseSession):
             return 1 if self.autocommit else 0
         if name == "workload":
             return self.workload.upper()
+        if name == "max_execution_time":
+            return self.max_execution_time
         raw = self.settings.get(_SETTING_ALIASES.get(name, name))
         lit = literal_value(raw) if raw is not None else None
         return raw if lit is ... else lit
@@ -416,6 +457,9 @@ class ProxySession(BaseSession):
 
     async def _proxy_statement(self, sql: str) -> Outcome | None:
         return await self.proxy.proxy_statement(self, sql)
+
+    async def _kill(self, sql: str) -> Outcome | None:
+        return await self.proxy.processlist.kill_statement(sql)
 
 
 _KEYWORD_HANDLERS = {
@@ -431,6 +475,7 @@ _KEYWORD_HANDLERS = {
     "alter": ProxySession._proxy_statement,  # ALTER VSCHEMA (other ALTERs fall through)
     "stream": ProxySession._proxy_statement,
     "vstream": ProxySession._proxy_statement,
+    "kill": ProxySession._kill,
 }
 
 __all__ = ["ProxySession", "Outcome", "SERVER_VERSION", "ER_NOT_SUPPORTED_YET"]

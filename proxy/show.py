@@ -87,6 +87,8 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
         tm = (_UNRESOLVED if what == "unresolved" else _TX_STATUS).match(rest)
         if tm:
             return await _show_twopc(session, tm)
+    if what == "processlist" and not rest.strip():
+        return await proxy.processlist.show(full=(m.group("full") or "").lower() == "full")
     if what == "topics":
         return await proxy.topics.show(session, sql)
     if what == "vschema":

@@ -156,6 +156,13 @@ def test_messaging_binlog_watch_must_be_a_boolean(tmp_path: Path) -> None:
     assert "messaging.binlog_watch" in str(e.value)
 
 
+def test_transaction_timeout_defaults_to_no_limit_and_takes_seconds(tmp_path: Path) -> None:
+    unset = write_cluster(tmp_path / "unset", MINIMAL, {"ks.json": UNSHARDED_VSCHEMA})
+    assert load_config(unset).transaction_timeout == 0.0
+    set_ = write_cluster(tmp_path / "set", "transaction_timeout: 2.5\n" + MINIMAL, {"ks.json": UNSHARDED_VSCHEMA})
+    assert load_config(set_).transaction_timeout == 2.5
+
+
 # Each invalid file must be reported with the file path and the dotted name of the bad field.
 INVALID_CONFIGS = {
     "missing_vschema_file": (
@@ -237,6 +244,11 @@ INVALID_CONFIGS = {
         "routing_rules: {rules: [{from_table: t}]}\n" + MINIMAL,
         "routing_rules.rules[0].to_tables",
         "is required",
+    ),
+    "transaction_timeout_negative": (
+        "transaction_timeout: -1\n" + MINIMAL,
+        "transaction_timeout",
+        "expected a number of seconds",
     ),
     "yaml_syntax_error": (
         "listen: {port: 1\n" + MINIMAL,
