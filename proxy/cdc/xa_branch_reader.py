@@ -7,9 +7,10 @@ located with ``SHOW BINLOG EVENTS`` (the server prints a prepared group's GTID e
 ``XA START <xid> GTID d-s-n``), newest binlog file first, and the group is then read with a
 file/offset binlog dump from that event to its ``XA_PREPARE`` event.
 
-Locations found while scanning are kept (files already scanned are not scanned again;
-only the growing newest file is scanned further), so a stream that starts while many
-branches are prepared pays for one scan, not one per branch. The candidate is the latest
+A file is scanned from its start up to the XA COMMIT's own GTID event (nothing after it
+can be that commit's prepare). Locations found are kept, and each file's scan resumes
+where it stopped, so a stream that starts while many branches are prepared pays for one
+scan, not one per branch (SHOW BINLOG EVENTS reads about 300,000 events a second here). The candidate is the latest
 prepared group of that xid whose GTID comes before the commit's (an xid may be reused once
 its transaction ended).
 
@@ -121,7 +122,7 @@ class PreparedGroupReader:
                 cur.execute("SHOW BINARY LOGS")
                 files = [str(row[0]) for row in cur.fetchall()]
                 for name in reversed(files):
-                    self._scan(cur, name)
+                    self._scan(cur, name, commit)
                     found = self._latest_before(xid, commit, name)
                     if found is not None:
                         return found
@@ -129,27 +130,32 @@ class PreparedGroupReader:
             conn.close()
         return None
 
-    def _scan(self, cur: Any, name: str) -> None:
+    def _scan(self, cur: Any, name: str, commit: Gtid) -> None:
+        """Index the prepared groups of binlog file ``name`` from where the last scan of it
+        stopped, up to the XA COMMIT's own GTID event if the file holds it (what follows
+        cannot be the commit's prepare) or else to the file's end."""
         if self._indexed > _INDEX_MAX:
             self._locations.clear()
             self._scanned_to.clear()
             self._indexed = 0
+        commit_info = f"GTID {commit}"
         pos = self._scanned_to.get(name, 4)
         while True:
             cur.execute("SHOW BINLOG EVENTS IN %s FROM %s LIMIT %s", (name, pos, _SCAN_CHUNK))
             rows = cur.fetchall()
-            for _log, start, event_type, _server, _end, info in rows:
-                if event_type != "Gtid" or not isinstance(info, str):
-                    continue
-                parsed = parse_prepared_gtid_info(info)
-                if parsed is not None:
-                    found_xid, gtid = parsed
-                    self._locations.setdefault(found_xid, []).append(
-                        _Location(name, int(start), gtid)
-                    )
-                    self._indexed += 1
-            if rows:
-                pos = int(rows[-1][4])
+            for _log, start, event_type, _server, end, info in rows:
+                if event_type == "Gtid" and isinstance(info, str):
+                    if info == commit_info or info.endswith(f" {commit_info}"):
+                        self._scanned_to[name] = int(start)
+                        return
+                    parsed = parse_prepared_gtid_info(info)
+                    if parsed is not None:
+                        found_xid, gtid = parsed
+                        self._locations.setdefault(found_xid, []).append(
+                            _Location(name, int(start), gtid)
+                        )
+                        self._indexed += 1
+                pos = int(end)
             if len(rows) < _SCAN_CHUNK:
                 break
         self._scanned_to[name] = pos
