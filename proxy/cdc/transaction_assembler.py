@@ -221,7 +221,6 @@ class TransactionAssembler:
         self._load_prepared_group = load_prepared_group
         self.duplicates_skipped = 0
         self.partial_transactions_discarded = 0
-        self.xa_branches_read_back = 0  # prepared groups read from the binlog at their commit
         # Open transaction state.
         self._gtid: Gtid | None = None
         self._kind = _PLAIN
@@ -244,11 +243,6 @@ class TransactionAssembler:
     @property
     def in_transaction(self) -> bool:
         return self._gtid is not None
-
-    @property
-    def prepared_xids(self) -> list[str]:
-        """Xids of the XA branches seen prepared and not yet committed or rolled back."""
-        return [str(xid) for xid in self._prepared]
 
     def on_event(
         self, event: object, received_at: float
@@ -298,7 +292,7 @@ class TransactionAssembler:
             # or start time this group precedes: collected whatever the position says.
             self._kind = _PREPARING
             self._skipping = False
-            self._branch = PreparedBranch(Xid(0, b"", b""), gtid)
+            self._branch = PreparedBranch(Xid(0, b"", b""), gtid)  # xid: at its XA_PREPARE
             return
         self._kind = _COMPLETING if flags & FL_COMPLETED_XA else _PLAIN
         self._skipping = self.position.includes(gtid)
@@ -468,7 +462,6 @@ class TransactionAssembler:
                 batch = self._row_event(event)
                 if batch is not None:
                     branch.add(*batch)
-        self.xa_branches_read_back += 1
         return branch
 
     def _branch_events(self, branch: PreparedBranch) -> list[VEvent]:

@@ -76,7 +76,6 @@ class PreparedGroupReader:
         self._scanned_to: dict[str, int] = {}  # binlog file -> offset scanned up to
         self._locations: dict[Xid, list[_Location]] = {}
         self._indexed = 0
-        self.groups_read = 0
 
     def read(self, xid: Xid, commit: Gtid) -> list[object]:
         """The events of ``xid``'s prepared group (GTID ... XA_PREPARE) preceding the XA
@@ -94,7 +93,6 @@ class PreparedGroupReader:
             if isinstance(exc, pymysql.OperationalError) and code in CONNECTION_ERRORS:
                 raise  # the decoder reconnects; the commit comes again
             raise self._unavailable(xid, commit, f"reading the binlog failed: {exc.args}") from exc
-        self.groups_read += 1
         logger.info(
             "read a prepared XA branch back from the binlog",
             extra={
