@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from proxy.engine.result import Result
+from proxy.engine.statement_steps import reaches_shards_at_once
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
 from proxy.messaging.queue_ddl import is_create_queue
 from proxy.vschema_statements import alter_vschema
@@ -52,6 +53,8 @@ class Planner:
         from proxy import engine
 
         plan, bindvars = self.plan(session, sql)
+        if session.tx is not None and session.tx.implicit and not reaches_shards_at_once(plan):
+            session.tx.in_steps = True  # atomic only if its first step does not commit alone
         if kw in _STREAMED:
             return engine.stream(plan, session.vcursor, bindvars)
         return await engine.execute(plan, session.vcursor, bindvars)

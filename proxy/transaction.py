@@ -60,6 +60,9 @@ class ShardTransaction:
         self.set_mode(mode, twopc)
         self.implicit = implicit
         self.plain: set[ShardKey] = set()  # implicit twopc: shards run in autocommit (no XA branch)
+        # implicit twopc: the statement reaches shards one step after another (see
+        # proxy.engine.statement_steps): no shard may run in plain autocommit.
+        self.in_steps = False
         self.dtid: str | None = None  # twopc: the distributed transaction's id, set at its first branch
         self.mm: ShardKey | None = None  # twopc: the shard holding its decision record
         self.xa: set[ShardKey] = set()  # twopc: shards whose branch began with XA START
@@ -96,7 +99,7 @@ class ShardTransaction:
         self._opening.add(key)
         try:
             plain = False
-            if self.implicit and not self.conns:
+            if self.implicit and not self.conns and not self.in_steps:
                 # Let the other shard requests of this statement (sent together with
                 # asyncio.gather) register first: one shard alone needs no XA branch.
                 await asyncio.sleep(0)

@@ -32,6 +32,7 @@ from pymysqlreplication.event import (
     HeartbeatLogEvent,
     MariadbGtidEvent,
     QueryEvent,
+    XAPrepareEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -45,6 +46,7 @@ from proxy.cdc.errors import (
     ShardUnavailableError,
 )
 from proxy.cdc.positions import GtidPosition
+from proxy.cdc.replica_ids import next_replica_server_id
 from proxy.cdc.socket_reader import BufferedSocketReader
 from proxy.cdc.table_filter import TableFilter
 from proxy.cdc.transaction_assembler import (
@@ -52,12 +54,13 @@ from proxy.cdc.transaction_assembler import (
     ShardTransaction,
     TransactionAssembler,
 )
+from proxy.cdc.xa_branch_reader import PreparedGroupReader
 
 logger = logging.getLogger(__name__)
 
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 _CONNECTION_ERRORS = frozenset({2002, 2003, 2006, 2013, 2055})
-_CONTROL_EVENTS = [MariadbGtidEvent, QueryEvent, XidEvent, HeartbeatLogEvent]
+_CONTROL_EVENTS = [MariadbGtidEvent, QueryEvent, XidEvent, XAPrepareEvent, HeartbeatLogEvent]
 ROW_EVENTS_BY_OP = {"insert": WriteRowsEvent, "update": UpdateRowsEvent, "delete": DeleteRowsEvent}
 ALL_ROW_OPS = frozenset(ROW_EVENTS_BY_OP)
 
@@ -107,6 +110,9 @@ class DecoderSpec:
     skip_before_timestamp: int | None = None
     reconnect_timeout: float = 30.0
     row_ops: frozenset[str] = ALL_ROW_OPS
+    # The replica id of the second binlog connection that reads prepared XA branches back
+    # (see xa_branch_reader); drawn by the proxy like ``server_id``.
+    lookup_server_id: int | None = None
 
 
 @dataclass(slots=True)
@@ -160,6 +166,19 @@ class BinlogDecoder:
         self._sink = sink
         self._heartbeat_period = spec.heartbeat_period
         self._reconnect_timeout = spec.reconnect_timeout
+        self._only_tables = spec.table_filter.explicit_tables(spec.keyspace)
+        row_events = [ROW_EVENTS_BY_OP[op] for op in sorted(spec.row_ops)]
+        self._events = _CONTROL_EVENTS + row_events
+        self.prepared_groups = PreparedGroupReader(
+            spec.keyspace,
+            spec.shard,
+            connection_kwargs(spec.source),
+            spec.lookup_server_id or next_replica_server_id(),
+            spec.source.database,
+            self._only_tables,
+            row_events,
+            connect=_connect_plain,
+        )
         self._assembler = TransactionAssembler(
             spec.keyspace,
             spec.shard,
@@ -167,9 +186,8 @@ class BinlogDecoder:
             spec.table_filter,
             spec.start,
             skip_before_timestamp=spec.skip_before_timestamp,
+            load_prepared_group=self.prepared_groups.read,
         )
-        self._only_tables = spec.table_filter.explicit_tables(spec.keyspace)
-        self._events = _CONTROL_EVENTS + [ROW_EVENTS_BY_OP[op] for op in sorted(spec.row_ops)]
         self._stream: BinLogStreamReader | None = None
 
     @property
@@ -321,6 +339,13 @@ class BinlogDecoder:
         finally:
             self._stream = None
             stream.close()
+
+
+def _connect_plain(**kwargs: Any) -> pymysql.Connection:
+    """Connections of the prepared-branch reader (its own binlog dump and queries)."""
+    if "db" in kwargs:  # the library still uses PyMySQL's deprecated spelling
+        kwargs["database"] = kwargs.pop("db")
+    return pymysql.connect(**kwargs)
 
 
 def _more_to_read(stream: BinLogStreamReader) -> bool:

@@ -165,6 +165,7 @@ class ShardBinlogReader:
             skip_before_timestamp=skip_before_timestamp,
             reconnect_timeout=reconnect_timeout,
             row_ops=row_ops,
+            lookup_server_id=next_replica_server_id(),
         )
         self.stats = DecoderStats()
         self._position = start

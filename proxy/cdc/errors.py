@@ -63,6 +63,24 @@ class ShardUnavailableError(ShardStreamError):
     """The shard could not be reached after the allowed reconnection attempts."""
 
 
+class XaBranchUnavailableError(ShardStreamError):
+    """An XA branch was committed after the stream's position but its prepared rows
+    (written to the binlog before that position, at XA PREPARE) can no longer be read:
+    the stream stops rather than pass over the transaction's rows on this shard."""
+
+    def __init__(self, keyspace: str, shard: str, xid: str, commit_gtid: str, reason: str) -> None:
+        super().__init__(
+            keyspace,
+            shard,
+            f"XA transaction {xid} committed at GTID {commit_gtid}, but its prepared rows "
+            f"cannot be read from the binlog ({reason}); restart from a position before its "
+            f"XA PREPARE, or from one including GTID {commit_gtid} (its rows on this shard are "
+            f"then not streamed)",
+        )
+        self.xid = xid
+        self.commit_gtid = commit_gtid
+
+
 class SkewHoldTimeoutError(CdcError):
     """A shard was held back for skew longer than the allowed maximum."""
 

@@ -11,11 +11,47 @@ It is also where de-duplication lives: a transaction whose GTID is already inclu
 the position is skipped, which makes a library reconnection that replays from an older
 position harmless, and a transaction cut short by a reconnection is discarded (it comes
 again, whole, from the new connection).
+
+XA transactions (the prepared branches of ``twopc``; see ``xa_branches`` for what MariaDB
+writes). A prepared branch is two event groups with two GTIDs: the rows, ending in
+``XA PREPARE``, and later ``XA COMMIT`` (or ``XA ROLLBACK``), possibly much later (a
+resolver after a crash, after a shard restart). The rows are delivered at the commit,
+when they became visible, as one transaction (BEGIN, FIELD/ROW..., COMMIT) carrying the
+XA COMMIT's GTID; the prepared group itself delivers nothing and only moves the position.
+A rolled-back branch delivers nothing. ``XA COMMIT ... ONE PHASE`` is binlogged as an
+ordinary transaction.
+
+Resuming: a position saved between a branch's XA PREPARE and its XA COMMIT includes the
+prepared group (positions are per-domain high-water marks) but not the commit, and the
+rows were not delivered yet. So:
+
+* the prepared group is held in memory (by xid) from its XA PREPARE to its completion,
+  whatever the position says about it (it is collected even when the position includes
+  it, or when it precedes a start time: its commit may not);
+* an XA COMMIT of an xid that is not held (its prepare came before this stream's start,
+  or its rows were let go past ``HELD_CHANGES_MAX``) reads the prepared group back from
+  the binlog (``load_prepared_group``: ``xa_branch_reader``);
+* the delivery is de-duplicated by the commit's GTID like any transaction: a position
+  that includes the XA COMMIT has the rows, one that does not has not.
+
+Hence nothing is lost and nothing repeated, whether the consumer saved its position
+before the prepare, between prepare and commit, or after the commit; this also covers a
+``current``, ``since`` or ``snapshot`` start while branches are prepared (the table copy
+cannot see prepared rows; their commit comes after its position).
+
+Holding the saved position back instead (not past an open XA PREPARE) was rejected: a
+MariaDB position cannot say "up to seq 9 except 5", so the transactions delivered after
+the prepare would be repeated on resume, and a branch left prepared for hours would pin
+every resume there. If the prepared group cannot be read any more (its binlog file
+purged), the stream ends with ``XaBranchUnavailableError`` naming the xid and the commit:
+never a silent loss of the branch's rows.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pymysqlreplication.constants import FIELD_TYPE
@@ -23,6 +59,7 @@ from pymysqlreplication.event import (
     HeartbeatLogEvent,
     MariadbGtidEvent,
     QueryEvent,
+    XAPrepareEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import (
@@ -32,6 +69,7 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
+from proxy.cdc.errors import XaBranchUnavailableError
 from proxy.cdc.events import (
     BeginEvent,
     CommitEvent,
@@ -45,12 +83,28 @@ from proxy.cdc.events import (
 )
 from proxy.cdc.positions import Gtid, GtidPosition
 from proxy.cdc.table_filter import TableFilter
+from proxy.cdc.xa_branches import (
+    FL_COMPLETED_XA,
+    FL_PREPARED_XA,
+    FL_STANDALONE,
+    PreparedBranch,
+    Xid,
+    parse_completion,
+)
 
 logger = logging.getLogger(__name__)
 
-# MariaDB GTID event flag: the event group is a single statement without BEGIN/COMMIT.
-_FL_STANDALONE = 0x01
 _FIELDS_CACHE_MAX = 1024
+# Row changes of prepared XA branches held in memory; past that the oldest branches' rows
+# are let go and read back from the binlog at their commit (as after a restart).
+HELD_CHANGES_MAX = 200_000
+
+# What the open event group is.
+_PLAIN, _PREPARING, _COMPLETING = 0, 1, 2
+
+# Reads a prepared group's events (GTID ... XA_PREPARE) back from the binlog: the xid and
+# the GTID of the XA COMMIT that needs it. Raises XaBranchUnavailableError.
+PreparedGroupLoader = Callable[[Xid, Gtid], Iterable[object]]
 
 # Binlog column type -> the type name users know from SQL.
 _TYPE_NAMES: dict[int, str] = {
@@ -151,7 +205,11 @@ class TransactionAssembler:
         table_filter: TableFilter,
         start: GtidPosition,
         skip_before_timestamp: int | None = None,
+        load_prepared_group: PreparedGroupLoader | None = None,
     ) -> None:
+        """``load_prepared_group``: reads a prepared XA branch's events back from the
+        binlog, for an XA COMMIT whose XA PREPARE came before the stream's start (without
+        one, such a commit ends the stream with ``XaBranchUnavailableError``)."""
         self.keyspace = keyspace
         self.shard = shard
         self._database = database
@@ -160,15 +218,21 @@ class TransactionAssembler:
         self.position = start
         self.clock_offset = 0.0  # shard clock minus this host's clock, seconds
         self._skip_before = skip_before_timestamp
+        self._load_prepared_group = load_prepared_group
         self.duplicates_skipped = 0
         self.partial_transactions_discarded = 0
         # Open transaction state.
         self._gtid: Gtid | None = None
+        self._kind = _PLAIN
         self._standalone = False
         self._skipping = False
         self._timestamp = 0
         self._events: list[VEvent] = []
         self._row_count = 0
+        self._branch: PreparedBranch | None = None  # the open group is this XA PREPARE's
+        # Prepared XA branches seen, by xid, oldest first, until their XA COMMIT/ROLLBACK.
+        self._prepared: OrderedDict[Xid, PreparedBranch] = OrderedDict()
+        self._held_changes = 0
         # FIELD bookkeeping: what the stream has announced, and what the open transaction
         # would announce (merged only if the transaction is delivered).
         self._announced: dict[str, tuple[Field, ...]] = {}
@@ -194,6 +258,8 @@ class TransactionAssembler:
             return None
         if isinstance(event, QueryEvent):
             return self._on_query(event, received_at)
+        if isinstance(event, XAPrepareEvent):
+            return self._on_xa_prepare(event, received_at)
         if isinstance(event, HeartbeatLogEvent):
             if self._gtid is not None:
                 return None
@@ -213,12 +279,22 @@ class TransactionAssembler:
                 extra={"keyspace": self.keyspace, "shard": self.shard, "gtid": str(self._gtid)},
             )
         gtid = Gtid(event.domain_id, event.server_id, event.gtid_seq_no)
+        flags = event.flags
         self._gtid = gtid
-        self._standalone = bool(event.flags & _FL_STANDALONE)
+        self._standalone = bool(flags & FL_STANDALONE)
         self._timestamp = event.timestamp
         self._events = []
         self._row_count = 0
         self._pending_fields = {}
+        self._branch = None
+        if flags & FL_PREPARED_XA:
+            # Its rows are delivered at its XA COMMIT, which may come after any position
+            # or start time this group precedes: collected whatever the position says.
+            self._kind = _PREPARING
+            self._skipping = False
+            self._branch = PreparedBranch(Xid(0, b"", b""), gtid)  # xid: at its XA_PREPARE
+            return
+        self._kind = _COMPLETING if flags & FL_COMPLETED_XA else _PLAIN
         self._skipping = self.position.includes(gtid)
         if self._skipping:
             self.duplicates_skipped += 1
@@ -230,6 +306,8 @@ class TransactionAssembler:
         if self._gtid is None:
             return None
         statement = event.query
+        if self._kind == _COMPLETING:
+            return self._on_xa_completion(statement, received_at)
         if self._standalone:
             if not self._skipping and self._concerns_database(event, statement):
                 if _is_ddl(statement):
@@ -249,7 +327,7 @@ class TransactionAssembler:
         if verb == "ROLLBACK":
             self._events = []
             return self._finish(received_at)
-        return None
+        return None  # inside a transaction (``XA END`` of a prepared group among them)
 
     def _concerns_database(self, event: QueryEvent, statement: str) -> bool:
         schema = event.schema
@@ -304,6 +382,95 @@ class TransactionAssembler:
         second_start = self._timestamp - self.clock_offset
         return min(max(received_at, second_start), second_start + 1.0)
 
+    # -- XA branches ---------------------------------------------------------------------
+
+    def _on_xa_prepare(self, event: XAPrepareEvent, received_at: float) -> ShardTransaction | None:
+        """The end of a prepared group: its rows wait for the XA COMMIT; the group itself
+        is consumed for the position (nothing of it is visible yet)."""
+        branch = self._branch
+        gtid = self._gtid
+        if gtid is None or branch is None:
+            if gtid is not None and event.one_phase:
+                return self._finish(received_at)  # MySQL's XA COMMIT ... ONE PHASE
+            return None
+        self._branch = None
+        self._gtid = None
+        branch.xid = Xid.of_prepare_event(event)
+        self._hold(branch)
+        if not self.position.includes(gtid):
+            self.position = self.position.advanced_to(gtid)
+        return None
+
+    def _hold(self, branch: PreparedBranch) -> None:
+        old = self._prepared.pop(branch.xid, None)
+        if old is not None:  # the same group again (a replay from an older position)
+            self._held_changes -= old.row_count
+        self._prepared[branch.xid] = branch
+        self._held_changes += branch.row_count
+        while self._held_changes > HELD_CHANGES_MAX and len(self._prepared) > 1:
+            _xid, evicted = self._prepared.popitem(last=False)
+            self._held_changes -= evicted.row_count
+            logger.warning(
+                "letting go of a prepared XA branch's rows held in memory; read back at its commit",
+                extra={"keyspace": self.keyspace, "shard": self.shard, "xid": str(evicted.xid)},
+            )
+
+    def _on_xa_completion(self, statement: str, received_at: float) -> ShardTransaction | None:
+        """``XA COMMIT xid``: the branch's rows become visible now, delivered as one
+        transaction with this group's GTID; ``XA ROLLBACK xid``: they never were."""
+        completion = parse_completion(statement)
+        gtid = self._gtid
+        assert gtid is not None
+        if completion is None:
+            logger.warning(
+                "unrecognised statement ending an XA group",
+                extra={
+                    "keyspace": self.keyspace,
+                    "shard": self.shard,
+                    "gtid": str(gtid),
+                    "statement": statement,
+                },
+            )
+            return self._finish(received_at)
+        branch = self._prepared.pop(completion.xid, None)
+        if branch is not None:
+            self._held_changes -= branch.row_count
+        if completion.commit and not self._skipping:
+            if branch is None:
+                branch = self._read_back(completion.xid, gtid)
+            self._events = self._branch_events(branch)
+            self._row_count = branch.row_count
+            self._standalone = False  # delivered between BEGIN and COMMIT
+        return self._finish(received_at)
+
+    def _read_back(self, xid: Xid, commit: Gtid) -> PreparedBranch:
+        """The branch whose XA PREPARE came before this stream's start: its group is read
+        again from the binlog (the rows were never delivered: rows go out at the commit)."""
+        if self._load_prepared_group is None:
+            raise XaBranchUnavailableError(
+                self.keyspace,
+                self.shard,
+                str(xid),
+                str(commit),
+                "no binlog reader to read it back with",
+            )
+        branch = PreparedBranch(xid, commit)
+        for event in self._load_prepared_group(xid, commit):
+            if isinstance(event, MariadbGtidEvent):
+                branch.gtid = Gtid(event.domain_id, event.server_id, event.gtid_seq_no)
+            elif isinstance(event, RowsEvent):
+                batch = self._row_event(event)
+                if batch is not None:
+                    branch.add(*batch)
+        return branch
+
+    def _branch_events(self, branch: PreparedBranch) -> list[VEvent]:
+        events: list[VEvent] = []
+        for fields, row_event in branch.batches:
+            self._announce(row_event.table_name, fields, row_event.timestamp, events)
+            events.append(row_event)
+        return events
+
     # -- rows ----------------------------------------------------------------------------
 
     def _allowed(self, schema: str, table: str) -> bool:
@@ -329,23 +496,26 @@ class TransactionAssembler:
             self._fields_cache[signature] = fields
         return fields
 
-    def _add_rows(self, event: RowsEvent) -> None:
-        if not self._allowed(event.schema, event.table):
-            return
-        table_name = f"{self.keyspace}.{event.table}"
-        fields = self._fields_for(event)
+    def _announce(
+        self, table_name: str, fields: tuple[Field, ...], timestamp: int, events: list[VEvent]
+    ) -> None:
+        """A FIELD event into ``events`` if the stream has not announced these columns."""
         known = self._pending_fields.get(table_name) or self._announced.get(table_name)
         if known is not fields and known != fields:
             self._pending_fields[table_name] = fields
-            self._events.append(
+            events.append(
                 FieldEvent(
                     keyspace=self.keyspace,
                     shard=self.shard,
-                    timestamp=event.timestamp,
+                    timestamp=timestamp,
                     table_name=table_name,
                     fields=fields,
                 )
             )
+
+    def _row_event(self, event: RowsEvent) -> tuple[tuple[Field, ...], RowEvent] | None:
+        if not self._allowed(event.schema, event.table):
+            return None
         rows = event.rows
         if isinstance(event, WriteRowsEvent):
             op = RowOp.INSERT
@@ -357,15 +527,25 @@ class TransactionAssembler:
             op = RowOp.DELETE
             changes = tuple([RowChange(row["values"], None) for row in rows])
         else:
-            return
-        self._row_count += len(changes)
-        self._events.append(
-            RowEvent(
-                keyspace=self.keyspace,
-                shard=self.shard,
-                timestamp=event.timestamp,
-                table_name=table_name,
-                op=op,
-                changes=changes,
-            )
+            return None
+        row_event = RowEvent(
+            keyspace=self.keyspace,
+            shard=self.shard,
+            timestamp=event.timestamp,
+            table_name=f"{self.keyspace}.{event.table}",
+            op=op,
+            changes=changes,
         )
+        return self._fields_for(event), row_event
+
+    def _add_rows(self, event: RowsEvent) -> None:
+        batch = self._row_event(event)
+        if batch is None:
+            return
+        fields, row_event = batch
+        if self._branch is not None:
+            self._branch.add(fields, row_event)
+            return
+        self._announce(row_event.table_name, fields, row_event.timestamp, self._events)
+        self._row_count += len(row_event.changes)
+        self._events.append(row_event)
