@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from proxy.engine.result import Result
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
 from proxy.messaging.queue_ddl import is_create_queue
+from proxy.observability.metrics import plan_label
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -43,6 +44,7 @@ class Planner:
         if target is not None:
             # An unsharded keyspace holds every table it names: the statement goes
             # as written, and the shard's own errors (1146, ...) reach the client.
+            session.route = ("Unsharded", target[0])
             return await self.proxy.send(session, target[0], target[1], sql, stream=kw in _STREAMED)
         return await self.execute_planned(session, sql, kw)
 
@@ -50,6 +52,7 @@ class Planner:
         from proxy import engine
 
         plan, bindvars = self.plan(session, sql)
+        session.route = (plan_label(plan), getattr(plan, "keyspace", None) or session.keyspace or "")
         if kw in _STREAMED:
             return engine.stream(plan, session.vcursor, bindvars)
         return await engine.execute(plan, session.vcursor, bindvars)
@@ -81,6 +84,7 @@ class Planner:
         keyspace = m.group("ks") if m and m.group("ks") in self.proxy.vschema.keyspaces else session.keyspace
         if keyspace is None:
             raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+        session.route = ("DDL", keyspace)
         if m and m.group("ks") == keyspace:
             # Shards name their database themselves; drop the keyspace qualifier.
             sql = sql[: m.start("qual")] + sql[m.end("qual") :]
