@@ -376,7 +376,10 @@ class ProxyConnection(Connection):
     def _client_gone(self) -> bool:
         reader = self.stream.reader
         transport = self.stream.writer.transport
-        return reader.at_eof() or transport is None or transport.is_closing()
+        # A client sends nothing while a result streams, except on its way out: a polite
+        # one (PyMySQL's close()) sends COM_QUIT then closes, leaving that packet unread
+        # before the end of file, which at_eof() does not count as the end.
+        return reader.at_eof() or reader._eof or transport is None or transport.is_closing()
 
     # -- COM_INIT_DB / COM_FIELD_LIST / COM_RESET_CONNECTION ---------------------
     async def handle_init_db(self, data: bytes) -> None:
