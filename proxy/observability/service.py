@@ -83,7 +83,8 @@ class Observability:
 
     # -- reading -------------------------------------------------------------------------
     def sample(self) -> None:
-        """Bring this process's state figures up to date (also before every scrape)."""
+        """Bring this process's figures up to date (every second, and before every scrape)."""
+        metrics.flush_statements()
         self.sampler.sample()
         SLOW_QUERIES.tick()
 
