@@ -9,15 +9,16 @@ CONFIG ?= examples/local/cluster.yaml
 
 # System packages the project needs, installed only when missing: MariaDB server + client
 # (local shards, CLI tests), the MariaDB client headers (to build mysqlclient), Go's x/text
-# collation tables (the unicode_loose_* vindexes use the same table as Vitess), and for Spark
-# the MariaDB JDBC driver and a Java runtime.
+# collation tables (the unicode_loose_* vindexes use the same table as Vitess), for Spark
+# the MariaDB JDBC driver and a Java runtime, and headless Chromium (the status page's browser test).
 SYSPKGS_CHECK = \
 	command -v mariadbd >/dev/null 2>&1 || need="$$need mariadb-server"; \
 	command -v mariadb >/dev/null 2>&1 || need="$$need mariadb-client"; \
 	pkg-config --exists libmariadb 2>/dev/null || need="$$need libmariadb-dev pkg-config"; \
 	test -f /usr/share/gocode/src/golang.org/x/text/collate/tables.go || need="$$need golang-golang-x-text-dev"; \
 	test -f /usr/share/java/mariadb-java-client.jar || need="$$need libmariadb-java"; \
-	command -v java >/dev/null 2>&1 || need="$$need openjdk-17-jre-headless"
+	command -v java >/dev/null 2>&1 || need="$$need openjdk-17-jre-headless"; \
+	test -x /usr/bin/chromium || need="$$need chromium"
 
 sysdeps:
 	@need=""; $(SYSPKGS_CHECK); \

@@ -7,7 +7,7 @@ The names in the file are an interface users script against (see issue 2)::
     local: {data_dir: .shardgate/data, base_port: 17100}
     routing_rules: {rules: []}
     schema_tracking: {refresh_seconds: 60}  # re-read the shards' columns this often; 0: off
-    http: {host: 127.0.0.1, port: 15380}    # optional HTTP listener (topics' REST API)
+    http: {host: 127.0.0.1, port: 15001}    # optional HTTP listener: /metrics, /debug/*, topics' REST API
     topics: {poll_seconds: 0.5, purge_seconds: 1}  # optional topic timings (proxy/topics)
     transaction_mode: multi             # sessions' default: single | multi | twopc (Vitess's names)
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
@@ -141,10 +141,11 @@ class TwoPCConfig:
 
 @dataclass(frozen=True, slots=True)
 class HttpConfig:
-    # The proxy's HTTP listener (topics' REST API, proxy/topics/http.py); beyond loopback it
-    # requires HTTP Basic authentication with the users above, as the MySQL port requires passwords.
+    # The proxy's HTTP listener (proxy/http_listener.py: /metrics and /debug/* pages, topics' REST
+    # API); beyond loopback it requires HTTP Basic authentication with the users above, as the
+    # MySQL port requires passwords.
     host: str = DEFAULT_LISTEN_HOST
-    port: int = 15380
+    port: int = 15001
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,6 +31,7 @@ from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
 from proxy import running_statement, wire
 from proxy.engine.result import Result, split_packets
 from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
+from proxy.observability.metrics import record_error, record_statement
 from proxy.prepared import PreparedStatement, bind_parameters, count_placeholders, read_execute
 from proxy.processlist import ClientProcess
 from proxy.running_statement import StatementKilled
@@ -183,6 +185,7 @@ class ProxyConnection(Connection):
     # -- errors ----------------------------------------------------------------------
     async def _write_error(self, e: ProxyError) -> None:
         _answering()
+        record_error(e.code)
         await self.stream.write(wire.error_packet(e.code, e.sqlstate, e.message))
 
     def _as_proxy_error(self, e: BaseException) -> ProxyError:
@@ -232,26 +235,30 @@ class ProxyConnection(Connection):
             await self.process.end(statement)
 
     async def _execute_and_write(self, sql: str, more: bool, binary: Any) -> bool:
+        started = time.perf_counter()
         try:
             outcome = await self.session.execute(sql)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # reported to the client, never swallowed
+            record_statement(self.session, sql, started, 0, True)
             await self._write_error(self._as_proxy_error(e))
             return False
         try:
             if isinstance(outcome, Result):
-                await self.write_result(outcome, more, binary)
+                rows = await self.write_result(outcome, more, binary)
             else:
-                await self.write_stream(outcome, more, binary)
+                rows = await self.write_stream(outcome, more, binary)
         except ClientGone:
             raise ConnectionClosed() from None
         except asyncio.CancelledError:
             raise
         except Exception as e:
             # Headers may already be out: an ERR packet still ends the result properly.
+            record_statement(self.session, sql, started, 0, True)
             await self._write_error(self._as_proxy_error(e))
             return False
+        record_statement(self.session, sql, started, rows, False)
         return True
 
     # -- result writing --------------------------------------------------------------
@@ -266,7 +273,8 @@ class ProxyConnection(Connection):
             return wire.ok_packet(self.capabilities, self._status(more), eof_header=True)
         return wire.eof_packet(self._status(more))
 
-    async def write_result(self, res: Result, more: bool, binary: Any = None) -> None:
+    async def write_result(self, res: Result, more: bool, binary: Any = None) -> int:
+        """Write a whole result; the number of rows it held."""
         if not res.fields:
             _answering()
             await self.stream.write(
@@ -279,12 +287,13 @@ class ProxyConnection(Connection):
                     info=res.info,
                 )
             )
-            return
+            return 0
         self._write_header(res, binary)
-        self._write_rows(res, binary)
+        rows = self._write_rows(res, binary)
         _answering()
         self.stream.write_many([self._terminator(more)])
         await self.stream.drain()
+        return rows
 
     def _write_header(self, res: Result, binary: Any) -> None:
         if binary is not None:
@@ -295,7 +304,7 @@ class ProxyConnection(Connection):
             pkts.append(wire.eof_packet(self._status(False)))
         self.stream.write_many(pkts)
 
-    def _write_rows(self, res: Result, binary: Any) -> None:
+    def _write_rows(self, res: Result, binary: Any) -> int:
         block = res.block
         if block is not None and binary is None:
             seq = self.stream.seq
@@ -306,22 +315,25 @@ class ProxyConnection(Connection):
                 seq.value = (block.first_seq + block.count) % 256
             else:
                 self.stream.write_many(split_packets(block.data))
-            return
-        if not res.rows:
-            return
+            return block.count
+        rows = res.rows
+        if not rows:
+            return 0
         if binary is not None:
-            self.stream.write_many([binary.encode_row(row) for row in res.rows])
+            self.stream.write_many([binary.encode_row(row) for row in rows])
         else:
-            self.stream.write_many([wire.text_row(row) for row in res.rows])
+            self.stream.write_many([wire.text_row(row) for row in rows])
+        return len(rows)
 
-    async def write_stream(self, chunks: AsyncIterator[Result], more: bool, binary: Any = None) -> None:
+    async def write_stream(self, chunks: AsyncIterator[Result], more: bool, binary: Any = None) -> int:
         """Send a result as it arrives and stop the upstream the moment the client
-        disconnects.
+        disconnects; the number of rows sent.
 
         Chunks are flushed lazily: a flush is scheduled on the event loop after each
         chunk, so it happens as soon as the upstream has to wait for its shard, while
         a small result that is complete at once leaves in a single write."""
         header_sent = False
+        rows = 0
         watch = self.session.workload == "olap"  # long-lived streams: notice a silent client
         try:
             while True:
@@ -332,21 +344,20 @@ class ProxyConnection(Connection):
                 if not header_sent:
                     if not chunk.fields:
                         # A stream without fields is a DML outcome.
-                        await self.write_result(chunk, more, binary)
-                        return
+                        return await self.write_result(chunk, more, binary)
                     self._write_header(chunk, binary)
                     header_sent = True
-                self._write_rows(chunk, binary)
+                rows += self._write_rows(chunk, binary)
                 await self._flush_soon()
             if not header_sent:
-                await self.write_result(Result(), more, binary)
-                return
+                return await self.write_result(Result(), more, binary)
             _answering()
             self.stream.write_many([self._terminator(more)])
             try:
                 await self.stream.drain()
             except (ConnectionError, OSError) as e:
                 raise ClientGone() from e
+            return rows
         finally:
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
@@ -400,7 +411,10 @@ class ProxyConnection(Connection):
     def _client_gone(self) -> bool:
         reader = self.stream.reader
         transport = self.stream.writer.transport
-        return reader.at_eof() or transport is None or transport.is_closing()
+        # A client sends nothing while a result streams, except on its way out: a polite
+        # one (PyMySQL's close()) sends COM_QUIT then closes, leaving that packet unread
+        # before the end of file, which at_eof() does not count as the end.
+        return reader.at_eof() or reader._eof or transport is None or transport.is_closing()
 
     # -- COM_INIT_DB / COM_FIELD_LIST / COM_RESET_CONNECTION ---------------------
     async def handle_init_db(self, data: bytes) -> None:

@@ -11,6 +11,7 @@ from proxy.engine.result import Result
 from proxy.engine.statement_steps import reaches_shards_at_once
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
 from proxy.messaging.queue_ddl import is_create_queue
+from proxy.observability.metrics import plan_label
 from proxy.vschema_statements import alter_vschema
 from vschema.ddl import is_vschema_ddl
 
@@ -46,6 +47,7 @@ class Planner:
         if target is not None:
             # An unsharded keyspace holds every table it names: the statement goes
             # as written, and the shard's own errors (1146, ...) reach the client.
+            session.route = ("Unsharded", target[0])
             return await self.proxy.send(session, target[0], target[1], sql, stream=kw in _STREAMED)
         return await self.execute_planned(session, sql, kw)
 
@@ -55,6 +57,7 @@ class Planner:
         plan, bindvars = self.plan(session, sql)
         if session.tx is not None and session.tx.implicit and not reaches_shards_at_once(plan):
             session.tx.in_steps = True  # atomic only if its first step does not commit alone
+        session.route = (plan_label(plan), getattr(plan, "keyspace", None) or session.keyspace or "")
         if kw in _STREAMED:
             return engine.stream(plan, session.vcursor, bindvars)
         return await engine.execute(plan, session.vcursor, bindvars)
@@ -86,6 +89,7 @@ class Planner:
         keyspace = m.group("ks") if m and m.group("ks") in self.proxy.vschema.keyspaces else session.keyspace
         if keyspace is None:
             raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+        session.route = ("DDL", keyspace)
         if m and m.group("ks") == keyspace:
             # Shards name their database themselves; drop the keyspace qualifier.
             sql = sql[: m.start("qual")] + sql[m.end("qual") :]

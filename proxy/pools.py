@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -329,6 +330,11 @@ class ShardPool:
         self.maxsize = maxsize
         self._pool: aiomysql.Pool | None = None
         self._lock = asyncio.Lock()
+        # For the metrics (proxy.observability): acquires that found no idle connection
+        # (they opened one or waited for one), how long they took, how many run now.
+        self.waits = 0
+        self.wait_seconds = 0.0
+        self.waiting = 0
 
     @property
     def name(self) -> str:
@@ -398,10 +404,22 @@ class ShardPool:
 
     async def acquire(self) -> ShardConnection:
         pool = await self._ensure_pool()
+        if pool.freesize:  # the fast path: an idle connection is there
+            try:
+                conn = await pool.acquire()
+            except (pymysql.err.MySQLError, OSError) as e:
+                raise self.translate(e, None) from e
+            return ShardConnection(self, conn)
+        self.waiting += 1
+        started = time.perf_counter()
         try:
             conn = await pool.acquire()
         except (pymysql.err.MySQLError, OSError) as e:
             raise self.translate(e, None) from e
+        finally:
+            self.waiting -= 1
+            self.waits += 1
+            self.wait_seconds += time.perf_counter() - started
         return ShardConnection(self, conn)
 
     def release(self, sc: ShardConnection) -> None:

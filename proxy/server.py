@@ -37,9 +37,12 @@ from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.engine.result import Result, is_numeric, local_result
 from proxy.engine.sequence import SequenceAllocator
 from proxy.errors import ER_NO_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
+from proxy.http_listener import HttpListener, start_http_listener
 from proxy.live_vschema import LiveVSchema
 from proxy.messaging.dml import MessageDml, message_dml
 from proxy.messaging.service import MessagingService
+from proxy.observability import process_group
+from proxy.observability.service import Observability
 from proxy.pools import ShardAddress, ShardPools
 from proxy.processlist import ProcessList
 from proxy.schema_tracker import SchemaTracker
@@ -136,7 +139,8 @@ class Proxy:
             refresh_seconds=config.schema_tracking.refresh_seconds,
         )
         self.topics = TopicService(self, config.topics)
-        self.http: Any = None  # proxy.topics.http.HttpListener when config.http is set
+        self.observability = Observability(self)
+        self.http: HttpListener | None = None  # when config.http is set
         self._global_vars: dict[str, Any] = {}
         self.planner: Any = None
         self._try_load_planner()
@@ -161,10 +165,11 @@ class Proxy:
         twopc.start_for_proxy(self)  # the in-doubt transaction resolver, from start-up on
         await self.messaging.start()
         await self.topics.start()
+        self.observability.start()
         if self.config.http is not None:
-            from proxy.topics.http import start_http_listener
-
-            self.http = await start_http_listener(self.config.http, self.config.users, [self.topics.mount_http])
+            self.http = await start_http_listener(
+                self.config.http, self.config.users, [self.topics.mount_http, self.observability.mount_http]
+            )
 
     def _try_load_planner(self) -> None:
         from proxy.planning import Planner
@@ -194,10 +199,12 @@ class Proxy:
     async def route(self, session: ProxySession, sql: str, kw: str, any_shard: bool = False) -> Outcome:
         topic_out = None if any_shard else await self.topics.route(session, sql, kw)
         if topic_out is not None:
+            session.route = ("Topic", session.keyspace or "")
             return topic_out
         if session.target_shard is not None or any_shard:
             ks = session.keyspace or sorted(self.vschema.keyspaces)[0]
             shard = session.target_shard or self.shard_names(ks)[0]
+            session.route = ("Targeted" if session.target_shard is not None else "AnyShard", ks)
             out = await self.send(session, ks, shard, sql, stream=kw in _STREAMED)
             if kw in _DDL:
                 self.ddl_seen(ks)  # DDL on one shard: the tracker reads the keyspace again
@@ -318,6 +325,7 @@ class Proxy:
         await self.live_vschema.stop()
         if self.http is not None:
             await self.http.stop()
+        await self.observability.stop()
         await self.topics.stop()
         await self.schema_tracker.close()
         await self.messaging.stop()
@@ -438,7 +446,16 @@ async def _serve_workers(
     env = dict(os.environ, SHARDGATE_ENDPOINTS=endpoints_to_json(endpoints))
     # The workers' sockets for each other's sessions (proxy.worker_peers); private to this user.
     run_dir = Path(tempfile.mkdtemp(prefix="shardgate-run-"))
+    # The workers' metrics go to files in one directory, merged by whichever worker is
+    # scraped (proxy.observability.process_group); it goes when they do.
+    metrics_dir = process_group.create_metrics_dir()
+    env[process_group.MULTIPROC_ENV] = str(metrics_dir)
     procs: list[asyncio.subprocess.Process] = []
+
+    async def watch(p: asyncio.subprocess.Process) -> None:
+        await p.wait()
+        process_group.worker_exited(metrics_dir, p.pid)
+
     try:
         for index in range(workers):
             slot = WorkerSlot(index, run_dir)
@@ -450,7 +467,7 @@ async def _serve_workers(
             )
         if ready is not None:
             ready.set()
-        await asyncio.gather(*(p.wait() for p in procs))
+        await asyncio.gather(*(watch(p) for p in procs))
     finally:
         for p in procs:
             if p.returncode is None:
@@ -458,6 +475,7 @@ async def _serve_workers(
         for p in procs:
             await p.wait()
         shutil.rmtree(run_dir, ignore_errors=True)
+        process_group.remove_metrics_dir(metrics_dir)
 
 
 __all__ = ["Proxy", "ProxyServer", "serve_proxy", "local_result", "ER_NO_DB_ERROR"]

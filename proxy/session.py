@@ -28,6 +28,7 @@ from proxy.errors import (
     UnsupportedError,
 )
 from proxy.executor import SessionVCursor
+from proxy.observability.metrics import record_commit, record_rollback
 from proxy.set_statement import literal_value, parse_set
 from proxy.sqltext import first_keyword, strip_leading_comments
 from proxy.transaction import ShardTransaction
@@ -99,6 +100,10 @@ class ProxySession(BaseSession):
         # Messaging events of this transaction's writes, told to the service at commit.
         self.after_commit: list[Any] = []
         self.connection: Any = None
+        # What the running statement is, for the metrics (proxy.observability.metrics): its
+        # first keyword, and where it went (plan variant, keyspace) once that is known.
+        self.statement_keyword = ""
+        self.route: tuple[str, str] | None = None
         self.vcursor = SessionVCursor(
             lambda: self.proxy.vschema, proxy.pools, lambda: self.tx, proxy.sequences, lambda: self.settings
         )
@@ -125,11 +130,13 @@ class ProxySession(BaseSession):
 
     async def init(self, connection: Any) -> None:
         self.connection = connection
+        self.proxy.observability.session_opened(self)
 
     async def use(self, database: str) -> None:
         self.use_target(database)
 
     async def close(self) -> None:
+        self.proxy.observability.session_closed(self)
         if self.tx is not None:
             tx, self.tx = self.tx, None
             try:
@@ -144,6 +151,7 @@ class ProxySession(BaseSession):
         keyspace, shard, username, connection = self.keyspace, self.target_shard, self.username, self.connection
         self.__init__(self.proxy)  # type: ignore[misc]
         self.keyspace, self.target_shard, self.username, self.connection = keyspace, shard, username, connection
+        self.proxy.observability.sessions.add(self)  # close() above let it go; the connection stays
 
     # -- state ---------------------------------------------------------------------
     @property
@@ -187,7 +195,9 @@ class ProxySession(BaseSession):
         tx, self.tx = self.tx, None
         events, self.after_commit = self.after_commit, []
         if tx is not None:
+            shards = len(tx.conns)
             await tx.commit()
+            record_commit(shards, tx.mode)
         for keyspace, dml in events:
             self.proxy.committed(keyspace, dml)
 
@@ -195,12 +205,14 @@ class ProxySession(BaseSession):
         tx, self.tx = self.tx, None
         self.after_commit = []
         if tx is not None:
+            record_rollback()
             await tx.rollback()
 
     # -- dispatch ------------------------------------------------------------------
     async def execute(self, sql: str) -> Outcome:
         """Run one statement; returns a whole Result or a stream of Result chunks."""
         kw = first_keyword(sql)
+        self.statement_keyword, self.route = kw, None
         if not kw:
             raise ProxyError(1065, "Query was empty")
         if self.tx is not None:

@@ -17,6 +17,7 @@ from mysql_mimic.types import ColumnType
 
 from proxy.engine.result import UTF8MB4_GENERAL_CI, Field, Result, encode_value
 from proxy.errors import ProxyError
+from proxy.observability.cdc_streams import CDC_STREAMS
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -71,6 +72,7 @@ async def vstream(proxy: Proxy, session: ProxySession, sql: str) -> AsyncIterato
         await stream.open()
     except (CdcError, ValueError) as e:
         raise ProxyError(1105, f"VSTREAM: {e}") from e
+    figures = CDC_STREAMS.open(f"{keyspace}.{table.name}", stream)
     try:
         yield Result(fields=fields)
         sent = 0
@@ -79,13 +81,18 @@ async def vstream(proxy: Proxy, session: ProxySession, sql: str) -> AsyncIterato
                 proxy.ddl_seen(keyspace)  # the schema tracker re-reads the keyspace
             rows = formatter.rows(group)
             if not rows:
+                figures.delivered(group.keyspace, group.shard, len(group.events), 0, group.commit_time)
                 continue
             rows = rows[: limit - sent]
             sent += len(rows)
-            yield Result(rows=[tuple(encode_value(v) for v in row) for row in rows])
+            encoded = [tuple(encode_value(v) for v in row) for row in rows]
+            figures.delivered(group.keyspace, group.shard, len(group.events),
+                              sum(len(v) for row in encoded for v in row if v is not None), group.commit_time)
+            yield Result(rows=encoded)
             if sent >= limit:
                 return
     except CdcError as e:
         raise ProxyError(1105, f"VSTREAM: {e}") from e
     finally:
+        CDC_STREAMS.close(figures)
         await stream.aclose()

@@ -43,6 +43,10 @@ class PlanCache:
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
 
+    def entries(self) -> list[tuple[CacheKey, Plan]]:
+        """The cached plans with their keys, the most recently used first."""
+        return list(reversed(self._entries.items()))
+
     def clear(self) -> None:
         self._entries.clear()
 

@@ -8,6 +8,7 @@ directory and on free ports, so it never collides with a `make run` cluster on 1
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,9 +18,11 @@ import pytest_asyncio
 
 from proxy.cluster import LocalCluster, find_free_port_range, plan_local_shards
 from proxy.config import ClusterConfig, load_config
+from tests.proxy_process import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CLUSTER_YAML = REPO_ROOT / "examples" / "local" / "cluster.yaml"
+HTTP_LINE = re.compile(r"^http:.*$", re.M)
 
 
 def mariadb_template_dir(config: pytest.Config, fallback: Path) -> Path:
@@ -36,9 +39,13 @@ def example_cluster_config(data_dir: Path) -> ClusterConfig:
     The example files are copied next to `data_dir` first: tests write cluster files of their own
     next to them, and must never change the repository's."""
     files = data_dir.parent / "cluster-files"
+    cluster_yaml = files / EXAMPLE_CLUSTER_YAML.name
     if not files.exists():
         shutil.copytree(EXAMPLE_CLUSTER_YAML.parent, files, ignore=shutil.ignore_patterns(".shardgate", "README.md"))
-    cluster_yaml = files / EXAMPLE_CLUSTER_YAML.name
+        # The HTTP listener on a free port too: proxies of other test sessions (and `make run`)
+        # share the example's port with SO_REUSEPORT, and a scrape must reach this one.
+        text = HTTP_LINE.sub(f"http: {{host: 127.0.0.1, port: {free_port()}}}", cluster_yaml.read_text())
+        cluster_yaml.write_text(text)
     base = load_config(cluster_yaml)
     shard_count = len(plan_local_shards(base))
     first = find_free_port_range(shard_count + 1)

@@ -14,38 +14,32 @@ base64 unless the body says ``"encoding": "text"`` (UTF-8 strings)::
     POST   /v1/namespaces/{ns}/topics/{t}/poll             {"startFrom": id | ms | null, "inclusive": true, "limit": n}
                                                            -> [{"id", "publishTime", "payload"}, ...]
 
-``add_topic_routes`` mounts them on any aiohttp application (a general listener can carry
-them next to other routes). ``start_http_listener`` serves an application of its own: on a
-loopback address without authentication; elsewhere only with HTTP Basic authentication by a
-configured user that has a password (as the MySQL port refuses password-less exposure).
+``add_topic_routes`` mounts them on an aiohttp application: the proxy's HTTP listener
+(``proxy.http_listener``) carries them next to the observability pages.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from proxy.addresses import is_loopback
 from proxy.errors import ProxyError
 from proxy.topics.errors import InvalidTopicRequest, http_status
 from proxy.topics.ids import is_id
 from proxy.topics.statement import StartPosition
 
 if TYPE_CHECKING:
-    from proxy.config import HttpConfig, UserConfig
     from proxy.topics.service import TopicService
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "/v1/namespaces/{ns}/topics"
-MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_POLL_LIMIT = 1000
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -221,62 +215,3 @@ def add_topic_routes(app: web.Application, service: TopicService) -> None:
     app.router.add_post(PREFIX + "/{topic}/store", guarded(store))
     app.router.add_post(PREFIX + "/{topic}/rollback", guarded(rollback))
     app.router.add_post(PREFIX + "/{topic}/poll", guarded(poll))
-
-
-def basic_auth_middleware(users: Sequence[UserConfig]) -> Any:
-    """HTTP Basic authentication against the configured users that have a password."""
-    accounts = {u.user: u.password for u in users if u.password}
-
-    @web.middleware
-    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        header = request.headers.get("Authorization", "")
-        ok = False
-        if header.startswith("Basic "):
-            try:
-                user, _, password = base64.b64decode(header[6:]).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                user, password = "", ""
-            expected = accounts.get(user)
-            ok = expected is not None and hmac.compare_digest(expected.encode(), password.encode())
-        if not ok:
-            return web.json_response({"error": "authentication required"}, status=401,
-                                     headers={"WWW-Authenticate": 'Basic realm="shardgate"'})
-        return await handler(request)
-
-    return check
-
-
-class HttpListener:
-    def __init__(self, runner: web.AppRunner, host: str, port: int) -> None:
-        self.runner = runner
-        self.host = host
-        self.port = port
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
-
-
-async def start_http_listener(
-    config: HttpConfig, users: Sequence[UserConfig], mounts: Sequence[Callable[[web.Application], None]],
-) -> HttpListener:
-    """Serve an application with every ``mounts`` routes on ``config.host:port`` (SO_REUSEPORT,
-    so ``--workers`` processes share it)."""
-    middlewares = []
-    if not is_loopback(config.host):
-        if not any(u.password for u in users):
-            raise ProxyError(1045, f"refusing to serve HTTP on {config.host}: no user has a password"
-                             " (set one in 'users' or listen on 127.0.0.1)")
-        middlewares.append(basic_auth_middleware(users))
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
-    for mount in mounts:
-        mount(app)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, reuse_port=True)
-    try:
-        await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    logger.info("http listening", extra={"host": config.host, "port": config.port})
-    return HttpListener(runner, config.host, config.port)

@@ -7,14 +7,15 @@ import shutil
 import pytest
 
 from proxy.config import ConfigError, load_config
-from tests.conftest import EXAMPLE_CLUSTER_YAML
+from tests.conftest import EXAMPLE_CLUSTER_YAML, HTTP_LINE
 
 
 def _cluster(tmp_path, extra: str):
     files = tmp_path / "files"
     shutil.copytree(EXAMPLE_CLUSTER_YAML.parent, files, ignore=shutil.ignore_patterns(".shardgate"))
     path = files / "cluster.yaml"
-    path.write_text(path.read_text() + "\n" + extra + "\n")
+    # the example's own http line goes: each test says what the file has
+    path.write_text(HTTP_LINE.sub("", path.read_text()) + "\n" + extra + "\n")
     return load_config(path)
 
 

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from proxy.config import HttpConfig, UserConfig
 from proxy.errors import ProxyError
-from proxy.topics.http import start_http_listener
+from proxy.http_listener import start_http_listener
 from tests.proxy_process import free_port
 
 
