@@ -176,3 +176,28 @@ async def test_a_pool_at_capacity_counts_waiters_and_wait_time(observed_proxy: O
     finally:
         for conn in [*holders, waiter]:
             conn.close()
+
+
+async def test_a_two_phase_commit_and_a_rollback_show_in_the_twopc_counters(observed_proxy: ObservedProxy) -> None:
+    (a,), (c,) = ids_on("-80", 1), ids_on("80-", 1)
+    conn = observed_proxy.connect()
+    before = await observed_proxy.scrape()
+    try:
+        run(conn, "set transaction_mode = 'twopc'")
+        run(conn, "begin")
+        run(conn, f"insert into customer(customer_id, email) values ({a}, 'x{a}@example.com')")
+        run(conn, f"insert into customer(customer_id, email) values ({c}, 'x{c}@example.com')")
+        run(conn, "commit")
+        run(conn, "begin")
+        run(conn, f"update customer set email = 'y' where customer_id in ({a}, {c})")
+        run(conn, "rollback")
+    finally:
+        conn.close()
+
+    async def counted() -> bool:
+        after = await observed_proxy.scrape()
+        return (delta(after, before, "shardgate_twopc", event="commits_two_phase") == 1
+                and delta(after, before, "shardgate_twopc", event="rollbacks") == 1
+                and delta(after, before, "shardgate_transaction_commits", shards="2", mode="twopc") == 1)
+
+    await eventually(counted, what="the 2PC commit and rollback counted")
