@@ -48,8 +48,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
+from proxy.sidecar_tables import ensure_sidecar_table
 from rewriter import DEFAULT_CACHE
 from vschema.errors import VSchemaError
 from vschema.loader import build_vschema
@@ -60,10 +61,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SIDECAR_DB = "_shardgate"
 SIDECAR_TABLE = "vschema"
-FALLBACK_TABLE = "_shardgate_vschema"
-_DENIED = {1044, 1045, 1142, 1227}  # no privilege to create the sidecar database
 _CAS_ATTEMPTS = 3
 
 DocMutation = Callable[[dict[str, Any]], dict[str, Any]]
@@ -155,32 +153,8 @@ class LiveVSchema:
     async def _ensure_table(self, sc: ShardConnection) -> str:
         if self._table is not None:
             return self._table
-        db = self.cluster
-        preferred = f"`{SIDECAR_DB}`.`{SIDECAR_TABLE}`"
-        fallback = "`" + db.replace("`", "``") + f"`.`{FALLBACK_TABLE}`"
-        res = await sc.execute(
-            "select table_schema from information_schema.tables where "
-            f"(table_schema = '{SIDECAR_DB}' and table_name = '{SIDECAR_TABLE}') or "
-            f"(table_schema = {_hex(db)} and table_name = '{FALLBACK_TABLE}')"
-        )
-        found = {_text(r[0]) for r in res.rows if r[0] is not None}
-        if SIDECAR_DB in found:
-            name = preferred
-        elif found:
-            name = fallback
-        else:
-            try:
-                await sc.execute(f"create database if not exists `{SIDECAR_DB}`")
-                name = preferred
-            except ShardError as e:
-                if e.code not in _DENIED:
-                    raise
-                name = fallback
-            await sc.execute(_create_table(name))
-            logger.info("vschema store table ready", extra={"table": name, "keyspace": self.location[0],
-                                                            "shard": self.location[1]})
-        self._table = name
-        return name
+        self._table = await ensure_sidecar_table(sc, self.cluster, SIDECAR_TABLE, _create_table)
+        return self._table
 
     async def _read(self, sc: ShardConnection, for_update: bool = False) -> dict[str, StoredDoc]:
         table = await self._ensure_table(sc)

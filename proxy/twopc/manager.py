@@ -31,20 +31,18 @@ from dataclasses import asdict, dataclass, field
 
 from proxy.errors import ProxyError, ShardError
 from proxy.pools import ShardAddress, ShardConnection, ShardPools
+from proxy.sidecar_tables import ensure_sidecar_table
 from proxy.twopc.faults import Faults
 from proxy.twopc.xid import ShardKey, lock_name, make_dtid, participant_list
 
 logger = logging.getLogger(__name__)
 
-SIDECAR_DB = "_shardgate"
 SIDECAR_TABLE = "dt_state"
-FALLBACK_TABLE = "_shardgate_dt_state"
 # ROLLBACK records outlive their transaction this long: a coordinator that was merely slow
 # (not dead) must still find the tombstone and fail, rather than commit alone.
 ROLLBACK_RETENTION_S = 600.0
 # How long a decision may wait for a row lock held by a committing MM branch.
 DECIDE_LOCK_WAIT_S = 1
-_DENIED = {1044, 1045, 1142, 1227}  # no privilege to create the sidecar database
 
 
 def _create_table(name: str) -> str:
@@ -180,30 +178,7 @@ class TwoPCManager:
         return await self._ensure_sidecar(key, sc)
 
     async def _ensure_sidecar(self, key: ShardKey, sc: ShardConnection) -> str:
-        db = self.databases[key]
-        quoted_db = "`" + db.replace("`", "``") + "`"
-        preferred = f"`{SIDECAR_DB}`.`{SIDECAR_TABLE}`"
-        fallback = f"{quoted_db}.`{FALLBACK_TABLE}`"
-        res = await sc.execute(
-            "select table_schema from information_schema.tables where "
-            f"(table_schema = '{SIDECAR_DB}' and table_name = '{SIDECAR_TABLE}') or "
-            f"(table_schema = X'{db.encode().hex()}' and table_name = '{FALLBACK_TABLE}')"
-        )
-        found = {bytes(r[0]).decode() for r in res.rows if r[0] is not None}
-        if SIDECAR_DB in found:
-            name = preferred
-        elif found:
-            name = fallback
-        else:
-            try:
-                await sc.execute(f"create database if not exists `{SIDECAR_DB}`")
-                name = preferred
-            except ShardError as e:
-                if e.code not in _DENIED:
-                    raise
-                name = fallback
-            await sc.execute(_create_table(name))
-            logger.info("twopc sidecar table ready", extra={"keyspace": key[0], "shard": key[1], "table": name})
+        name = await ensure_sidecar_table(sc, self.databases[key], SIDECAR_TABLE, _create_table)
         self._sidecar[key] = name
         return name
 

@@ -1,0 +1,59 @@
+"""Where the proxy keeps its own tables on a shard (2PC decisions, the live vschema).
+
+In the ``_shardgate`` database when the shard's user may create it (Vitess keeps its
+sidecar tables in ``_vt`` the same way), otherwise in the shard's own database under a
+``_shardgate_`` prefix — a hosted MySQL often grants one database only. A table found in
+either place is used where it is, so a later grant does not move the state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from proxy.engine.result import Result
+from proxy.errors import ShardError
+
+logger = logging.getLogger(__name__)
+
+SIDECAR_DB = "_shardgate"
+# No privilege to create the sidecar database: ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
+# ER_TABLEACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR.
+_DENIED = frozenset({1044, 1045, 1142, 1227})
+
+
+class SqlRunner(Protocol):
+    async def execute(self, sql: str) -> Result: ...
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+async def ensure_sidecar_table(sc: SqlRunner, database: str, table: str, create: Callable[[str], str]) -> str:
+    """The qualified name of sidecar ``table`` on ``sc``'s shard (whose own database is
+    ``database``), created with ``create(qualified_name)`` where it is missing."""
+    preferred = f"{_quoted(SIDECAR_DB)}.{_quoted(table)}"
+    fallback_table = f"_shardgate_{table}"
+    fallback = f"{_quoted(database)}.{_quoted(fallback_table)}"
+    res = await sc.execute(
+        "select table_schema from information_schema.tables where "
+        f"(table_schema = '{SIDECAR_DB}' and table_name = '{table}') or "
+        f"(table_schema = X'{database.encode().hex()}' and table_name = '{fallback_table}')"
+    )
+    found = {bytes(r[0]).decode() for r in res.rows if r[0] is not None}
+    if SIDECAR_DB in found:
+        return preferred
+    if found:
+        return fallback
+    try:
+        await sc.execute(f"create database if not exists {_quoted(SIDECAR_DB)}")
+        name = preferred
+    except ShardError as e:
+        if e.code not in _DENIED:
+            raise
+        name = fallback
+    await sc.execute(create(name))
+    logger.info("sidecar table ready", extra={"table": name})
+    return name
