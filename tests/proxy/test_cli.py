@@ -10,31 +10,14 @@ import uuid
 from pathlib import Path
 
 import pymysql
-import yaml
 
+from tests.proxy.sessions_support import dsn_cluster_file
 from tests.proxy_process import REPO
 
 
 def _run(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "proxy.cli", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, **kw)
-
-
-def _dsn_config(local_cluster, tmp: Path) -> Path:
-    """The example cluster file with every shard given by dsn (the running test cluster)."""
-    src = REPO / "examples" / "local" / "cluster.yaml"
-    doc = yaml.safe_load(src.read_text())
-    doc.pop("local", None)
-    for name, ks in doc["keyspaces"].items():
-        for key in ("vschema", "schema"):
-            ks[key] = str((src.parent / ks[key]).resolve())
-        ks["shards"] = {
-            shard: f"mysql://{e.user}@{e.host}:{e.port}/{e.database}"
-            for (k, shard), e in local_cluster.endpoints.items() if k == name
-        }
-    out = tmp / "cluster.yaml"
-    out.write_text(yaml.safe_dump(doc))
-    return out
 
 
 def _insert_customer_on_every_commerce_shard(local_cluster, base: int, email: str) -> None:
@@ -73,7 +56,7 @@ def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_cdc_writes_debezium_ndjson_and_prints_the_resume_position(local_cluster, tmp_path: Path) -> None:
-    cfg = _dsn_config(local_cluster, tmp_path)
+    cfg = dsn_cluster_file(local_cluster, tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "proxy.cli", "cdc", "-c", str(cfg), "--tables", "commerce.customer",
          "--from", "current", "--format", "debezium", "--max-rows", "2"],
@@ -98,7 +81,7 @@ def test_cdc_writes_debezium_ndjson_and_prints_the_resume_position(local_cluster
 def test_cdc_from_snapshot_copies_rows_first_and_a_run_stopped_during_the_copy_has_no_resume_position(
     local_cluster, tmp_path: Path
 ) -> None:
-    cfg = _dsn_config(local_cluster, tmp_path)
+    cfg = dsn_cluster_file(local_cluster, tmp_path)
     # A row on every shard: the copy has more than one group.
     _insert_customer_on_every_commerce_shard(local_cluster, 800_000, "snap")
     out = subprocess.run(
