@@ -319,8 +319,7 @@ class LiveVSchema:
     async def _change_once(self, keyspace: str, mutate: DocMutation | None, change_sql: str) -> None:
         async with self._lock:
             async with self._pool.connection() as sc:
-                await sc.execute("start transaction")
-                try:
+                async with sc.transaction():
                     stored = await self._read(sc, for_update=True)
                     if keyspace not in stored:
                         await self._seed_missing(sc, stored)
@@ -341,13 +340,6 @@ class LiveVSchema:
                     )
                     if res.affected_rows != 1:
                         raise VSchemaChangeConflict(keyspace)
-                    await sc.execute("commit")
-                except BaseException:
-                    try:
-                        await sc.execute("rollback")
-                    except ProxyError:
-                        sc.broken = True
-                    raise
             versions = {ks: s.version for ks, s in stored.items()}
             versions[keyspace] = version
             self._install(vschema, docs, versions)

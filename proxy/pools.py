@@ -185,6 +185,21 @@ class ShardConnection:
     def _translate(self, exc: BaseException) -> Exception:
         return self.pool.translate(exc, self)
 
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[ShardConnection]:
+        """BEGIN; COMMIT when the block ends, ROLLBACK when it raises (a connection whose
+        rollback fails is marked broken: MariaDB rolls back on disconnect)."""
+        await self.execute("begin")
+        try:
+            yield self
+        except BaseException:
+            try:
+                await self.execute("rollback")
+            except ProxyError:
+                self.broken = True
+            raise
+        await self.execute("commit")
+
     async def execute(self, sql: str) -> Result:
         """Run one statement and read its whole result."""
         gen = self.stream(sql, batch_rows=0)

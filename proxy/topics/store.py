@@ -112,17 +112,8 @@ class ShardTopicStore:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[ShardConnection]:
-        async with self.connection() as sc:
-            await sc.execute("begin")
-            try:
-                yield sc
-            except BaseException:
-                try:
-                    await sc.execute("rollback")
-                except ProxyError:
-                    sc.broken = True  # MariaDB rolls back on disconnect
-                raise
-            await sc.execute("commit")
+        async with self.connection() as sc, sc.transaction():
+            yield sc
 
     async def query(self, sql: str) -> list[tuple[Any, ...]]:
         async with self.connection() as sc:
@@ -371,8 +362,7 @@ class ShardTopicStore:
                 return 0
             try:
                 while True:
-                    await sc.execute("begin")
-                    try:
+                    async with sc.transaction():
                         rows = rows_of(await sc.execute(
                             f"(SELECT _pk, payload_bytes FROM {table} FORCE INDEX (publish_time) WHERE seq IS NOT NULL"
                             f" AND publish_time < {NOW_MS} - {int(ttl_seconds) * 1000}"
@@ -387,13 +377,6 @@ class ShardTopicStore:
                                 f"UPDATE {META_TABLE} SET messages = GREATEST(messages - {len(rows)}, 0),"
                                 f" bytes = GREATEST(bytes - {freed}, 0), purged = purged + {len(rows)}"
                                 f" WHERE name = {sql_string(name)}")
-                        await sc.execute("commit")
-                    except BaseException:
-                        try:
-                            await sc.execute("rollback")
-                        except ProxyError:
-                            sc.broken = True
-                        raise
                     total += len(rows)
                     if len(rows) < PURGE_BATCH:
                         break

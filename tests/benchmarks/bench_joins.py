@@ -19,6 +19,7 @@ and per row through the engine.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import statistics
@@ -118,7 +119,7 @@ async def _constants(vc: ShardVCursor) -> None:
 async def _run(cluster: LocalCluster, n: int, rounds: int) -> None:
     docs = {}
     for name, kc in cluster.config.keyspaces.items():
-        doc = json.loads(json.dumps(kc.vschema))
+        doc = copy.deepcopy(kc.vschema)
         if name == "commerce":
             for t in ("orders", "buyers", "regions_small"):
                 doc["tables"][t] = {"column_vindexes": [{"column": "id", "name": "hash"}]}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +34,10 @@ from tests.proxy.twopc_support import (
     ids_on,
     prepared_xids,
     query_shard,
+    running_proxy,
     wait_until,
 )
-from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
+from tests.proxy_process import ProxyProcess
 
 SHARDS = ["-80", "80-"]
 MM, XA = SHARDS  # the transactions below touch -80 first: it holds the decision
@@ -59,15 +59,6 @@ async def cluster(
     ) as c:
         yield c
 
-
-@contextmanager
-def running_proxy(cluster: LocalCluster, log: Path, fault: str = "") -> Iterator[ProxyProcess]:
-    env = {"SHARDGATE_TWOPC_FAULT": fault} if fault else {}
-    p = start_proxy(cluster.config.path, cluster.endpoints, log, extra_env=env)
-    try:
-        yield p
-    finally:
-        stop_proxy(p)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pymysql
@@ -23,9 +22,10 @@ from tests.proxy.twopc_support import (
     ids_on,
     prepared_xids,
     query_shard,
+    running_proxy,
     wait_until,
 )
-from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
+from tests.proxy_process import ProxyProcess
 
 SHARDS = ["-80", "80-"]
 LOW, HIGH = (ids_on(s, SHARDS, 40) for s in SHARDS)  # account ids on each shard
@@ -39,15 +39,6 @@ async def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     ) as c:
         yield c
 
-
-@contextmanager
-def running_proxy(cluster: LocalCluster, log: Path, fault: str = "") -> Iterator[ProxyProcess]:
-    env = {"SHARDGATE_TWOPC_FAULT": fault} if fault else {}
-    p = start_proxy(cluster.config.path, cluster.endpoints, log, extra_env=env)
-    try:
-        yield p
-    finally:
-        stop_proxy(p)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pymysql
 from proxy.cluster import LocalCluster, find_free_port_range
 from proxy.config import load_config
 from tests.conftest import mariadb_template_dir
+from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 from vschema.vindexes.hash import hash_uint64
 
 KEYSPACE = "bank"
@@ -137,3 +138,14 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
+
+
+@contextmanager
+def running_proxy(cluster: LocalCluster, log: Path, fault: str = "") -> Iterator[ProxyProcess]:
+    """A proxy process over ``cluster``; ``fault`` arms a 2PC fault point (proxy.twopc.faults)."""
+    env = {"SHARDGATE_TWOPC_FAULT": fault} if fault else {}
+    p = start_proxy(cluster.config.path, cluster.endpoints, log, extra_env=env)
+    try:
+        yield p
+    finally:
+        stop_proxy(p)
