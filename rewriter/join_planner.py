@@ -23,6 +23,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter import errors
+from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
 from rewriter.join_strategy import BATCH_ROWS, KeyPair, choose, equi_keys, estimated_rows
@@ -38,16 +39,10 @@ from rewriter.nodes import (
     Plan,
     SimpleProjection,
 )
-from rewriter.routing import choose_route, column_table, conjuncts
-from rewriter.select_planner import (
-    RouteInfo,
-    _has_aggregate,
-    _limit_vals,
-    _positional,
-    from_sources,
-    make_route,
-    resolve_scope,
-)
+from rewriter.route_primitive import make_route
+from rewriter.routing import RouteInfo, choose_route, column_table, conjuncts
+from rewriter.select_items import limit_values, positional
+from rewriter.select_planner import from_sources, resolve_scope
 from rewriter.tables import TableRef, rewrite_table_node
 
 
@@ -58,7 +53,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     refs = scope.refs
     if len(refs) < 2:
         raise unsupported("subquery on a sharded table that does not stay within one route")
-    if sel.args.get("group") or sel.args.get("having") or any(_has_aggregate(e) for e in sel.expressions):
+    if sel.args.get("group") or sel.args.get("having") or any(has_aggregate(e) for e in sel.expressions):
         from rewriter.select_planner import plan_aggregation
 
         return plan_aggregation(sel, ctx, None)
@@ -175,7 +170,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     order = sel.args.get("order")
     for o in (order.expressions if order else []):
         e = o.this
-        pos = _positional(e)
+        pos = positional(e)
         if pos is not None:
             if not 1 <= pos <= len(items):
                 raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
@@ -269,7 +264,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     plan = SimpleProjection([offsets[t] + c for t, c in items], plan)
     if sel.args.get("distinct"):
         plan = Distinct(plan)
-    count, offset = _limit_vals(sel, ctx)
+    count, offset = limit_values(sel, ctx)
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan

@@ -18,7 +18,8 @@ from rewriter.compute_planner import plan_compute
 from rewriter.context import PlanContext, to_sql
 from rewriter.cte_inlining import inline_ctes
 from rewriter.nodes import SINGLE_SHARD, Plan, Route, VindexLookup
-from rewriter.select_planner import field_query_of, plan_select
+from rewriter.route_primitive import field_query_of
+from rewriter.select_planner import plan_select
 from rewriter.semantics import qualify_correlated_columns
 from rewriter.sqltemplate import parse_template
 from rewriter.window_pushdown import windows_within_shards

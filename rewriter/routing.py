@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from rewriter import errors
 from rewriter.nodes import Opcode, Val
 from rewriter.tables import TableRef
 
@@ -285,3 +286,42 @@ def _multi_equal(ref: TableRef, refs: list[TableRef], pred: exp.Or, list_vars: A
     cv = min(cvs, key=lambda c: _cost(c.vindex))
     return RouteChoice(Opcode.MultiEqual, cv.name, cv.vindex, vals, table=ref,
                        needs_lookup=_needs_lookup(cv.vindex))
+
+
+@dataclass(slots=True)
+class RouteInfo:
+    """Where a whole SELECT (with its subqueries) can be sent, if one route can take it."""
+
+    opcode: Opcode
+    keyspace: str
+    sharded: bool
+    choice: RouteChoice | None = None
+    tables: list[TableRef] = field(default_factory=list)
+    target_ksid: bytes | None = None
+
+
+def sharded_route(ks: str, tables: list[TableRef], sharded: list[TableRef], predicates: list[exp.Expression],
+                  list_vars: frozenset[str] | set[str]) -> RouteInfo:
+    """The route of ``tables`` (of sharded keyspace ``ks``) whose sharded tables
+    ``sharded`` are joined on their vindex (or one pinned table): the best variant any
+    of them gets from the AND-ed ``predicates``."""
+    pinned = [r for r in sharded if r.pinned is not None]
+    if pinned:
+        return RouteInfo(Opcode.ByDestination, ks, True, tables=tables, target_ksid=pinned[0].pinned)
+    best: RouteChoice | None = None
+    for r in sharded:
+        if r.primary_vindex() is None:
+            raise errors.PlanningError(f"table {r.name} has no vindex in keyspace {ks}")
+        c = choose_route(r, sharded, predicates, list_vars)
+        if c.opcode is Opcode.None_:
+            best = c
+            break
+        if best is None or _rank(c) < _rank(best):
+            best = c
+    assert best is not None
+    return RouteInfo(best.opcode, ks, True, choice=best, tables=tables)
+
+
+def _rank(c: RouteChoice) -> tuple[int, int]:
+    order = [Opcode.EqualUnique, Opcode.Equal, Opcode.IN, Opcode.MultiEqual, Opcode.Scatter]
+    return order.index(c.opcode), int(getattr(c.vindex, "cost", 1) if c.vindex else 99)

@@ -28,6 +28,7 @@ from typing import Any
 from sqlglot import exp
 
 from rewriter import errors
+from rewriter.aggregates import AGGREGATE_TYPES, has_aggregate, is_aggregate_call
 from rewriter.context import DIALECT, PlanContext, select_item_texts, to_sql
 from rewriter.errors import unsupported
 from rewriter.evaluate import compile_expr, compile_kind
@@ -57,18 +58,22 @@ from rewriter.nodes import (
     Plan,
     Projection,
     ProjectNames,
-    Route,
     Truncate,
     Val,
-    VindexLookup,
 )
-from rewriter.routing import RouteChoice, choose_route, column_table, conjuncts, value_of
-from rewriter.sqltemplate import parse_template
-from rewriter.tables import TableRef, any_keyspace, names_cte, resolve_table, rewrite_table_node
+from rewriter.route_primitive import field_query_of, innermost_route, make_route, strip_qualifiers
+from rewriter.routing import RouteInfo, column_table, conjuncts, sharded_route, value_of
+from rewriter.select_items import (
+    SelectItem,
+    limit_values,
+    name_as_written,
+    named_as_written,
+    positional,
+    same_expression,
+    select_items,
+)
+from rewriter.tables import TableRef, ambient_keyspace, names_cte, resolve_table
 from rewriter.window_pushdown import windows_within_shards
-
-_AGG_TYPES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
-
 
 # ---------------------------------------------------------------- table scopes
 
@@ -107,26 +112,7 @@ def resolve_scope(sel: exp.Select, ctx: PlanContext) -> Scope:
     return Scope(refs, derived)
 
 
-def _ambient_keyspace(ctx: PlanContext) -> str:
-    ks = ctx.keyspace
-    if ks and ks in ctx.vschema.keyspaces:
-        return ks
-    return any_keyspace(ctx.vschema)
-
-
 # ---------------------------------------------------------------- route of a statement
-
-
-@dataclass(slots=True)
-class RouteInfo:
-    """Where a whole SELECT (with its subqueries) can be sent, if one route can take it."""
-
-    opcode: Opcode
-    keyspace: str
-    sharded: bool
-    choice: RouteChoice | None = None
-    tables: list[TableRef] = field(default_factory=list)
-    target_ksid: bytes | None = None
 
 
 def _all_tables_in(node: exp.Expression, ctx: PlanContext) -> list[TableRef]:
@@ -276,7 +262,7 @@ def single_route(sel: exp.Expression, scope_sel: exp.Select | None, ctx: PlanCon
     """The one route that can run ``sel`` whole, or None."""
     refs = _all_tables_in(sel, ctx)
     if not refs:
-        ks = _ambient_keyspace(ctx)
+        ks = ambient_keyspace(ctx.vschema, ctx.keyspace)
         return RouteInfo(Opcode.Reference, ks, ctx.vschema.keyspaces[ks].sharded)
     if all(r.system for r in refs):
         return RouteInfo(Opcode.DBA, refs[0].keyspace, refs[0].sharded, tables=refs)
@@ -306,93 +292,15 @@ def single_route(sel: exp.Expression, scope_sel: exp.Select | None, ctx: PlanCon
         return None
     if not _merged_sharded_components(scope_sel, top, ctx):
         return None
-    pinned = [r for r in top if r.pinned is not None]
-    if pinned:
-        if len(top) > 1:
-            return None
-        return RouteInfo(Opcode.ByDestination, ks, True, tables=refs, target_ksid=pinned[0].pinned)
+    if len(top) > 1 and any(r.pinned is not None for r in top):
+        return None
     where = scope_sel.args.get("where")
     preds = conjuncts(where.this if where else None)
     # for inner joins ON conditions restrict rows like WHERE does
     for j in scope_sel.args.get("joins") or []:
         if not j.args.get("side"):
             preds.extend(conjuncts(j.args.get("on")))
-    best: RouteChoice | None = None
-    for r in top:
-        if r.primary_vindex() is None:
-            raise errors.PlanningError(f"table {r.name} has no vindex in keyspace {ks}")
-        c = choose_route(r, top, preds, ctx.list_vars)
-        if c.opcode is Opcode.None_:
-            best = c
-            break
-        if best is None or _rank(c) < _rank(best):
-            best = c
-    assert best is not None
-    return RouteInfo(best.opcode, ks, True, choice=best, tables=refs)
-
-
-def _rank(c: RouteChoice) -> tuple[int, int]:
-    order = [Opcode.EqualUnique, Opcode.Equal, Opcode.IN, Opcode.MultiEqual, Opcode.Scatter]
-    return order.index(c.opcode), int(getattr(c.vindex, "cost", 1) if c.vindex else 99)
-
-
-def _strip_qualifiers(sel: exp.Expression, refs: list[TableRef], ctx: PlanContext) -> bool:
-    changed = False
-    for r in refs:
-        changed |= rewrite_table_node(r)
-    keyspaces = set(ctx.vschema.keyspaces)
-    for col in sel.find_all(exp.Column):
-        db = col.args.get("db")
-        if db is not None and db.name in keyspaces:
-            col.set("db", None)
-            changed = True
-    return changed
-
-
-def field_query_of(sel: exp.Expression) -> str:
-    if not isinstance(sel, exp.Select):
-        return ""
-    fq = sel.copy()
-    for key in ("where", "order", "limit", "offset", "having"):
-        fq.set(key, None)
-    fq.set("where", exp.Where(this=exp.NEQ(this=exp.Literal.number(1), expression=exp.Literal.number(1))))
-    return to_sql(fq).replace(" WHERE 1 <> 1", " WHERE 1 != 1")
-
-
-def make_route(info: RouteInfo, query_sql: str, field_query: str) -> Plan:
-    c = info.choice
-    route = Route(
-        opcode=info.opcode,
-        keyspace=info.keyspace,
-        sharded=info.sharded,
-        query=parse_template(query_sql),
-        field_query=field_query,
-        table=", ".join(sorted({t.name for t in info.tables})),
-        tables_used=sorted({t.qualified() for t in info.tables}),
-        target_ksid=info.target_ksid,
-    )
-    if c is not None and c.opcode not in (Opcode.Scatter, Opcode.None_):
-        route.vindex_name = c.vindex_name
-        route.vindex = c.vindex
-        route.values = list(c.values)
-        route.in_var = c.in_var
-        if c.needs_lookup:
-            return VindexLookup(info.keyspace, c.vindex_name, c.vindex, list(c.values), route,
-                                lookup_keyspace=_lookup_keyspace(c.vindex))
-    return route
-
-
-def _lookup_keyspace(vindex: Any) -> str:
-    table = getattr(vindex, "table", "") or ""
-    return table.split(".", 1)[0] if "." in table else ""
-
-
-def innermost_route(p: Plan) -> Route:
-    while not isinstance(p, Route):
-        if isinstance(p, VindexLookup):
-            return p.route
-        p = p.input  # type: ignore[attr-defined]
-    return p
+    return sharded_route(ks, refs, top, preds, ctx.list_vars)
 
 
 # ---------------------------------------------------------------- SELECT
@@ -427,15 +335,15 @@ def plan_select(sel: exp.Expression, ctx: PlanContext) -> Plan:
         from rewriter.join_planner import plan_join
 
         return plan_join(sel, ctx)
-    changed = _strip_qualifiers(sel, info.tables, ctx)
+    changed = strip_qualifiers(sel, info.tables, ctx)
     single = info.opcode in SINGLE_SHARD or (info.opcode is Opcode.ByDestination) or info.opcode is Opcode.None_
     if single:
-        named = _named(sel, ctx)
+        named = named_as_written(sel, ctx)
         sql = to_sql(named) if changed or not ctx.source else ctx.source
         return make_route(info, sql, field_query_of(named))
     _check_scatter_safe(sel, ctx)
     if not needs_proxy_work(sel):
-        named = _named(sel, ctx)
+        named = named_as_written(sel, ctx)
         sql = to_sql(named) if changed or not ctx.source else ctx.source
         return make_route(info, sql, field_query_of(named))
     return plan_scatter_select(sel, info, ctx)
@@ -446,41 +354,7 @@ def needs_proxy_work(sel: exp.Select) -> bool:
         return True
     if sel.args.get("order") or sel.args.get("limit") or sel.args.get("offset"):
         return True
-    return any(_has_aggregate(e) for e in sel.expressions)
-
-
-# MySQL aggregate functions sqlglot may parse as anonymous functions
-_AGG_NAMES = frozenset({
-    "bit_and", "bit_or", "bit_xor", "std", "stddev", "stddev_pop", "stddev_samp", "var_pop",
-    "var_samp", "variance", "json_arrayagg", "json_objectagg", "group_concat", "count", "sum",
-    "avg", "min", "max",
-})
-
-
-def _is_aggregate_call(node: exp.Expression) -> bool:
-    if isinstance(node, exp.AggFunc):
-        return True
-    return isinstance(node, exp.Anonymous) and str(node.this).lower() in _AGG_NAMES
-
-
-def _has_aggregate(e: exp.Expression) -> bool:
-    """Whether ``e`` aggregates in its own scope (subqueries aggregate on their own)."""
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, exp.Window):
-            # SUM(x) OVER (...) is a window, not a grouping aggregate; its arguments,
-            # PARTITION BY and ORDER BY may still aggregate (SUM(SUM(x)) OVER ())
-            stack.extend(c for c in node.iter_expressions() if c is not node.this)
-            stack.extend(node.this.iter_expressions())
-            continue
-        if _is_aggregate_call(node):
-            return True
-        for child in node.iter_expressions():
-            if isinstance(child, exp.Subquery | exp.Select):
-                continue
-            stack.append(child)
-    return False
+    return any(has_aggregate(e) for e in sel.expressions)
 
 
 def _check_scatter_safe(sel: exp.Select, ctx: PlanContext) -> None:
@@ -520,7 +394,7 @@ def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
         return None  # subqueries elsewhere in the outer query
     if _only_order_by(inner):
         inner.set("order", None)  # ordering inside a derived table has no meaning in SQL
-    _strip_qualifiers(sel, inner_info.tables, ctx)
+    strip_qualifiers(sel, inner_info.tables, ctx)
     single = inner_info.opcode in SINGLE_SHARD or inner_info.opcode in (Opcode.ByDestination, Opcode.None_)
     if single:
         return make_route(inner_info, to_sql(sel), field_query_of(sel))
@@ -540,7 +414,7 @@ def _derived_over_plan(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     if len(sources) != 1 or not isinstance(sources[0], exp.Subquery) or sel.args.get("joins"):
         return None
     if (sel.args.get("group") or sel.args.get("having") or sel.args.get("order")
-            or any(_has_aggregate(e) for e in sel.expressions)):
+            or any(has_aggregate(e) for e in sel.expressions)):
         raise unsupported("aggregation or ORDER BY over a derived table that spans shards")
     alias = sources[0].alias_or_name
     where = sel.args.get("where")
@@ -588,7 +462,7 @@ def _derived_over_plan(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     plan = ProjectNames(columns, aliases, plan)
     if sel.args.get("distinct"):
         plan = Distinct(plan)
-    count, offset = _limit_vals(sel, ctx)
+    count, offset = limit_values(sel, ctx)
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
@@ -605,7 +479,7 @@ def _only_order_by(sel: exp.Select) -> bool:
 def _plan_union(u: exp.Union, ctx: PlanContext) -> Plan:
     info = single_route(u, None, ctx)
     if info is not None and info.opcode in SINGLE_SHARD:
-        changed = _strip_qualifiers(u, info.tables, ctx)
+        changed = strip_qualifiers(u, info.tables, ctx)
         sql = to_sql(u) if changed or not ctx.source else ctx.source
         return make_route(info, sql, "")
     if u.args.get("order") or u.args.get("limit") or u.args.get("offset"):
@@ -641,82 +515,22 @@ def _plan_union(u: exp.Union, ctx: PlanContext) -> Plan:
 # ---------------------------------------------------------------- scatter SELECT
 
 
-@dataclass(slots=True)
-class _Item:
-    expr: exp.Expression  # without alias
-    alias: str | None
-    name: str  # result column name
-    star: bool
-
-
-def _items(sel: exp.Select, ctx: PlanContext) -> list[_Item]:
-    texts = select_item_texts(ctx.names_source, len(sel.expressions)) if ctx.names_source else None
-    out = []
-    for k, e in enumerate(sel.expressions):
-        alias = e.alias if isinstance(e, exp.Alias) else None
-        inner = e.this if isinstance(e, exp.Alias) else e
-        star = isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star))
-        if alias:
-            name = alias
-        elif isinstance(inner, exp.Column):
-            name = inner.name
-        elif texts is not None:
-            name = texts[k]
-        else:
-            name = to_sql(inner)
-        out.append(_Item(inner, alias, name, star))
-    return out
-
-
-def _same(a: exp.Expression, b: exp.Expression) -> bool:
-    if isinstance(a, exp.Column) and isinstance(b, exp.Column):
-        if a.name.lower() != b.name.lower():
-            return False
-        return not a.table or not b.table or a.table == b.table
-    return to_sql(a).lower() == to_sql(b).lower()
-
-
-def _positional(e: exp.Expression) -> int | None:
-    if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
-        return int(e.this)
-    return None
-
-
-def _limit_vals(sel: exp.Select, ctx: PlanContext) -> tuple[Val | None, Val | None]:
-    lim = sel.args.get("limit")
-    off = sel.args.get("offset")
-    count = offset = None
-    if lim is not None:
-        e = lim.expression if lim.expression is not None else lim.this
-        count = value_of(e, ctx.list_vars)
-        if count is None:
-            raise unsupported(f"LIMIT {to_sql(e)}")
-        o = lim.args.get("offset")
-        if o is not None:
-            offset = value_of(o, ctx.list_vars)
-    if off is not None:
-        offset = value_of(off.expression if off.expression is not None else off.this, ctx.list_vars)
-        if offset is None:
-            raise unsupported("OFFSET expression")
-    return count, offset
-
-
 def plan_scatter_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Plan:
-    items = _items(sel, ctx)
+    items = select_items(sel, ctx)
     having, order = sel.args.get("having"), sel.args.get("order")
     # HAVING without GROUP BY or aggregates filters single rows: the shards can do it
-    has_agg = (bool(sel.args.get("group")) or any(_has_aggregate(i.expr) for i in items)
-               or (having is not None and _has_aggregate(having.this))
-               or (order is not None and any(_has_aggregate(o.this) for o in order.expressions)))
+    has_agg = (bool(sel.args.get("group")) or any(has_aggregate(i.expr) for i in items)
+               or (having is not None and has_aggregate(having.this))
+               or (order is not None and any(has_aggregate(o.this) for o in order.expressions)))
     if has_agg:
         return _plan_aggregation(sel, items, info, ctx)
     return _plan_ordered_scatter(sel, items, info, ctx)
 
 
-def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, ctx: PlanContext) -> Plan:
+def _plan_ordered_scatter(sel: exp.Select, items: list[SelectItem], info: RouteInfo, ctx: PlanContext) -> Plan:
     pushed = sel.copy()
-    _name_as_written(pushed, items)
-    count, offset = _limit_vals(sel, ctx)
+    name_as_written(pushed, items)
+    count, offset = limit_values(sel, ctx)
     pushed.set("limit", None)
     pushed.set("offset", None)
     hidden: list[exp.Expression] = []
@@ -725,7 +539,7 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, 
     for o in (order.expressions if order else []):
         e = o.this
         desc = bool(o.args.get("desc"))
-        pos = _positional(e)
+        pos = positional(e)
         if pos is not None:
             if pos < 1 or pos > len(items) and not any(i.star for i in items):
                 raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
@@ -735,7 +549,7 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, 
         for idx, it in enumerate(items):
             if it.star:
                 continue
-            if (isinstance(e, exp.Column) and not e.table and it.alias and it.alias.lower() == e.name.lower()) or _same(e, it.expr):
+            if (isinstance(e, exp.Column) and not e.table and it.alias and it.alias.lower() == e.name.lower()) or same_expression(e, it.expr):
                 found = idx
                 break
         if found is not None:
@@ -760,7 +574,7 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, 
         order_keys.append(OrderKey(idx, desc, text))
     if count is not None:
         pushed.set("limit", exp.Limit(expression=exp.Placeholder(this=UPPER_LIMIT)))
-    plan: Plan = make_route(info, to_sql(pushed), field_query_of(_named(sel, ctx)))
+    plan: Plan = make_route(info, to_sql(pushed), field_query_of(named_as_written(sel, ctx)))
     route = innermost_route(plan)
     route.order_by = order_keys
     route.truncate = n_hidden
@@ -769,26 +583,6 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[_Item], info: RouteInfo, 
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
-
-
-def _named(sel: exp.Select, ctx: PlanContext) -> exp.Select:
-    """``sel`` as regenerated for a shard, its columns named as the client wrote them."""
-    if not ctx.names_source:
-        return sel
-    named = sel.copy()
-    _name_as_written(named, _items(sel, ctx))
-    return named
-
-
-def _name_as_written(pushed: exp.Select, items: list[_Item]) -> None:
-    """A regenerated shard query names each unaliased expression as the client wrote it
-    (MySQL names such a column by its text: ``count(*) over (...)``, not sqlglot's
-    ``COUNT(*) OVER (...)``). Names longer than an alias may be are left as they are."""
-    for k, it in enumerate(items):
-        if it.star or it.alias or isinstance(it.expr, exp.Column) or len(it.name) > 256 \
-                or it.name == to_sql(it.expr):
-            continue
-        pushed.expressions[k].replace(exp.alias_(pushed.expressions[k].copy(), it.name, quoted=True))
 
 
 @dataclass(slots=True)
@@ -840,7 +634,7 @@ def _agg_spec(b: _AggBuilder, e: exp.Expression, name: str) -> AggSpec:
 
 
 def _distinct_col(b: _AggBuilder, e: exp.Expression) -> int:
-    if not any(_same(d, e) for d in b.distinct_exprs):
+    if not any(same_expression(d, e) for d in b.distinct_exprs):
         b.distinct_exprs.append(e)
     return b.push(e)
 
@@ -860,17 +654,17 @@ def _raw_partial(e: exp.Expression) -> exp.Expression:
 def plan_aggregation(sel: exp.Select, ctx: PlanContext, info: RouteInfo | None) -> Plan:
     """Aggregation at the proxy over a multi-shard route (``info``) or, with ``info``
     None, over the rows of a cross-shard join."""
-    return _plan_aggregation(sel, _items(sel, ctx), info, ctx)
+    return _plan_aggregation(sel, select_items(sel, ctx), info, ctx)
 
 
-def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | None, ctx: PlanContext) -> Plan:
+def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo | None, ctx: PlanContext) -> Plan:
     if any(i.star for i in items):
         raise unsupported("'*' in an aggregated query across shards")
     b = _AggBuilder()
     group = sel.args.get("group")
     group_exprs: list[exp.Expression] = []
     for g in (group.expressions if group else []):
-        pos = _positional(g)
+        pos = positional(g)
         if pos is not None:
             if not 1 <= pos <= len(items):
                 raise errors.PlanningError(f"Unknown column '{pos}' in 'group statement'")
@@ -880,7 +674,7 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | Non
                 if it.alias and it.alias.lower() == g.name.lower():
                     g = it.expr
                     break
-        if _has_aggregate(g):
+        if has_aggregate(g):
             raise errors.PlanningError("Can't group on aggregate")
         group_exprs.append(g)
     group_idx = [b.push(g) for g in group_exprs]
@@ -888,11 +682,11 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | Non
     computed_items: list[int] = []
 
     def output_for(e: exp.Expression, name: str, visible_at: int | None = None) -> AggSpec:
-        if isinstance(e, _AGG_TYPES):
+        if isinstance(e, AGGREGATE_TYPES):
             return _agg_spec(b, e, name)
-        if _is_aggregate_call(e):
+        if is_aggregate_call(e):
             raise unsupported(f"aggregate function {to_sql(e)} across shards")
-        if _has_aggregate(e):
+        if has_aggregate(e):
             if visible_at is None:
                 raise unsupported(f"expression over aggregates across shards: {to_sql(e)}")
             # computed at the proxy from the aggregates it uses (Projection above)
@@ -911,7 +705,7 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | Non
                 if it.alias and it.alias.lower() == e.name.lower() and i not in computed_items:
                     return i
         for i, it in enumerate(items):
-            if _same(e, it.expr) and i not in computed_items:
+            if same_expression(e, it.expr) and i not in computed_items:
                 return i
         return None
 
@@ -921,7 +715,7 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | Non
             alias = items[i].alias
             if isinstance(e, exp.Column) and not e.table and alias and alias.lower() == e.name.lower():
                 return i
-            if _same(e, items[i].expr):
+            if same_expression(e, items[i].expr):
                 return i
         return None
 
@@ -943,9 +737,9 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | Non
         if idx is not None:
             return idx
         for i in range(n_visible, len(b.specs)):
-            if _same(e, hidden_exprs[i - n_visible]):
+            if same_expression(e, hidden_exprs[i - n_visible]):
                 return i
-        if isinstance(e, _AGG_TYPES) or (isinstance(e, exp.Column)):
+        if isinstance(e, AGGREGATE_TYPES) or (isinstance(e, exp.Column)):
             b.specs.append(output_for(e, to_sql(e)))
             b.names.append(to_sql(e))
             hidden_exprs.append(e)
@@ -966,7 +760,7 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | Non
     order = sel.args.get("order")
     for o in (order.expressions if order else []):
         e = o.this
-        pos = _positional(e)
+        pos = positional(e)
         if pos is not None:
             if not 1 <= pos <= n_visible:
                 raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
@@ -1025,7 +819,7 @@ def _plan_aggregation(sel: exp.Select, items: list[_Item], info: RouteInfo | Non
             if any(k.column >= n_visible for k in order_keys):
                 raise unsupported("ORDER BY on a column outside a DISTINCT select list across shards")
         plan = Distinct(plan)
-    count, offset = _limit_vals(sel, ctx)
+    count, offset = limit_values(sel, ctx)
     if order_keys:
         plan = MemorySort(order_keys, plan)
     if count is not None:

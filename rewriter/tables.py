@@ -108,6 +108,13 @@ def any_keyspace(vschema: Any) -> str:
     return sorted(unsharded or names)[0]
 
 
+def ambient_keyspace(vschema: Any, keyspace: str | None) -> str:
+    """The keyspace a statement without tables runs in: the session's, else any."""
+    if keyspace and keyspace in vschema.keyspaces:
+        return keyspace
+    return any_keyspace(vschema)
+
+
 def rewrite_table_node(ref: TableRef) -> bool:
     """Make the AST name the physical table with no keyspace qualifier, keeping how
     columns refer to it (alias). Returns whether the AST changed."""
