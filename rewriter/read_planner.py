@@ -18,6 +18,7 @@ from rewriter.compute_planner import plan_compute
 from rewriter.context import PlanContext, to_sql
 from rewriter.cte_inlining import inline_ctes
 from rewriter.nodes import SINGLE_SHARD, Plan, Route, VindexLookup
+from rewriter.operator_planner import plan_with_operators
 from rewriter.route_primitive import field_query_of
 from rewriter.select_planner import plan_select
 from rewriter.semantics import qualify_correlated_columns
@@ -46,7 +47,7 @@ def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
     qualify_correlated_columns(stmt, ctx)
     pristine = stmt.copy()
     try:
-        planned = plan_select(stmt, ctx)
+        planned = plan_with_operators(stmt, ctx) or plan_select(stmt, ctx)
     except errors.PlanningError as e:
         if not _computable_refusal(e):
             raise

@@ -325,3 +325,10 @@ def sharded_route(ks: str, tables: list[TableRef], sharded: list[TableRef], pred
 def _rank(c: RouteChoice) -> tuple[int, int]:
     order = [Opcode.EqualUnique, Opcode.Equal, Opcode.IN, Opcode.MultiEqual, Opcode.Scatter]
     return order.index(c.opcode), int(getattr(c.vindex, "cost", 1) if c.vindex else 99)
+
+
+def vindex_identity(cv: Any) -> Any:
+    """What two column vindexes must share for equal column values to mean the same
+    shard: the vindex type (and, for a lookup vindex, the vindex itself)."""
+    v = cv.vindex
+    return (type(v).__name__, getattr(v, "name", cv.name)) if getattr(v, "needs_lookup", False) else type(v).__name__

@@ -23,7 +23,6 @@ Anything else that cannot be answered exactly raises ``Unsupported`` (VT12001).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlglot import exp
 
@@ -62,7 +61,14 @@ from rewriter.nodes import (
     Val,
 )
 from rewriter.route_primitive import field_query_of, innermost_route, make_route, strip_qualifiers
-from rewriter.routing import RouteInfo, column_table, conjuncts, sharded_route, value_of
+from rewriter.routing import (
+    RouteInfo,
+    column_table,
+    conjuncts,
+    sharded_route,
+    value_of,
+    vindex_identity,
+)
 from rewriter.select_items import (
     SelectItem,
     limit_values,
@@ -169,7 +175,7 @@ def _merged_sharded_components(sel: exp.Select, sharded: list[TableRef], ctx: Pl
             continue
         if va.columns[0].lower() != a.name.lower() or vb.columns[0].lower() != b.name.lower():
             continue
-        if _vindex_identity(va) != _vindex_identity(vb):
+        if vindex_identity(va) != vindex_identity(vb):
             continue
         parent[find(id(ra))] = find(id(rb))
     roots = {find(id(r)) for r in sharded}
@@ -185,7 +191,7 @@ def _primary_vindex_column(r: TableRef) -> str | None:
 
 def _same_vindex(a: TableRef, b: TableRef) -> bool:
     va, vb = a.primary_vindex(), b.primary_vindex()
-    return va is not None and vb is not None and _vindex_identity(va) == _vindex_identity(vb)
+    return va is not None and vb is not None and vindex_identity(va) == vindex_identity(vb)
 
 
 def _subqueries_merge(sel: exp.Select, top: list[TableRef], inner: list[TableRef],
@@ -251,11 +257,6 @@ def _anchored(r: TableRef, anchored: dict[int, TableRef], ctx: PlanContext) -> b
             if o is not None and _primary_vindex_column(o) == left.name.lower() and _same_vindex(r, o):
                 return True
     return False
-
-
-def _vindex_identity(cv: Any) -> Any:
-    v = cv.vindex
-    return (type(v).__name__, getattr(v, "name", cv.name)) if getattr(v, "needs_lookup", False) else type(v).__name__
 
 
 def single_route(sel: exp.Expression, scope_sel: exp.Select | None, ctx: PlanContext) -> RouteInfo | None:

@@ -1,0 +1,116 @@
+"""A SELECT -> its initial logical operator tree (Vitess's ``operators.translateQueryToOp``).
+
+Bottom up, as SQL evaluates it: a Route per table of the FROM clause (each knowing
+its keyspace and vindexes), ApplyJoins in FROM order with their ON conditions, a
+Filter for WHERE, an Aggregator when the statement groups or aggregates, a Filter for
+HAVING, the Projection, Distinct, Ordering and Limit. Nothing is decided here: the
+rules (``rewriter.rules``) merge and push.
+
+The builder takes the statements whose every part has an operator today: one SELECT
+over base tables (inner and left joins with ON), without subqueries, CTEs, derived
+tables, windows, ROLLUP, UNION. For any other it answers None and the statement is
+planned by the route planners (``rewriter.select_planner`` and those it calls).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from rewriter.aggregates import has_aggregate
+from rewriter.context import PlanContext
+from rewriter.operators import (
+    Aggregator,
+    ApplyJoin,
+    Distinct,
+    Filter,
+    Limit,
+    Operator,
+    Ordering,
+    Projection,
+    Route,
+)
+from rewriter.routing import conjuncts
+from rewriter.tables import ambient_keyspace, resolve_table
+
+# Nodes that put a statement outside what the operators express today.
+_OUTSIDE = (exp.Subquery, exp.Exists, exp.Window, exp.Rollup, exp.Cube, exp.PropertyEQ, exp.CTE,
+            exp.Union, exp.Except, exp.Intersect)
+
+
+def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
+    """The initial operator tree of ``sel`` (its Table nodes are shared with the AST),
+    or None when ``sel`` uses a construct without an operator yet."""
+    if not isinstance(sel, exp.Select) or not _expressible(sel):
+        return None
+    op = _from_clause(sel, ctx)
+    if op is None:
+        return None
+    where = sel.args.get("where")
+    if where is not None:
+        op = Filter(op, tuple(conjuncts(where.this)))
+    group = sel.args.get("group")
+    having = sel.args.get("having")
+    order = sel.args.get("order")
+    aggregates = tuple(e for e in sel.expressions if has_aggregate(e))
+    if group is not None or aggregates or (having is not None and has_aggregate(having.this)) \
+            or (order is not None and any(has_aggregate(o.this) for o in order.expressions)):
+        op = Aggregator(op, tuple(group.expressions) if group is not None else (), aggregates)
+    if having is not None:
+        op = Filter(op, tuple(conjuncts(having.this)), clause="having")
+    op = Projection(op, tuple(sel.expressions))
+    if sel.args.get("distinct"):
+        op = Distinct(op)
+    if order is not None:
+        op = Ordering(op, tuple(order.expressions))
+    limit = sel.args.get("limit")
+    if limit is not None or sel.args.get("offset") is not None:
+        count = limit.expression if limit is not None and limit.expression is not None else \
+            (limit.this if limit is not None else None)
+        offset = sel.args.get("offset") or (limit.args.get("offset") if limit is not None else None)
+        op = Limit(op, count, offset)
+    return op
+
+
+def _expressible(sel: exp.Select) -> bool:
+    if sel.args.get("into") is not None or sel.args.get("windows"):
+        return False
+    if any(str(m.this).upper() == "SQL_CALC_FOUND_ROWS" for m in sel.args.get("operation_modifiers") or []):
+        return False
+    group = sel.args.get("group")
+    if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
+        return False
+    for node in sel.walk():
+        if isinstance(node, _OUTSIDE) or (isinstance(node, exp.Select) and node is not sel):
+            return False
+    return True
+
+
+def _from_clause(sel: exp.Select, ctx: PlanContext) -> Operator | None:
+    frm = sel.args.get("from_") or sel.args.get("from")
+    sources: list[tuple[exp.Expression, exp.Join | None]] = []
+    if frm is not None:
+        sources.append((frm.this, None))
+        sources.extend((e, None) for e in frm.expressions or [])
+    for j in sel.args.get("joins") or []:
+        sources.append((j.this, j))
+    op: Operator | None = None
+    for node, join in sources:
+        if not isinstance(node, exp.Table):
+            return None
+        if node.name.lower() == "dual" and not node.args.get("db"):
+            continue
+        ref = resolve_table(node, ctx.vschema, ctx.keyspace)
+        route = Route(ref.keyspace, ref.sharded, (ref,))
+        if op is None:
+            op = route
+            continue
+        side = (join.args.get("side") or "").upper() if join is not None else ""
+        kind = (join.args.get("kind") or "").upper() if join is not None else ""
+        if join is not None and (join.args.get("using") or kind == "NATURAL" or side in ("RIGHT", "FULL")):
+            return None
+        on = join.args.get("on") if join is not None else None
+        op = ApplyJoin(op, route, tuple(conjuncts(on)), left_join=side == "LEFT")
+    if op is None:
+        ks = ambient_keyspace(ctx.vschema, ctx.keyspace)
+        return Route(ks, ctx.vschema.keyspaces[ks].sharded, ())
+    return op

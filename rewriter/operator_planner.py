@@ -1,0 +1,24 @@
+"""Planning a SELECT through the logical operators: build the initial tree
+(``operator_builder``), rewrite it to a fixpoint (``rules``), emit primitives
+(``to_primitives``). Answers None for what it does not plan yet; the caller then
+uses the route planners (``select_planner``)."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from rewriter.context import PlanContext
+from rewriter.nodes import Plan
+from rewriter.operator_builder import build
+from rewriter.rules import rewrite
+from rewriter.rules.planning import Planning
+from rewriter.to_primitives import to_primitives
+
+
+def plan_with_operators(stmt: exp.Expression, ctx: PlanContext) -> Plan | None:
+    op = build(stmt, ctx)
+    if op is None:
+        return None
+    planning = Planning(ctx)
+    assert isinstance(stmt, exp.Select)  # build answers None for anything else
+    return to_primitives(rewrite(op, planning), stmt, planning)

@@ -1,0 +1,27 @@
+"""ApplyJoin: a join evaluated at the proxy (Vitess's ``operators.ApplyJoin``).
+
+For each left row the right side runs with the left columns it needs as bind
+variables; ``strategy`` is how the right side is fetched: ``nested`` (one query per
+left row), ``batched`` (left key values as an IN list) or ``hash`` (both sides read
+once, matched in memory) — chosen by ``rules.join_strategy``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from sqlglot import exp
+
+from rewriter.operators.base import Operator
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyJoin(Operator):
+    INPUTS: ClassVar[tuple[str, ...]] = ("left", "right")
+
+    left: Operator
+    right: Operator
+    predicates: tuple[exp.Expression, ...]
+    left_join: bool = False
+    strategy: str = "nested"

@@ -1,0 +1,66 @@
+"""Rewrite rules over the logical operator tree (``rewriter.operators``), one module
+per rule in the style of sqlglot's ``optimizer/``; ``rewrite`` applies them bottom up
+until no rule changes anything (Vitess's ``runRewriters`` to a fixpoint).
+
+A rule is ``apply(op, planning) -> Operator | None``: the replacement of ``op`` or
+None when it does not apply. Rules never mutate an operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rewriter.errors import PlanningError
+from rewriter.operators import Operator
+from rewriter.rules import (
+    merge_joins,
+    push_filter,
+    push_limit,
+    push_ordering,
+    route_takes_statement,
+    split_aggregation,
+)
+from rewriter.rules.planning import Planning
+
+Rule = Callable[[Operator, Planning], Operator | None]
+
+RULES: tuple[Rule, ...] = (
+    push_filter.apply,
+    merge_joins.apply,
+    route_takes_statement.apply,
+    split_aggregation.apply,
+    push_ordering.apply,
+    push_limit.apply,
+)
+
+# Each pass rewrites at least one node or ends; a tree of n operators settles in a few
+# passes. The cap only guards against two rules undoing each other.
+MAX_PASSES = 100
+
+
+def rewrite(op: Operator, planning: Planning) -> Operator:
+    """``op`` with every rule applied until none applies."""
+    for _ in range(MAX_PASSES):
+        op, changed = _pass(op, planning)
+        if not changed:
+            return op
+    raise PlanningError(f"the operator rewrite rules did not settle in {MAX_PASSES} passes")
+
+
+def _pass(op: Operator, planning: Planning) -> tuple[Operator, bool]:
+    changed = False
+    inputs = op.inputs()
+    if inputs:
+        new_inputs = []
+        for i in inputs:
+            n, c = _pass(i, planning)
+            new_inputs.append(n)
+            changed |= c
+        if changed:
+            op = op.with_inputs(tuple(new_inputs))
+    for rule in RULES:
+        out = rule(op, planning)
+        if out is not None:
+            op = out
+            changed = True
+    return op, changed

@@ -1,0 +1,49 @@
+"""Rule: push filters down (Vitess's ``pushOrMergeFilter``).
+
+- into a Route: WHERE predicates become the route's own (its routing reads them);
+  a HAVING is evaluated by the shards when one shard computes the whole statement;
+- through an inner ApplyJoin: a predicate over one side's tables goes to that side,
+  one over both becomes a join predicate;
+- through a LEFT ApplyJoin: only predicates over the preserved (left) side go down
+  (one over the nullable side must see the NULL-padded rows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rewriter.operators import ApplyJoin, Filter, Operator, Route
+from rewriter.rules.planning import Planning, side_of, tables_of
+
+
+def apply(op: Operator, p: Planning) -> Operator | None:
+    if not isinstance(op, Filter) or not op.predicates:
+        return op.input if isinstance(op, Filter) else None
+    src = op.input
+    if isinstance(src, Route):
+        if op.clause == "having":
+            if not p.one_shard(src):
+                return None
+            return dataclasses.replace(src, absorbed=src.absorbed | {"having"})
+        return dataclasses.replace(src, predicates=src.predicates + op.predicates,
+                                   absorbed=src.absorbed | {"where"})
+    if isinstance(src, ApplyJoin) and op.clause == "where":
+        left_t, right_t = tables_of(src.left), tables_of(src.right)
+        to_left, to_right, to_join, kept = [], [], [], []
+        for pred in op.predicates:
+            side = side_of(pred, left_t, right_t)
+            if side == "left":
+                to_left.append(pred)
+            elif src.left_join:
+                kept.append(pred)
+            elif side == "right":
+                to_right.append(pred)
+            else:
+                to_join.append(pred)
+        if not (to_left or to_right or to_join):
+            return None
+        join = ApplyJoin(Filter(src.left, tuple(to_left)) if to_left else src.left,
+                         Filter(src.right, tuple(to_right)) if to_right else src.right,
+                         src.predicates + tuple(to_join), src.left_join, src.strategy)
+        return Filter(join, tuple(kept)) if kept else join
+    return None
