@@ -8,7 +8,7 @@ rules (``rewriter.rules``) merge and push.
 
 The builder takes the statements whose every part has an operator today: one SELECT
 over base tables (inner and left joins with ON), without subqueries, CTEs, derived
-tables, windows, ROLLUP, UNION. For any other it answers None and the statement is
+tables, windows, ROLLUP; and UNION [ALL] chains of such SELECTs. For any other it answers None and the statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
 
@@ -28,6 +28,7 @@ from rewriter.operators import (
     Ordering,
     Projection,
     Route,
+    Union,
 )
 from rewriter.routing import conjuncts
 from rewriter.tables import ambient_keyspace, resolve_table
@@ -40,6 +41,8 @@ _OUTSIDE = (exp.Subquery, exp.Exists, exp.Window, exp.Rollup, exp.Cube, exp.Prop
 def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     """The initial operator tree of ``sel`` (its Table nodes are shared with the AST),
     or None when ``sel`` uses a construct without an operator yet."""
+    if isinstance(sel, exp.Union) and not isinstance(sel, exp.Except | exp.Intersect):
+        return _union(sel, ctx)
     if not isinstance(sel, exp.Select) or not _expressible(sel):
         return None
     op = _from_clause(sel, ctx)
@@ -69,6 +72,49 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
         offset = sel.args.get("offset") or (limit.args.get("offset") if limit is not None else None)
         op = Limit(op, count, offset)
     return op
+
+
+def union_arms(u: exp.Union) -> tuple[list[exp.Select], bool] | None:
+    """The SELECTs of a UNION chain and whether it removes duplicates; None for what
+    one Union operator cannot express: INTERSECT/EXCEPT, ``(A UNION B) UNION ALL C``
+    (C keeps its duplicates), ORDER BY/LIMIT over the whole UNION."""
+    arms: list[exp.Select] = []
+    distinct = False
+
+    def walk(node: exp.Expression, under_all: bool) -> bool:
+        nonlocal distinct
+        if isinstance(node, exp.Except | exp.Intersect):
+            return False
+        if isinstance(node, exp.Union):
+            if any(node.args.get(k) for k in ("order", "limit", "offset", "with_", "with")):
+                return False
+            if node.args.get("distinct"):
+                if under_all:
+                    return False
+                distinct = True
+            all_here = under_all or not node.args.get("distinct")
+            return walk(node.this, all_here) and walk(node.expression, all_here)
+        while isinstance(node, exp.Subquery) and not node.alias:
+            node = node.this
+        if not isinstance(node, exp.Select):
+            return False
+        arms.append(node)
+        return True
+
+    return (arms, distinct) if walk(u, False) else None
+
+
+def _union(u: exp.Union, ctx: PlanContext) -> Operator | None:
+    found = union_arms(u)
+    if found is None:
+        return None
+    sources = []
+    for arm in found[0]:
+        op = build(arm, ctx)
+        if op is None:
+            return None
+        sources.append(op)
+    return Union(tuple(sources), distinct=found[1])
 
 
 def _expressible(sel: exp.Select) -> bool:

@@ -9,6 +9,9 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
   query with partials and sort keys and the proxy primitives above it (``Aggregate``,
   ``Filter``, ``Projection``, ``Distinct``, ``MemorySort``, ``Limit``, ``Truncate``)
   as ``select_planner.plan_scatter_select`` lays them out.
+- A Union left at the proxy: ``Concatenate`` of its arms' primitives (each arm
+  through these rules, or the route planners for what they do not plan), under
+  ``Distinct`` for UNION.
 - Anything else (joins left at the proxy): None, for the route planners.
 """
 
@@ -16,32 +19,37 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from rewriter.context import to_sql
-from rewriter.nodes import Plan
+from rewriter.context import PlanContext, to_sql
+from rewriter.nodes import Concatenate, Distinct, Plan
+from rewriter.operator_builder import union_arms
 from rewriter.operators import (
     Aggregator,
-    Distinct,
     Filter,
     Limit,
     Operator,
     Ordering,
     Projection,
     Route,
+    Union,
 )
+from rewriter.operators import Distinct as DistinctOp
 from rewriter.route_primitive import field_query_of, make_route, strip_qualifiers
 from rewriter.rules.planning import Planning
 from rewriter.select_items import named_as_written
-from rewriter.select_planner import plan_scatter_select
+from rewriter.select_planner import plan_scatter_select, plan_select
 
 
-def to_primitives(op: Operator, sel: exp.Select, planning: Planning) -> Plan | None:
+def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan | None:
     """The primitives of ``op`` (rewritten from ``sel``), or None when some operator
     has no primitive here yet. ``sel``'s table names are rewritten for the shards
     (in place) only once the answer is not None."""
     ctx = planning.ctx
+    if isinstance(sel, exp.Union):
+        return _union(op, sel, planning)
+    assert isinstance(sel, exp.Select)
     above: list[Operator] = []
     while not isinstance(op, Route):
-        if not isinstance(op, Aggregator | Distinct | Filter | Limit | Ordering | Projection):
+        if not isinstance(op, Aggregator | DistinctOp | Filter | Limit | Ordering | Projection):
             return None
         above.append(op)
         op = op.input
@@ -61,4 +69,24 @@ def _at_proxy(op: Operator) -> bool:
     """Whether ``op``, left above a scatter Route, has a proxy primitive."""
     if isinstance(op, Aggregator | Ordering | Limit):
         return op.pushed
-    return isinstance(op, Projection | Distinct) or (isinstance(op, Filter) and op.clause == "having")
+    return isinstance(op, Projection | DistinctOp) or (isinstance(op, Filter) and op.clause == "having")
+
+
+def _union(op: Operator, u: exp.Union, planning: Planning) -> Plan:
+    ctx = planning.ctx
+    if isinstance(op, Route):  # rules.merge_union: the UNION goes whole to one place
+        info = planning.routing(op)
+        changed = strip_qualifiers(u, info.tables, ctx)
+        return make_route(info, to_sql(u) if changed or not ctx.source else ctx.source, "")
+    assert isinstance(op, Union)
+    found = union_arms(u)
+    assert found is not None  # the builder built this Union from them
+    arms, distinct = found
+    sources: list[Plan] = []
+    for arm_op, arm in zip(op.sources, arms, strict=True):
+        # an arm is its own statement: its columns are named by its regenerated text
+        sub = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
+        sub_planning = planning.for_context(sub)
+        sources.append(to_primitives(arm_op, arm, sub_planning) or plan_select(arm, sub))
+    plan: Plan = Concatenate(sources)
+    return Distinct(plan) if distinct else plan

@@ -29,6 +29,9 @@ class Route(Operator):
     tables: tuple[TableRef, ...]
     predicates: tuple[exp.Expression, ...] = ()
     absorbed: frozenset[str] = field(default_factory=frozenset)
+    # routing fixed when merging routes whose predicates cannot show it together
+    # (two UNION arms on the same vindex value: ``rules.merge_union``)
+    fixed: RouteInfo | None = None
 
     @property
     def system_only(self) -> bool:
@@ -40,6 +43,8 @@ class Route(Operator):
 
     def routing(self, list_vars: frozenset[str]) -> RouteInfo:
         """Where this route goes: its variant and vindex values from its predicates."""
+        if self.fixed is not None:
+            return self.fixed
         tables = list(self.tables)
         if not tables:
             return RouteInfo(Opcode.Reference, self.keyspace, self.sharded)

@@ -14,6 +14,7 @@ from rewriter.errors import PlanningError
 from rewriter.operators import Operator
 from rewriter.rules import (
     merge_joins,
+    merge_union,
     push_filter,
     push_limit,
     push_ordering,
@@ -27,6 +28,7 @@ Rule = Callable[[Operator, Planning], Operator | None]
 RULES: tuple[Rule, ...] = (
     push_filter.apply,
     merge_joins.apply,
+    merge_union.apply,
     route_takes_statement.apply,
     split_aggregation.apply,
     push_ordering.apply,

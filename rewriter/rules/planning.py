@@ -27,6 +27,10 @@ class Planning:
         self._routings[id(route)] = (route, info)
         return info
 
+    def for_context(self, ctx: PlanContext) -> Planning:
+        """The same routings under another context (a UNION arm's own statement)."""
+        return Planning(ctx, self._routings)
+
     def one_shard(self, route: Route) -> bool:
         """Whether ``route`` reaches at most one shard (so it computes everything)."""
         return self.routing(route).opcode in ONE_SHARD

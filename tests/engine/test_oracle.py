@@ -160,6 +160,11 @@ QUERIES = {
     "join_with_unsharded_table": ("select i.id, l.label from items i join lookup.qty_labels l on l.qty = i.qty where i.customer_id = 3", "unordered"),
     "cte_within_one_shard": ("with t as (select id, name, qty from items where id = 17), u as (select id from t) "
                              "select t.name, t.qty from t join u on u.id = t.id", "unordered"),
+    "union_on_one_vindex_value_runs_whole_on_its_shard": (
+        "select name from items where id = 1234 union select grp from items where id = 1234 "
+        "union select name from items where id = 1234", "unordered"),
+    "union_all_on_one_vindex_value_keeps_duplicates": (
+        "select qty from items where id = 77 union all select qty from items where id = 77", "unordered"),
     "left_join_with_unsharded_table": ("select i.id, l.label from items i left join lookup.qty_labels l on l.qty = i.qty where i.customer_id < 4", "unordered"),
 }
 
