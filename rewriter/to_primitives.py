@@ -12,7 +12,9 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
 - A Union left at the proxy: ``Concatenate`` of its arms' primitives (each arm
   through these rules, or the route planners for what they do not plan), under
   ``Distinct`` for UNION.
-- Anything else (joins left at the proxy): None, for the route planners.
+- Joins left at the proxy between Routes: the nested-loop / batched / hash joins
+  ``join_planner.plan_join`` lays out (strategy from ``join_strategy``'s cost model).
+- Anything else: None, for the route planners.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter.context import PlanContext, to_sql
+from rewriter.join_planner import plan_join
 from rewriter.nodes import Concatenate, Distinct, Plan
 from rewriter.operator_builder import union_arms
 from rewriter.operators import (
     Aggregator,
+    ApplyJoin,
     Filter,
     Limit,
     Operator,
@@ -49,6 +53,8 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
     assert isinstance(sel, exp.Select)
     above: list[Operator] = []
     while not isinstance(op, Route):
+        if isinstance(op, ApplyJoin):
+            return plan_join(sel, ctx) if _routes_only(op) else None
         if not isinstance(op, Aggregator | DistinctOp | Filter | Limit | Ordering | Projection):
             return None
         above.append(op)
@@ -63,6 +69,12 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
         return None
     strip_qualifiers(sel, info.tables, ctx)
     return plan_scatter_select(sel, info, ctx)
+
+
+def _routes_only(op: Operator) -> bool:
+    if isinstance(op, Route):
+        return True
+    return isinstance(op, ApplyJoin | Filter) and all(_routes_only(i) for i in op.inputs())
 
 
 def _at_proxy(op: Operator) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from rewriter.errors import PlanningError
 from rewriter.operators import Operator
 from rewriter.rules import (
+    merge_join_tree,
     merge_joins,
     merge_union,
     push_filter,
@@ -28,6 +29,7 @@ Rule = Callable[[Operator, Planning], Operator | None]
 RULES: tuple[Rule, ...] = (
     push_filter.apply,
     merge_joins.apply,
+    merge_join_tree.apply,
     merge_union.apply,
     route_takes_statement.apply,
     split_aggregation.apply,

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from sqlglot import exp
+
 from rewriter.operators import ApplyJoin, Filter, Operator, Route
 from rewriter.rules.planning import Planning, side_of, tables_of
+from rewriter.tables import TableRef
 
 
 def apply(op: Operator, p: Planning) -> Operator | None:
@@ -29,6 +32,10 @@ def apply(op: Operator, p: Planning) -> Operator | None:
                                    absorbed=src.absorbed | {"where"})
     if isinstance(src, ApplyJoin) and op.clause == "where":
         left_t, right_t = tables_of(src.left), tables_of(src.right)
+        if src.left_join and any(_rejects_null(pred, right_t) for pred in op.predicates):
+            # no NULL-padded row passes WHERE: the LEFT JOIN is an inner join
+            # (Vitess's tryConvertToInnerJoin)
+            return Filter(dataclasses.replace(src, left_join=False), op.predicates)
         to_left, to_right, to_join, kept = [], [], [], []
         for pred in op.predicates:
             side = side_of(pred, left_t, right_t)
@@ -47,3 +54,16 @@ def apply(op: Operator, p: Planning) -> Operator | None:
                          src.predicates + tuple(to_join), src.left_join, src.strategy)
         return Filter(join, tuple(kept)) if kept else join
     return None
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.In, exp.Between)
+
+
+def _rejects_null(pred: exp.Expression, right: list[TableRef]) -> bool:
+    """Whether ``pred`` is false or unknown when the columns of ``right`` are NULL: a
+    comparison with one of them as an operand (NULL compares unknown)."""
+    if not isinstance(pred, _COMPARISONS):
+        return False
+    aliases = {t.alias for t in right}
+    operands = [pred.this, *(v for k, v in pred.args.items() if k != "this" and isinstance(v, exp.Expression))]
+    return any(isinstance(o, exp.Column) and o.table in aliases for o in operands)
