@@ -27,8 +27,8 @@ from rewriter.window_pushdown import windows_within_shards
 
 
 def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
-    pristine = stmt.copy()
     if any(True for _ in stmt.find_all(exp.CTE)):
+        pristine = stmt.copy()
         # sent whole when every table it reads is on one unsharded keyspace (or a
         # reference table, or none at all); else the CTEs are computed
         if isinstance(stmt, exp.Select):

@@ -64,7 +64,7 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
         changed = strip_qualifiers(sel, info.tables, ctx)
         named = named_as_written(sel, ctx)
         sql = to_sql(named) if changed or not ctx.source else ctx.source
-        return make_route(info, sql, field_query_of(named))
+        return make_route(info, sql, field_query_of(named, disposable=named is not sel))
     if not all(_at_proxy(o) for o in above):
         return None
     strip_qualifiers(sel, info.tables, ctx)

@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rewriter.errors import PlanningError
-from rewriter.operators import Operator
+from rewriter.operators import (
+    Aggregator,
+    ApplyJoin,
+    Distinct,
+    Filter,
+    Limit,
+    Operator,
+    Ordering,
+    Projection,
+    Union,
+)
 from rewriter.rules import (
     merge_join_tree,
     merge_joins,
@@ -26,16 +36,20 @@ from rewriter.rules.planning import Planning
 
 Rule = Callable[[Operator, Planning], Operator | None]
 
-RULES: tuple[Rule, ...] = (
-    push_filter.apply,
-    merge_joins.apply,
-    merge_join_tree.apply,
-    merge_union.apply,
-    route_takes_statement.apply,
-    split_aggregation.apply,
-    push_ordering.apply,
-    push_limit.apply,
+# Each rule with the operator types it rewrites (a node is offered only its rules:
+# planning a point select runs the driver on every statement that misses the cache).
+RULES: tuple[tuple[tuple[type[Operator], ...], Rule], ...] = (
+    ((Filter,), push_filter.apply),
+    ((ApplyJoin,), merge_joins.apply),
+    ((ApplyJoin,), merge_join_tree.apply),
+    ((Union,), merge_union.apply),
+    ((Aggregator, Projection, Distinct, Ordering, Limit), route_takes_statement.apply),
+    ((Aggregator,), split_aggregation.apply),
+    ((Ordering,), push_ordering.apply),
+    ((Limit,), push_limit.apply),
 )
+_BY_TYPE: dict[type[Operator], tuple[Rule, ...]] = {
+    t: tuple(rule for types, rule in RULES if t in types) for types, _ in RULES for t in types}
 
 # Each pass rewrites at least one node or ends; a tree of n operators settles in a few
 # passes. The cap only guards against two rules undoing each other.
@@ -62,9 +76,11 @@ def _pass(op: Operator, planning: Planning) -> tuple[Operator, bool]:
             changed |= c
         if changed:
             op = op.with_inputs(tuple(new_inputs))
-    for rule in RULES:
+    for rule in _BY_TYPE.get(type(op), ()):
         out = rule(op, planning)
         if out is not None:
             op = out
             changed = True
+            if type(op) not in _BY_TYPE:
+                break
     return op, changed

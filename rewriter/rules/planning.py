@@ -17,14 +17,18 @@ from rewriter.tables import TableRef
 @dataclass(slots=True)
 class Planning:
     ctx: PlanContext
-    _routings: dict[int, tuple[Route, RouteInfo]] = field(default_factory=dict)
+    # routing by what it depends on (tables, predicates, fixed routing), so a Route
+    # rebuilt with more clauses absorbed is not routed again; the Route is kept so
+    # the ids in the key stay unique
+    _routings: dict[tuple[int, ...], tuple[Route, RouteInfo]] = field(default_factory=dict)
 
     def routing(self, route: Route) -> RouteInfo:
-        hit = self._routings.get(id(route))
-        if hit is not None and hit[0] is route:
+        key = (id(route.fixed), *map(id, route.tables), -1, *map(id, route.predicates))
+        hit = self._routings.get(key)
+        if hit is not None:
             return hit[1]
         info = route.routing(self.ctx.list_vars)
-        self._routings[id(route)] = (route, info)
+        self._routings[key] = (route, info)
         return info
 
     def for_context(self, ctx: PlanContext) -> Planning:
