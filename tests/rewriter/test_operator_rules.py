@@ -1,0 +1,175 @@
+"""The logical operator planner: the tree the builder makes, what each rewrite rule
+turns it into at the fixpoint, and which statements it leaves to the route planners."""
+
+from __future__ import annotations
+
+import pytest
+
+from rewriter.context import PlanContext
+from rewriter.nodes import Opcode
+from rewriter.operator_builder import build
+from rewriter.operator_planner import plan_with_operators
+from rewriter.operators import (
+    Aggregator,
+    ApplyJoin,
+    Filter,
+    Limit,
+    Operator,
+    Ordering,
+    Projection,
+    Route,
+    Union,
+)
+from rewriter.planner import parse
+from rewriter.rules import rewrite
+from rewriter.rules.planning import Planning
+
+
+def rewritten(vschema, sql: str) -> tuple[Operator, Planning]:
+    ctx = PlanContext(vschema, None, source=sql)
+    op = build(parse(sql), ctx)
+    assert op is not None, sql
+    planning = Planning(ctx)
+    return rewrite(op, planning), planning
+
+
+def shape(op: Operator) -> str:
+    """``Limit(Ordering(Route))``: the operator types from the top."""
+    inputs = op.inputs()
+    inner = ",".join(shape(i) for i in inputs)
+    return f"{type(op).__name__}({inner})" if inputs else type(op).__name__
+
+
+def test_builder_makes_a_route_per_table_joins_filter_and_projection(vschema):
+    ctx = PlanContext(vschema, None)
+    op = build(parse("select c.email from customer c join corder o on o.price = c.tenant_id where c.tenant_id = 3"),
+               ctx)
+    assert shape(op) == "Projection(Filter(ApplyJoin(Route,Route)))"
+    join = op.input.input  # type: ignore[attr-defined]
+    assert isinstance(join, ApplyJoin) and [t.name for r in join.inputs() for t in r.tables] == ["customer", "corder"]
+
+
+def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
+    ctx = PlanContext(vschema, None)
+    op = build(parse("select tenant_id, count(*) from customer where country = 'x' group by tenant_id "
+                     "having count(*) > 1 order by 2 desc limit 3"), ctx)
+    assert shape(op) == "Limit(Ordering(Projection(Filter(Aggregator(Filter(Route))))))"
+    assert isinstance(op.input.input.input, Filter) and op.input.input.input.clause == "having"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("sql", [
+    "select * from customer where customer_id in (select customer_id from corder)",
+    "with t as (select 1) select * from t",
+    "select * from (select * from customer) t",
+    "select row_number() over (order by email) from customer",
+    "select tenant_id, count(*) from customer group by tenant_id with rollup",
+    "select email from customer join corder using (customer_id)",
+    "select * from customer intersect select * from customer",
+])
+def test_constructs_without_an_operator_yet_are_left_to_the_route_planners(vschema, sql):
+    stmt = parse(sql)
+    assert build(stmt, PlanContext(vschema, None)) is None
+    assert plan_with_operators(stmt, PlanContext(vschema, None)) is None
+
+
+def test_filter_on_the_vindex_is_pushed_into_the_route_and_the_route_takes_the_statement(vschema):
+    op, planning = rewritten(vschema, "select email from customer where customer_id = 5 order by email limit 1")
+    assert isinstance(op, Route)
+    assert op.absorbed == {"where", "select", "order", "limit"}
+    assert planning.routing(op).opcode is Opcode.EqualUnique
+
+
+def test_join_on_equal_vindex_columns_merges_into_one_route(vschema):
+    op, planning = rewritten(vschema, "select c.email, o.price from customer c join corder o "
+                                      "on o.customer_id = c.customer_id where c.customer_id = 7")
+    assert isinstance(op, Route) and [t.name for t in op.tables] == ["customer", "corder"]
+    assert planning.routing(op).opcode is Opcode.EqualUnique
+
+
+def test_where_equality_of_vindex_columns_merges_a_comma_join(vschema):
+    op, _ = rewritten(vschema, "select c.email, o.sku from customer c, corder o where c.customer_id = o.customer_id")
+    assert isinstance(op, Route)
+
+
+def test_join_on_a_non_vindex_column_stays_a_join_with_filters_pushed_to_each_side(vschema):
+    op, _ = rewritten(vschema, "select c.email, o.price from customer c join corder o on o.order_id = c.tenant_id "
+                               "where c.email = 'a' and o.price > 3")
+    assert shape(op) == "Projection(ApplyJoin(Route,Route))"
+    join = op.input  # type: ignore[attr-defined]
+    assert [len(r.predicates) for r in join.inputs()] == [1, 1]
+    assert len(join.predicates) == 1  # o.order_id = c.tenant_id
+
+
+def test_reference_table_merges_with_a_sharded_table_of_its_keyspace(vschema):
+    op, _ = rewritten(vschema, "select c.email, k.name from customer c join country k on c.country = k.code")
+    assert isinstance(op, Route) and {t.name for t in op.tables} == {"customer", "country"}
+
+
+def test_tables_of_two_keyspaces_do_not_merge(vschema):
+    op, _ = rewritten(vschema, "select p.name, c.email from product p join customer c on c.customer_id = p.id")
+    assert shape(op) == "Projection(ApplyJoin(Route,Route))"
+
+
+def test_join_tables_merge_in_any_order(vschema):
+    op, _ = rewritten(vschema, "select a.email from customer a join customer b on a.tenant_id = b.tenant_id "
+                               "join corder o on o.customer_id = a.customer_id and o.customer_id = b.customer_id")
+    assert isinstance(op, Route) and len(op.tables) == 3
+
+
+def test_left_join_whose_where_rejects_padded_rows_is_planned_as_inner(vschema):
+    op, _ = rewritten(vschema, "select c.email from customer c left join corder o on o.sku = c.email "
+                               "where o.customer_id = c.customer_id")
+    assert isinstance(op, Route)
+
+
+def test_left_join_keeps_a_where_on_its_nullable_side_above_the_join(vschema):
+    op, _ = rewritten(vschema, "select c.email from customer c left join product p on p.id = c.tenant_id "
+                               "where p.name is null")
+    assert shape(op) == "Projection(Filter(ApplyJoin(Route,Route)))"
+
+
+def test_scatter_aggregation_is_split_and_ordering_and_limit_pushed(vschema):
+    op, _ = rewritten(vschema, "select tenant_id, count(*) from customer group by tenant_id "
+                               "order by count(*) desc limit 5")
+    assert shape(op) == "Limit(Ordering(Projection(Aggregator(Route))))"
+    assert isinstance(op, Limit) and op.pushed
+    assert isinstance(op.input, Ordering) and op.input.pushed
+    agg = op.input.input.input
+    assert isinstance(agg, Aggregator) and agg.pushed
+
+
+def test_scatter_route_takes_the_select_list_but_not_the_ordering(vschema):
+    op, _ = rewritten(vschema, "select email from customer order by email")
+    assert shape(op) == "Ordering(Route)"
+    assert isinstance(op.input, Route) and op.input.absorbed == {"select"}  # type: ignore[attr-defined]
+
+
+def test_union_arms_on_the_same_vindex_value_merge_into_one_route(vschema):
+    op, planning = rewritten(vschema, "select email from customer where customer_id = 1 "
+                                      "union select sku from corder where customer_id = 1")
+    assert isinstance(op, Route)
+    assert planning.routing(op).opcode is Opcode.EqualUnique
+
+
+@pytest.mark.parametrize("sql", [
+    "select email from customer where customer_id = 1 union select sku from corder where customer_id = 2",
+    "select email from customer where customer_id = 1 union select sku from corder where customer_id = '1'",
+    "select email from customer union select name from product",
+])
+def test_union_arms_on_different_shards_or_keyspaces_stay_apart(vschema, sql):
+    op, _ = rewritten(vschema, sql)
+    assert isinstance(op, Union) and len(op.sources) == 2
+
+
+def test_union_of_unsharded_arms_is_one_route(vschema):
+    op, planning = rewritten(vschema, "select id from product union select id from customer_seq")
+    assert isinstance(op, Route) and planning.routing(op).opcode is Opcode.Unsharded
+
+
+def test_rules_never_change_the_built_tree_in_place(vschema):
+    ctx = PlanContext(vschema, None)
+    op = build(parse("select c.email from customer c join corder o on o.customer_id = c.customer_id"), ctx)
+    before = shape(op)
+    rewrite(op, Planning(ctx))
+    assert shape(op) == before == "Projection(ApplyJoin(Route,Route))"
+    assert isinstance(op, Projection)
