@@ -7,8 +7,8 @@ HAVING, the Projection, Distinct, Ordering and Limit. Nothing is decided here: t
 rules (``rewriter.rules``) merge and push.
 
 The builder takes the statements whose every part has an operator today: one SELECT
-over base tables (inner and left joins with ON), without subqueries, CTEs, derived
-tables, windows, ROLLUP; and UNION [ALL] chains of such SELECTs. For any other it answers None and the statement is
+over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL), without subqueries, CTEs, derived
+tables, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
 
@@ -31,7 +31,8 @@ from rewriter.operators import (
     Union,
 )
 from rewriter.routing import conjuncts
-from rewriter.tables import ambient_keyspace, resolve_table
+from rewriter.tables import TableRef, ambient_keyspace, resolve_table
+from vschema.tracked_schema import columns_of
 
 # Nodes that put a statement outside what the operators express today.
 _OUTSIDE = (exp.Subquery, exp.Exists, exp.Window, exp.Rollup, exp.Cube, exp.PropertyEQ, exp.CTE,
@@ -151,12 +152,59 @@ def _from_clause(sel: exp.Select, ctx: PlanContext) -> Operator | None:
             op = route
             continue
         side = (join.args.get("side") or "").upper() if join is not None else ""
-        kind = (join.args.get("kind") or "").upper() if join is not None else ""
-        if join is not None and (join.args.get("using") or kind == "NATURAL" or side in ("RIGHT", "FULL")):
+        if side == "FULL":
             return None
-        on = join.args.get("on") if join is not None else None
-        op = ApplyJoin(op, route, tuple(conjuncts(on)), left_join=side == "LEFT")
+        preds = _join_predicates(join, op, ref, ctx) if join is not None else ()
+        if preds is None:
+            return None
+        op = ApplyJoin(op, route, preds, left_join=side == "LEFT", right_join=side == "RIGHT")
     if op is None:
         ks = ambient_keyspace(ctx.vschema, ctx.keyspace)
         return Route(ks, ctx.vschema.keyspaces[ks].sharded, ())
     return op
+
+
+def _join_predicates(join: exp.Join, left: Operator, right: TableRef,
+                     ctx: PlanContext) -> tuple[exp.Expression, ...] | None:
+    """The ON conditions; ``USING (c)`` and ``NATURAL`` as ``l.c = r.c`` for the left
+    table holding ``c`` (None when the columns are not known: no schema, or ``c`` in
+    several left tables, which MySQL refuses as ambiguous)."""
+    names: list[str]
+    if str(join.args.get("method") or "").upper() == "NATURAL":
+        right_cols = _columns(right, ctx)
+        if right_cols is None:
+            return None
+        left_cols: list[str] = []
+        for t in _tables(left):
+            cols = _columns(t, ctx)
+            if cols is None:
+                return None
+            left_cols.extend(cols)
+        names = [c for c in right_cols if c in left_cols]
+    elif join.args.get("using"):
+        names = [i.name.lower() for i in join.args["using"]]
+    else:
+        return tuple(conjuncts(join.args.get("on")))
+    out: list[exp.Expression] = []
+    for name in names:
+        owners = [t for t in _tables(left) if name in (_columns(t, ctx) or ())]
+        if len(owners) != 1:
+            if len(_tables(left)) != 1:
+                return None
+            owners = _tables(left)
+        out.append(exp.EQ(this=exp.column(name, table=owners[0].alias),
+                          expression=exp.column(name, table=right.alias)))
+    return tuple(out)
+
+
+def _tables(op: Operator) -> list[TableRef]:
+    if isinstance(op, Route):
+        return list(op.tables)
+    return [t for i in op.inputs() for t in _tables(i)]
+
+
+def _columns(t: TableRef, ctx: PlanContext) -> list[str] | None:
+    if t.system:
+        return None
+    cols = columns_of(ctx.vschema, ctx.schema, t.keyspace, t.name)
+    return [c.lower() for c in cols] if cols is not None else None

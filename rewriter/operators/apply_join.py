@@ -3,7 +3,8 @@
 For each left row the right side runs with the left columns it needs as bind
 variables; ``strategy`` is how the right side is fetched: ``nested`` (one query per
 left row), ``batched`` (left key values as an IN list) or ``hash`` (both sides read
-once, matched in memory) — chosen by ``rules.join_strategy``.
+once, matched in memory). ``predicates`` are the ON conditions (USING and NATURAL
+written out as equalities of the named columns).
 """
 
 from __future__ import annotations
@@ -24,4 +25,10 @@ class ApplyJoin(Operator):
     right: Operator
     predicates: tuple[exp.Expression, ...]
     left_join: bool = False
+    # RIGHT JOIN: the right side is preserved (its rows padded with NULLs on the left)
+    right_join: bool = False
     strategy: str = "nested"
+
+    @property
+    def outer(self) -> bool:
+        return self.left_join or self.right_join

@@ -16,7 +16,7 @@ from rewriter.rules.planning import Planning, tables_of
 
 
 def apply(op: Operator, p: Planning) -> Operator | None:
-    if not isinstance(op, ApplyJoin) or op.left_join or not isinstance(op.left, ApplyJoin):
+    if not isinstance(op, ApplyJoin) or op.outer or not isinstance(op.left, ApplyJoin):
         return None
     routes: list[Route] = []
     preds: list[exp.Expression] = []
@@ -47,7 +47,7 @@ def _flatten(op: Operator, routes: list[Route], preds: list[exp.Expression]) -> 
     if isinstance(op, Route):
         routes.append(op)
         return True
-    if isinstance(op, ApplyJoin) and not op.left_join:
+    if isinstance(op, ApplyJoin) and not op.outer:
         preds.extend(op.predicates)
         return _flatten(op.left, routes, preds) and _flatten(op.right, routes, preds)
     return False

@@ -7,7 +7,7 @@ every pair of rows the join can match lives on the same shard:
   one side with one on the other, of the same vindex (equal values, same shard).
 
 The merged Route's predicates are both sides' plus an inner join's ON conditions
-(which restrict rows as WHERE does); a LEFT JOIN's ON does not (it only pads).
+(which restrict rows as WHERE does); an outer join's ON does not (it only pads).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def apply(op: Operator, p: Planning) -> Operator | None:
     if where is None:
         return None
     keyspace, sharded = where
-    own = () if op.left_join else op.predicates
+    own = () if op.outer else op.predicates
     return Route(keyspace, sharded, op.left.tables + op.right.tables,
                  op.left.predicates + op.right.predicates + own, op.left.absorbed | op.right.absorbed)
 

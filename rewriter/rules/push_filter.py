@@ -5,7 +5,9 @@
 - through an inner ApplyJoin: a predicate over one side's tables goes to that side,
   one over both becomes a join predicate;
 - through a LEFT ApplyJoin: only predicates over the preserved (left) side go down
-  (one over the nullable side must see the NULL-padded rows).
+  (one over the nullable side must see the NULL-padded rows); through a RIGHT one,
+  none;
+- an outer join whose WHERE rejects the padded rows is an inner join.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ def apply(op: Operator, p: Planning) -> Operator | None:
                                    absorbed=src.absorbed | {"where"})
     if isinstance(src, ApplyJoin) and op.clause == "where":
         left_t, right_t = tables_of(src.left), tables_of(src.right)
-        if src.left_join and any(_rejects_null(pred, right_t) for pred in op.predicates):
-            # no NULL-padded row passes WHERE: the LEFT JOIN is an inner join
+        if src.left_join and any(_rejects_null(pred, right_t) for pred in op.predicates) \
+                or src.right_join and any(_rejects_null(pred, left_t) for pred in op.predicates):
+            # no NULL-padded row passes WHERE: the outer join is an inner join
             # (Vitess's tryConvertToInnerJoin)
-            return Filter(dataclasses.replace(src, left_join=False), op.predicates)
+            return Filter(dataclasses.replace(src, left_join=False, right_join=False), op.predicates)
+        if src.right_join:
+            return None  # kept above: the left side's rows may be padded
         to_left, to_right, to_join, kept = [], [], [], []
         for pred in op.predicates:
             side = side_of(pred, left_t, right_t)
@@ -49,9 +54,9 @@ def apply(op: Operator, p: Planning) -> Operator | None:
                 to_join.append(pred)
         if not (to_left or to_right or to_join):
             return None
-        join = ApplyJoin(Filter(src.left, tuple(to_left)) if to_left else src.left,
-                         Filter(src.right, tuple(to_right)) if to_right else src.right,
-                         src.predicates + tuple(to_join), src.left_join, src.strategy)
+        join = dataclasses.replace(src, left=Filter(src.left, tuple(to_left)) if to_left else src.left,
+                                   right=Filter(src.right, tuple(to_right)) if to_right else src.right,
+                                   predicates=src.predicates + tuple(to_join))
         return Filter(join, tuple(kept)) if kept else join
     return None
 

@@ -165,6 +165,12 @@ QUERIES = {
         "union select name from items where id = 1234", "unordered"),
     "union_all_on_one_vindex_value_keeps_duplicates": (
         "select qty from items where id = 77 union all select qty from items where id = 77", "unordered"),
+    "join_using_the_vindex_column_runs_on_each_shard": (
+        "select a.id, b.qty from items a join items b using (id) where a.qty < 6", "unordered"),
+    "right_join_on_the_vindex_column_runs_on_each_shard": (
+        "select a.name, b.id from items a right join items b on a.id = b.id and a.qty > 20", "unordered"),
+    "left_join_left_inner_by_where_on_the_vindex_column": (
+        "select a.id, b.grp from items a left join items b on b.name = a.name where b.id = a.id", "unordered"),
     "left_join_with_unsharded_table": ("select i.id, l.label from items i left join lookup.qty_labels l on l.qty = i.qty where i.customer_id < 4", "unordered"),
 }
 

@@ -23,6 +23,7 @@ from rewriter.operators import (
 from rewriter.planner import parse
 from rewriter.rules import rewrite
 from rewriter.rules.planning import Planning
+from tests.rewriter.test_golden_plans import SCHEMA
 
 
 def rewritten(vschema, sql: str) -> tuple[Operator, Planning]:
@@ -63,7 +64,7 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
     "select * from (select * from customer) t",
     "select row_number() over (order by email) from customer",
     "select tenant_id, count(*) from customer group by tenant_id with rollup",
-    "select email from customer join corder using (customer_id)",
+    "select * from customer c full outer join corder o on o.customer_id = c.customer_id",
     "select * from customer intersect select * from customer",
 ])
 def test_constructs_without_an_operator_yet_are_left_to_the_route_planners(vschema, sql):
@@ -114,6 +115,33 @@ def test_join_tables_merge_in_any_order(vschema):
     op, _ = rewritten(vschema, "select a.email from customer a join customer b on a.tenant_id = b.tenant_id "
                                "join corder o on o.customer_id = a.customer_id and o.customer_id = b.customer_id")
     assert isinstance(op, Route) and len(op.tables) == 3
+
+
+def test_join_using_the_vindex_column_merges_into_one_route(vschema):
+    op, _ = rewritten(vschema, "select email, sku from customer join corder using (customer_id)")
+    assert isinstance(op, Route) and len(op.tables) == 2
+
+
+def test_natural_join_compares_the_common_columns_of_the_tracked_schema(vschema):
+    ctx = PlanContext(vschema, None, schema=SCHEMA)
+    op = build(parse("select * from customer natural join corder"), ctx)
+    join = op.input  # type: ignore[attr-defined]
+    assert isinstance(join, ApplyJoin)
+    assert [p.sql() for p in join.predicates] == ["customer.customer_id = corder.customer_id"]
+    assert isinstance(rewrite(op, Planning(ctx)), Route)
+
+
+def test_natural_join_without_known_columns_is_left_to_the_route_planners(vschema):
+    assert build(parse("select * from customer natural join corder"), PlanContext(vschema, None)) is None
+
+
+def test_right_join_on_the_vindex_merges_and_keeps_its_where_above_until_merged(vschema):
+    op, _ = rewritten(vschema, "select c.email from customer c right join corder o on o.customer_id = c.customer_id "
+                               "where c.email is null")
+    assert isinstance(op, Route) and op.absorbed >= {"where"}
+    op, _ = rewritten(vschema, "select c.email from customer c right join product p on p.id = c.tenant_id "
+                               "where c.email is null")
+    assert shape(op) == "Projection(Filter(ApplyJoin(Route,Route)))"
 
 
 def test_left_join_whose_where_rejects_padded_rows_is_planned_as_inner(vschema):
