@@ -259,6 +259,23 @@ def _anchored(r: TableRef, anchored: dict[int, TableRef], ctx: PlanContext) -> b
     return False
 
 
+def _reference_rows_padded_per_shard(sel: exp.Select, ctx: PlanContext) -> bool:
+    """An outer join whose preserved side reads only reference tables and whose other
+    side a sharded one: sent whole to every shard, each would pad the reference rows
+    without a match on that shard (rewriter.rules.merge_joins refuses the same)."""
+    joins = sel.args.get("joins") or []
+    sources = from_sources(sel)
+    sides = [""] * (len(sources) - len(joins)) + [(j.args.get("side") or "").upper() for j in joins]
+    seen_sharded = False
+    for src, side in zip(sources, sides, strict=True):
+        ref = resolve_table(src, ctx.vschema, ctx.keyspace) if isinstance(src, exp.Table) else None
+        sharded = ref is not None and ref.sharded and not ref.is_reference and not ref.system
+        if side == "LEFT" and sharded and not seen_sharded or side == "RIGHT" and not sharded and seen_sharded:
+            return True
+        seen_sharded |= sharded
+    return False
+
+
 def single_route(sel: exp.Expression, scope_sel: exp.Select | None, ctx: PlanContext) -> RouteInfo | None:
     """The one route that can run ``sel`` whole, or None."""
     refs = _all_tables_in(sel, ctx)
@@ -294,6 +311,8 @@ def single_route(sel: exp.Expression, scope_sel: exp.Select | None, ctx: PlanCon
     if not _merged_sharded_components(scope_sel, top, ctx):
         return None
     if len(top) > 1 and any(r.pinned is not None for r in top):
+        return None
+    if _reference_rows_padded_per_shard(scope_sel, ctx):
         return None
     where = scope_sel.args.get("where")
     preds = conjuncts(where.this if where else None)

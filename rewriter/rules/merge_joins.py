@@ -2,7 +2,8 @@
 every pair of rows the join can match lives on the same shard:
 
 - both in one unsharded keyspace (system tables too: they exist on every server);
-- one side reads only reference tables of the other's keyspace;
+- one side reads only reference tables of the other's keyspace (not as the preserved
+  side of an outer join: each shard would pad its unmatched rows again);
 - both sharded, a join predicate equates a vindexed table's primary vindex column on
   one side with one on the other, of the same vindex (equal values, same shard).
 
@@ -21,6 +22,12 @@ from rewriter.rules.planning import Planning
 
 def apply(op: Operator, p: Planning) -> Operator | None:
     if not isinstance(op, ApplyJoin) or not isinstance(op.left, Route) or not isinstance(op.right, Route):
+        return None
+    preserved = op.left if op.left_join else op.right if op.right_join else None
+    if preserved is not None and not preserved.vindexed_tables() and (op.left.vindexed_tables()
+                                                                     or op.right.vindexed_tables()):
+        # every shard holds the preserved reference rows: each would pad the rows
+        # without a match on that shard, once per shard
         return None
     where = _merged_keyspace(op.left, op.right, op.predicates)
     if where is None:

@@ -34,6 +34,7 @@ def engine_vschema(config):
         doc = copy.deepcopy(kc.vschema)
         if name == "commerce":
             doc["tables"]["items"] = {"column_vindexes": [{"column": "id", "name": "hash"}]}
+            doc["tables"]["grp_labels"] = {"type": "reference"}
         docs[name] = (doc, list(kc.shards))
     return build_vschema(docs, config.routing_rules or None)
 
@@ -87,4 +88,12 @@ async def loaded(vcursor, oracle):
         await run("CREATE TABLE IF NOT EXISTS qty_labels (qty INT PRIMARY KEY, label VARCHAR(20))")
         await run("DELETE FROM qty_labels")
         await run("INSERT INTO qty_labels VALUES " + ", ".join(f"({q}, 'q{q % 4}')" for q in range(0, 25, 2)))
+    # a reference table of the sharded keyspace (every shard holds all its rows); one
+    # group no item has, so outer joins pad it
+    grp_rows = ", ".join(f"({g!r}, 'label {k}')" for k, g in enumerate(["a", "c", "no items here"]))
+    for run in [*(lambda q, s=s: vcursor.execute_shard("commerce", s, q) for s in vcursor.vschema.shards("commerce")),
+                oracle]:
+        await run("CREATE TABLE IF NOT EXISTS grp_labels (grp VARCHAR(20) PRIMARY KEY, label VARCHAR(20))")
+        await run("DELETE FROM grp_labels")
+        await run("INSERT INTO grp_labels VALUES " + grp_rows)
     return True

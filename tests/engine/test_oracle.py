@@ -171,6 +171,12 @@ QUERIES = {
         "select a.name, b.id from items a right join items b on a.id = b.id and a.qty > 20", "unordered"),
     "left_join_left_inner_by_where_on_the_vindex_column": (
         "select a.id, b.grp from items a left join items b on b.name = a.name where b.id = a.id", "unordered"),
+    "reference_table_left_join_pads_each_unmatched_row_once": (
+        "select r.grp, r.label, i.id from grp_labels r left join items i on i.grp = r.grp and i.qty = 3", "unordered"),
+    "reference_table_right_join_pads_each_unmatched_row_once": (
+        "select r.label, i.id from items i right join grp_labels r on i.grp = r.grp and i.qty = 3", "unordered"),
+    "reference_table_inner_join_runs_on_each_shard": (
+        "select r.label, i.id from items i join grp_labels r on i.grp = r.grp where i.qty = 3", "unordered"),
     "left_join_with_unsharded_table": ("select i.id, l.label from items i left join lookup.qty_labels l on l.qty = i.qty where i.customer_id < 4", "unordered"),
 }
 

@@ -201,3 +201,12 @@ def test_rules_never_change_the_built_tree_in_place(vschema):
     rewrite(op, Planning(ctx))
     assert shape(op) == before == "Projection(ApplyJoin(Route,Route))"
     assert isinstance(op, Projection)
+
+
+@pytest.mark.parametrize("sql", [
+    "select k.name, c.email from country k left join customer c on c.country = k.code",
+    "select k.name, c.email from customer c right join country k on c.country = k.code",
+])
+def test_reference_table_preserved_by_an_outer_join_to_a_sharded_table_does_not_merge(vschema, sql):
+    op, _ = rewritten(vschema, sql)
+    assert shape(op) == "Projection(ApplyJoin(Route,Route))"
