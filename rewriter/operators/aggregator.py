@@ -19,5 +19,4 @@ class Aggregator(Operator):
     input: Operator
     group_by: tuple[exp.Expression, ...]
     aggregates: tuple[exp.Expression, ...]
-    rollup: bool = False
     pushed: bool = False

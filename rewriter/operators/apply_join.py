@@ -1,10 +1,9 @@
 """ApplyJoin: a join evaluated at the proxy (Vitess's ``operators.ApplyJoin``).
 
 For each left row the right side runs with the left columns it needs as bind
-variables; ``strategy`` is how the right side is fetched: ``nested`` (one query per
-left row), ``batched`` (left key values as an IN list) or ``hash`` (both sides read
-once, matched in memory). ``predicates`` are the ON conditions (USING and NATURAL
-written out as equalities of the named columns).
+variables (nested loop, batched into IN lists, or a hash join: ``join_planner`` picks
+with ``join_strategy``'s cost model when it emits the primitives). ``predicates`` are
+the ON conditions (USING and NATURAL written out as equalities of the named columns).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ class ApplyJoin(Operator):
     left_join: bool = False
     # RIGHT JOIN: the right side is preserved (its rows padded with NULLs on the left)
     right_join: bool = False
-    strategy: str = "nested"
 
     @property
     def outer(self) -> bool:
