@@ -309,33 +309,40 @@ class MessageManager:
         async with self.pool.connection() as sc:
             self._poll_started_at = time.time()
             res = await sc.execute(sql.poll_sql(spec, now, self._pushdown_predicate()))
-            self.counters.polls += 1
-            self.counters.polled_rows += len(res.rows)
-            full = False
-            cache = self.cache
-            self._expire_unacked(now)
-            for row in res.rows:
-                mid = row[3 + spec.id_index]
-                # Known, or sent by us within its ack wait (a snapshot older than our own
-                # claim still shows it due): skip rather than queue a claim that must lose.
-                if cache.contains(mid) or mid in self._unacked:  # type: ignore[arg-type]
-                    continue
-                msg = CachedMessage(
-                    id=mid,  # type: ignore[arg-type]
-                    priority=_int(row[0]) or 0,
-                    time_next=_int(row[1]),
-                    epoch=_int(row[2]) or 0,
-                    row=tuple(row[3:]),
-                )
-                if not cache.add(msg):
-                    full = True
-                    break
-            self._pending = full or len(res.rows) >= spec.cache_size
-            if res.rows:
-                self._send_wake.set()
-            due = await sc.execute(sql.next_due_sql(spec, self.clock()))
-        self._next_due_ns = _int(due.rows[0][0]) if due.rows else None
-        return len(res.rows)
+        rows = res.rows
+        timer_row = next((r for r in reversed(rows) if r[0] == b"1"), None)  # last, as a rule
+        next_due = None if timer_row is None else _int(timer_row[2])
+        due_rows = len(rows) - (timer_row is not None)
+        self.counters.polls += 1
+        self.counters.polled_rows += due_rows
+        full = False
+        cache = self.cache
+        self._expire_unacked(now)
+        for row in rows:
+            if row[0] != b"0":
+                continue
+            mid = row[4 + spec.id_index]
+            # Known, or sent by us within its ack wait (a snapshot older than our own
+            # claim still shows it due): skip rather than queue a claim that must lose.
+            if cache.contains(mid) or mid in self._unacked:  # type: ignore[arg-type]
+                continue
+            msg = CachedMessage(
+                id=mid,  # type: ignore[arg-type]
+                priority=_int(row[1]) or 0,
+                time_next=_int(row[2]),
+                epoch=_int(row[3]) or 0,
+                row=tuple(row[4:]),
+            )
+            if not cache.add(msg):
+                full = True
+                break
+        self._pending = full or due_rows >= spec.cache_size
+        if due_rows:
+            self._send_wake.set()
+        # Claims made while the poll ran may have set an earlier time (see _account_claim).
+        if next_due is not None and (self._next_due_ns is None or next_due < self._next_due_ns):
+            self._next_due_ns = next_due
+        return due_rows
 
     # -- send loop ----------------------------------------------------------------------------
     def _expire_unacked(self, now: int) -> None:
