@@ -67,6 +67,7 @@ class MessageCounters:
     poll_failed: int = 0
     polls: int = 0
     polled_rows: int = 0
+    claims: int = 0  # claim statements (or transactions) sent
     binlog_wakeups: int = 0  # binlog-watch inserts that made the manager poll
     binlog_covered: int = 0  # ... that a poll started since had covered already
 
@@ -399,38 +400,53 @@ class MessageManager:
             except TimeoutError:
                 pass
             self._send_wake.clear()
+            picks: list[tuple[Receiver, list[CachedMessage]]] = []
             while (picked := self._pick()) is not None:
-                receiver, batch = picked
                 if self._throttler is not None:
-                    for _ in batch:
+                    for _ in picked[1]:
                         await self._throttler.acquire()
-                self._spawn(self._claim_and_deliver(receiver, batch))
+                picks.append(picked)
                 if self._pending and not self._polling and len(self.cache) < self._low_water():
                     self.request_poll()
+            if picks:
+                self._spawn(self._claim_and_deliver(picks))
 
-    async def _claim_and_deliver(self, receiver: Receiver, batch: list[CachedMessage]) -> None:
-        ids = [m.id for m in batch]
+    async def _claim_and_deliver(self, picks: list[tuple[Receiver, list[CachedMessage]]]) -> None:
+        """Claim the batches of every receiver picked at one wake-up in one statement (a
+        poll that finds work for several free receivers costs one UPDATE, not one each),
+        then hand each receiver the rows of its batch that were won."""
+        batch = [m for _, b in picks for m in b]
         rows: list[Row] = []
         epochs: list[int] = []
+        handed = False
         try:
-            async with self._claims:
-                rows, epochs = await self._claim(batch)
-        except ProxyError as e:
-            self.counters.postpone_failed += 1
-            logger.warning(
-                "message claim failed",
-                extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
-            )
+            try:
+                async with self._claims:
+                    rows, epochs = await self._claim(batch)
+            except ProxyError as e:
+                self.counters.postpone_failed += 1
+                logger.warning(
+                    "message claim failed",
+                    extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
+                )
+            id_index = self.spec.id_index
+            won = {row[id_index]: (row, epoch) for row, epoch in zip(rows, epochs, strict=True)}
+            for receiver, part in picks:
+                mine = [won[m.id] for m in part if m.id in won]
+                if not mine or receiver.closed:
+                    # Nothing to send (another proxy won, the claim failed, or the subscriber
+                    # left: claimed rows come back after their ack wait). Free again.
+                    receiver.free()
+                    continue
+                self.counters.sent += len(mine)
+                self.counters.delayed += sum(1 for _, e in mine if e >= 1)
+                receiver.offer(Result(rows=[r for r, _ in mine]))
+            handed = True
         finally:
-            self.cache.release(ids)
-            if not rows or receiver.closed:
-                # Nothing to send (another proxy won, the claim failed, or the subscriber left:
-                # claimed rows come back after their ack wait). The receiver is free again.
-                receiver.free()
-        if rows and not receiver.closed:
-            self.counters.sent += len(rows)
-            self.counters.delayed += sum(1 for e in epochs if e >= 1)
-            receiver.offer(Result(rows=rows))
+            self.cache.release([m.id for m in batch])
+            if not handed:
+                for receiver, _ in picks:
+                    receiver.free()
 
     async def _claim(self, batch: list[CachedMessage]) -> tuple[list[Row], list[int]]:
         """Postpone the rows this proxy may send; returns them with the epochs they were sent at.
@@ -443,6 +459,7 @@ class MessageManager:
         locking path instead, because a parked ``time_next`` (NULL) cannot tell claimers apart."""
         if not batch:
             return [], []
+        self.counters.claims += 1
         spec = self.spec
         now = self.clock()
         factor = jitter()
