@@ -38,7 +38,7 @@ from proxy.cdc.events import (
 from proxy.cdc.positions import Gtid, GtidPosition, ShardGtid, Vgtid
 from proxy.cdc.runner import parse_start, run_cdc
 from proxy.cdc.sql_rows import VStreamRowFormatter
-from proxy.cdc.table_feed import TableChangeFeed, TableRowChange
+from proxy.cdc.table_feed import TableChangeFeed, TableRowChange, TableTouch
 from proxy.cdc.vstream import VStream
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "SkewHoldTimeoutError",
     "TableChangeFeed",
     "TableRowChange",
+    "TableTouch",
     "VEvent",
     "VEventType",
     "VStream",

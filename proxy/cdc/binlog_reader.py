@@ -144,10 +144,12 @@ class ShardBinlogReader:
         skip_before_timestamp: int | None = None,
         reconnect_timeout: float = 30.0,
         row_ops: frozenset[str] = ALL_ROW_OPS,
+        row_images: bool = True,
         max_pending_frames: int = 16,
     ) -> None:
         """``row_ops``: which row changes to read; the others are skipped undecoded by the
-        library, which is most of the cost of a busy table."""
+        library, which is most of the cost of a busy table. ``row_images=False``: row events
+        come without their rows (never decoded), for consumers that only need to know."""
         self.keyspace = keyspace
         self.shard = shard
         self.start_position = start
@@ -165,6 +167,7 @@ class ShardBinlogReader:
             skip_before_timestamp=skip_before_timestamp,
             reconnect_timeout=reconnect_timeout,
             row_ops=row_ops,
+            row_images=row_images,
             lookup_server_id=next_replica_server_id(),
         )
         self.stats = DecoderStats()

@@ -82,6 +82,7 @@ class VStream:
         shard_heartbeat_period: float = 1.0,
         queue_size: int = 16,
         row_ops: frozenset[str] = ALL_ROW_OPS,
+        row_images: bool = True,
     ) -> None:
         """
         endpoints: every shard of the cluster, by (keyspace, shard).
@@ -96,6 +97,8 @@ class VStream:
         shard_delays: artificial lag per shard (testing skew): each item of that shard is
             released this many seconds after it was read.
         row_ops: the row changes wanted ("insert", "update", "delete"); others are not decoded.
+        row_images: False: ROW events without their rows (``changes`` empty) and no FIELD
+            events; nothing is decoded beyond which table changed how (``TableChangeFeed.touches``).
         """
         self._endpoints = dict(endpoints)
         self._filter = TableFilter(tables)
@@ -105,6 +108,7 @@ class VStream:
         self._shard_delays = dict(shard_delays or {})
         self._shard_heartbeat_period = shard_heartbeat_period
         self._row_ops = row_ops
+        self._row_images = row_images
         self._minimize_skew = minimize_skew
         self._max_skew = max_skew
         self._max_skew_hold = max_skew_hold
@@ -154,6 +158,7 @@ class VStream:
                 heartbeat_period=self._shard_heartbeat_period,
                 skip_before_timestamp=resolved.skip_before_timestamp,
                 row_ops=self._row_ops,
+                row_images=self._row_images,
             )
             self._readers[key] = reader
         try:

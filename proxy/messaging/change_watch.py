@@ -2,22 +2,31 @@
 
 A commit through this proxy already notifies the managers. Rows inserted directly on a shard,
 or committed through another proxy process, are otherwise found by the next poll. With a change
-watch (Vitess's messager does the same with a vstream on the table) every insert of an unacked
-row wakes that shard's manager, which then polls: the row itself decides, as always, whether and
-when it is sent. Only inserts are read: the claim and ack updates of every message would
-otherwise be decoded too (2.5x the cost), and a rescheduling UPDATE is found by the next poll. The watch runs while the table has subscribers, and a
-failed binlog stream is retried after ``RETRY_SECONDS`` (Vitess: 5 s).
+watch (Vitess's messager does the same with a vstream on the table) every committed insert into
+the table wakes that shard's manager, which then polls: the row itself decides, as always,
+whether and when it is sent.
+
+What it reads is the least that answers "were rows inserted, and when was that commit read":
+only insert events (the claim and ack updates of every message would otherwise be read too),
+and of those not a single row (``TableChangeFeed(row_images=False)``): the shard's decoder
+process never decodes a row, and the proxy process receives one small item per transaction.
+Decoding every inserted message a second time cost 55 µs of decoder CPU and 10 µs of proxy
+CPU per message in ``bench_messaging`` (2 shards, 100-row inserts), about half the machine's
+throughput; see BENCHMARKS.md. The manager drops the wake-up when a poll has started since the
+commit was read (``MessageManager.binlog_insert``), which is the case for the proxy's own
+inserts: it polled on their commit already.
+
+The watch runs while the table has subscribers, and a failed binlog stream is retried after
+``RETRY_SECONDS`` (Vitess: 5 s).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Mapping
 
 from proxy.cdc.binlog_decoder import ShardEndpointLike
-from proxy.cdc.events import RowOp
 from proxy.cdc.table_feed import TableChangeFeed
 
 logger = logging.getLogger(__name__)
@@ -26,31 +35,22 @@ RETRY_SECONDS = 5.0
 _INSERTS = frozenset({"insert"})
 
 
-def wants_delivery(row: Mapping[str, object], now_ns: int) -> bool:
-    """An after image worth a poll: unacked, and not one of our own postpones (claims push
-    ``time_next`` into the future with ``epoch > 0``; acks set ``time_acked``)."""
-    if row.get("time_acked"):
-        return False
-    epoch = row.get("epoch") or 0
-    time_next = row.get("time_next")
-    return not (isinstance(epoch, int) and epoch > 0 and isinstance(time_next, int) and time_next > now_ns)
-
-
 class TableChangeWatch:
-    """Calls ``on_change(shard)`` for every insert/update of an unacked row of one table."""
+    """Calls ``on_insert(shard, received_at)`` for every committed transaction that inserted
+    into one table (``received_at``: when the shard's binlog showed its commit, ``time.time()``)."""
 
     def __init__(
         self,
         endpoints: Mapping[tuple[str, str], ShardEndpointLike],
         keyspace: str,
         table: str,
-        on_change: Callable[[str], None],
+        on_insert: Callable[[str, float], None],
         on_ddl: Callable[[str, str], None] | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.keyspace = keyspace
         self.table = table
-        self.on_change = on_change
+        self.on_insert = on_insert
         self.on_ddl = on_ddl  # (keyspace, statement) for each DDL the binlog shows
         self.failures = 0
         self._task: asyncio.Task[None] | None = None
@@ -69,11 +69,10 @@ class TableChangeWatch:
         while True:
             try:
                 async with TableChangeFeed(
-                    self.endpoints, self.keyspace, self.table, row_ops=_INSERTS, on_ddl=self.on_ddl
+                    self.endpoints, self.keyspace, self.table, row_ops=_INSERTS, on_ddl=self.on_ddl, row_images=False
                 ) as feed:
-                    async for change in feed.changes():
-                        if change.op is not RowOp.DELETE and wants_delivery(change.row, time.time_ns()):
-                            self.on_change(change.shard)
+                    async for touch in feed.touches():
+                        self.on_insert(touch.shard, touch.received_at)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # a shard stream failed: the poller still covers us

@@ -67,6 +67,9 @@ class MessageCounters:
     poll_failed: int = 0
     polls: int = 0
     polled_rows: int = 0
+    claims: int = 0  # claim statements (or transactions) sent
+    binlog_wakeups: int = 0  # binlog-watch inserts that made the manager poll
+    binlog_covered: int = 0  # ... that a poll started since had covered already
 
 
 def _int(raw: bytes | None) -> int | None:
@@ -100,6 +103,8 @@ class MessageManager:
         self._has_receivers = asyncio.Event()
         self._send_wake = asyncio.Event()
         self._next_due_ns: int | None = None
+        # When the latest poll started (``time.time()``, the binlog watch's clock).
+        self._poll_started_at = 0.0
         self._claims = asyncio.Semaphore(postpone_cap)
         self._throttler = self._make_throttler(spec)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -234,6 +239,19 @@ class MessageManager:
             self.request_poll()  # the next message of each key is now at the head
         return freed
 
+    def binlog_insert(self, received_at: float) -> None:
+        """The binlog watch read the commit of an insert into this table at ``received_at``
+        (``time.time()``). A poll that started since then, or one requested and not started
+        yet, reads those rows: nothing to do (so the proxy's own inserts, polled at their
+        commit, cost no second poll). Otherwise as ``notify``. (As Vitess skips vstream events up to the poller's snapshot, by time
+        rather than GTID: a row whose engine commit lags its binlog write is, at worst, found
+        by the next poll.)"""
+        if self._poll_started_at >= received_at or self._poll_requested.is_set():
+            self.counters.binlog_covered += 1
+            return
+        self.counters.binlog_wakeups += 1
+        self.notify()
+
     async def ack(self, ids: Iterable[bytes]) -> int:
         """Ack by id on this shard (Vitess's MessageAck); returns the rows acked."""
         id_list = list(ids)
@@ -290,34 +308,42 @@ class MessageManager:
         spec = self.spec
         now = self.clock()
         async with self.pool.connection() as sc:
+            self._poll_started_at = time.time()
             res = await sc.execute(sql.poll_sql(spec, now, self._pushdown_predicate()))
-            self.counters.polls += 1
-            self.counters.polled_rows += len(res.rows)
-            full = False
-            cache = self.cache
-            self._expire_unacked(now)
-            for row in res.rows:
-                mid = row[3 + spec.id_index]
-                # Known, or sent by us within its ack wait (a snapshot older than our own
-                # claim still shows it due): skip rather than queue a claim that must lose.
-                if cache.contains(mid) or mid in self._unacked:  # type: ignore[arg-type]
-                    continue
-                msg = CachedMessage(
-                    id=mid,  # type: ignore[arg-type]
-                    priority=_int(row[0]) or 0,
-                    time_next=_int(row[1]),
-                    epoch=_int(row[2]) or 0,
-                    row=tuple(row[3:]),
-                )
-                if not cache.add(msg):
-                    full = True
-                    break
-            self._pending = full or len(res.rows) >= spec.cache_size
-            if res.rows:
-                self._send_wake.set()
-            due = await sc.execute(sql.next_due_sql(spec, self.clock()))
-        self._next_due_ns = _int(due.rows[0][0]) if due.rows else None
-        return len(res.rows)
+        rows = res.rows
+        timer_row = next((r for r in reversed(rows) if r[0] == b"1"), None)  # last, as a rule
+        next_due = None if timer_row is None else _int(timer_row[2])
+        due_rows = len(rows) - (timer_row is not None)
+        self.counters.polls += 1
+        self.counters.polled_rows += due_rows
+        full = False
+        cache = self.cache
+        self._expire_unacked(now)
+        for row in rows:
+            if row[0] != b"0":
+                continue
+            mid = row[4 + spec.id_index]
+            # Known, or sent by us within its ack wait (a snapshot older than our own
+            # claim still shows it due): skip rather than queue a claim that must lose.
+            if cache.contains(mid) or mid in self._unacked:  # type: ignore[arg-type]
+                continue
+            msg = CachedMessage(
+                id=mid,  # type: ignore[arg-type]
+                priority=_int(row[1]) or 0,
+                time_next=_int(row[2]),
+                epoch=_int(row[3]) or 0,
+                row=tuple(row[4:]),
+            )
+            if not cache.add(msg):
+                full = True
+                break
+        self._pending = full or due_rows >= spec.cache_size
+        if due_rows:
+            self._send_wake.set()
+        # Claims made while the poll ran may have set an earlier time (see _account_claim).
+        if next_due is not None and (self._next_due_ns is None or next_due < self._next_due_ns):
+            self._next_due_ns = next_due
+        return due_rows
 
     # -- send loop ----------------------------------------------------------------------------
     def _expire_unacked(self, now: int) -> None:
@@ -374,38 +400,53 @@ class MessageManager:
             except TimeoutError:
                 pass
             self._send_wake.clear()
+            picks: list[tuple[Receiver, list[CachedMessage]]] = []
             while (picked := self._pick()) is not None:
-                receiver, batch = picked
                 if self._throttler is not None:
-                    for _ in batch:
+                    for _ in picked[1]:
                         await self._throttler.acquire()
-                self._spawn(self._claim_and_deliver(receiver, batch))
+                picks.append(picked)
                 if self._pending and not self._polling and len(self.cache) < self._low_water():
                     self.request_poll()
+            if picks:
+                self._spawn(self._claim_and_deliver(picks))
 
-    async def _claim_and_deliver(self, receiver: Receiver, batch: list[CachedMessage]) -> None:
-        ids = [m.id for m in batch]
+    async def _claim_and_deliver(self, picks: list[tuple[Receiver, list[CachedMessage]]]) -> None:
+        """Claim the batches of every receiver picked at one wake-up in one statement (a
+        poll that finds work for several free receivers costs one UPDATE, not one each),
+        then hand each receiver the rows of its batch that were won."""
+        batch = [m for _, b in picks for m in b]
         rows: list[Row] = []
         epochs: list[int] = []
+        handed = False
         try:
-            async with self._claims:
-                rows, epochs = await self._claim(batch)
-        except ProxyError as e:
-            self.counters.postpone_failed += 1
-            logger.warning(
-                "message claim failed",
-                extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
-            )
+            try:
+                async with self._claims:
+                    rows, epochs = await self._claim(batch)
+            except ProxyError as e:
+                self.counters.postpone_failed += 1
+                logger.warning(
+                    "message claim failed",
+                    extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
+                )
+            id_index = self.spec.id_index
+            won = {row[id_index]: (row, epoch) for row, epoch in zip(rows, epochs, strict=True)}
+            for receiver, part in picks:
+                mine = [won[m.id] for m in part if m.id in won]
+                if not mine or receiver.closed:
+                    # Nothing to send (another proxy won, the claim failed, or the subscriber
+                    # left: claimed rows come back after their ack wait). Free again.
+                    receiver.free()
+                    continue
+                self.counters.sent += len(mine)
+                self.counters.delayed += sum(1 for _, e in mine if e >= 1)
+                receiver.offer(Result(rows=[r for r, _ in mine]))
+            handed = True
         finally:
-            self.cache.release(ids)
-            if not rows or receiver.closed:
-                # Nothing to send (another proxy won, the claim failed, or the subscriber left:
-                # claimed rows come back after their ack wait). The receiver is free again.
-                receiver.free()
-        if rows and not receiver.closed:
-            self.counters.sent += len(rows)
-            self.counters.delayed += sum(1 for e in epochs if e >= 1)
-            receiver.offer(Result(rows=rows))
+            self.cache.release([m.id for m in batch])
+            if not handed:
+                for receiver, _ in picks:
+                    receiver.free()
 
     async def _claim(self, batch: list[CachedMessage]) -> tuple[list[Row], list[int]]:
         """Postpone the rows this proxy may send; returns them with the epochs they were sent at.
@@ -418,6 +459,7 @@ class MessageManager:
         locking path instead, because a parked ``time_next`` (NULL) cannot tell claimers apart."""
         if not batch:
             return [], []
+        self.counters.claims += 1
         spec = self.spec
         now = self.clock()
         factor = jitter()

@@ -280,7 +280,7 @@ class MessagingService:
             endpoints = {(keyspace, s): self.pools.get(keyspace, s).address for s in self.shards[keyspace]}  # type: ignore[attr-defined]
             on_ddl = self.on_ddl
             watch = TableChangeWatch(
-                endpoints, keyspace, table, lambda shard: self.notify(keyspace, shard, table),
+                endpoints, keyspace, table, lambda shard, at: self.binlog_insert(keyspace, shard, table, at),
                 on_ddl=(lambda ks, _statement: on_ddl(ks)) if on_ddl is not None else None,
             )
             watch.start()
@@ -301,6 +301,12 @@ class MessagingService:
             manager = self.managers.get((keyspace, s, table.lower()))
             if manager is not None:
                 manager.notify()
+
+    def binlog_insert(self, keyspace: str, shard: str, table: str, received_at: float) -> None:
+        """The binlog watch read a commit inserting into ``table`` on ``shard`` at ``received_at``."""
+        manager = self.managers.get((keyspace, shard, table.lower()))
+        if manager is not None:
+            manager.binlog_insert(received_at)
 
     def acked(self, keyspace: str, table: str, ids: Iterable[MessageId]) -> int:
         """Ids acked through the proxy: dropped from every cache of the table (beyond Vitess:

@@ -48,10 +48,13 @@ def due_condition(now_ns: int) -> str:
 
 
 def poll_sql(spec: MessageTableSpec, now_ns: int, predicate_sql: str | None = None) -> str:
-    """Up to ``cache_size`` due rows, in Vitess's order (priority, then newest first).
+    """Up to ``cache_size`` due rows, in Vitess's order (priority, then newest first), each as
+    ``0, priority, time_next, epoch, <streamed columns>``; then one row ``1, NULL, <earliest
+    future time_next>, NULL, ...`` for the poller's timer (proactive scheduling).
 
-    With ``vt_ordering_col`` only the head (lowest id) of each key's unacked messages is due,
-    so per key one message at a time is in flight (FIFO)."""
+    One statement, not two: the second round trip was a fifth of the poll's cost and sat in
+    the commit-to-receive path. With ``vt_ordering_col`` only the head (lowest id) of each
+    key's unacked messages is due, so per key one message at a time is in flight (FIFO)."""
     t = quote_identifier(spec.name)
     where = f"time_acked IS NULL AND {due_condition(now_ns)}"
     if predicate_sql:
@@ -62,17 +65,12 @@ def poll_sql(spec: MessageTableSpec, now_ns: int, predicate_sql: str | None = No
             f" AND NOT EXISTS (SELECT 1 FROM {t} AS o WHERE o.{k} = {t}.{k}"
             f" AND o.time_acked IS NULL AND o.id < {t}.id)"
         )
+    nulls = ", NULL" * len(spec.streamed)
     return (
-        f"SELECT priority, time_next, epoch, {_columns(spec.streamed)} FROM {t}"
-        f" WHERE {where} ORDER BY priority, time_next DESC LIMIT {max(spec.cache_size, 1)}"
-    )
-
-
-def next_due_sql(spec: MessageTableSpec, now_ns: int) -> str:
-    """The earliest future ``time_next``: the poller sets a timer for it (proactive scheduling)."""
-    return (
-        f"SELECT MIN(time_next) FROM {quote_identifier(spec.name)}"
-        f" WHERE time_acked IS NULL AND time_next > {now_ns}"
+        f"(SELECT 0, priority, time_next, epoch, {_columns(spec.streamed)} FROM {t}"
+        f" WHERE {where} ORDER BY priority, time_next DESC LIMIT {max(spec.cache_size, 1)})"
+        f" UNION ALL (SELECT 1, NULL, MIN(time_next), NULL{nulls} FROM {t}"
+        f" WHERE time_acked IS NULL AND time_next > {now_ns})"
     )
 
 

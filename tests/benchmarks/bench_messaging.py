@@ -3,6 +3,11 @@ commit-to-receive latency, beside the raw ceiling of the same writes issued dire
 MariaDB (100-row INSERTs, then per batch the postpone UPDATE and the ack UPDATE by id list).
 
     python -m tests.benchmarks messaging     # BENCH_MESSAGES=20000 BENCH_LATENCY_SAMPLES=300 BENCH_WORKERS=1
+                                             # BENCH_BINLOG_WATCH=1 (0: messaging.binlog_watch false)
+
+Beside the rates it prints the CPU time per message (user + system, from /proc) of the proxy
+process and, separately, of its helper processes (the binlog decoders of the watch) over the
+end-to-end run: steadier than msg/s on a shared machine.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 import aiomysql
 
 from proxy.config import ShardEndpoint
-from tests.benchmarks.harness import local_cluster, machine, proxies
+from tests.benchmarks.harness import cpu_seconds, descendants, local_cluster, machine, proxies
 from tests.proxy_process import ProxyProcess
 
 TABLE = "customer_events"
@@ -37,6 +42,8 @@ class Throughput:
     messages: int
     seconds: float
     duplicates: int = 0
+    proxy_cpu: float = 0.0  # seconds, the proxy process
+    helper_cpu: float = 0.0  # seconds, its child processes (binlog decoders)
 
     @property
     def rate(self) -> float:
@@ -118,7 +125,7 @@ class Subscriber:
             c.close()
 
 
-async def _end_to_end(proxy: ProxyProcess, messages: int, first_id: int) -> Throughput:
+async def _end_to_end(proxy: ProxyProcess, messages: int, first_id: int, expect_helpers: int) -> Throughput:
     seen: dict[int, int] = {}
     done = asyncio.Event()
 
@@ -132,6 +139,13 @@ async def _end_to_end(proxy: ProxyProcess, messages: int, first_id: int) -> Thro
     for s in subs:
         await s.start()
     await asyncio.sleep(0.3)
+    pid = proxy.proc.pid
+    # The watch's decoders (and the zygote that forks them) start with the first subscriber.
+    for _ in range(100):
+        if len(helpers := descendants(pid)) >= expect_helpers:
+            break
+        await asyncio.sleep(0.1)
+    cpu_before = cpu_seconds(pid), sum(map(cpu_seconds, helpers))
     start = time.perf_counter()
 
     async def produce(worker: int) -> None:
@@ -147,9 +161,11 @@ async def _end_to_end(proxy: ProxyProcess, messages: int, first_id: int) -> Thro
     await asyncio.gather(*(produce(w) for w in range(PRODUCERS)))
     await asyncio.wait_for(done.wait(), timeout=120)
     elapsed = time.perf_counter() - start
+    proxy_cpu = cpu_seconds(pid) - cpu_before[0]
+    helper_cpu = sum(map(cpu_seconds, helpers)) - cpu_before[1]
     for s in subs:
         await s.stop()
-    return Throughput(messages, elapsed, duplicates=sum(n - 1 for n in seen.values()))
+    return Throughput(messages, elapsed, sum(n - 1 for n in seen.values()), proxy_cpu, helper_cpu)
 
 
 async def _raw_ceiling(endpoints: dict[str, ShardEndpoint], messages: int, first_id: int) -> Throughput:
@@ -248,14 +264,18 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
 
 
-async def _run(proxy: ProxyProcess, endpoints: dict[str, ShardEndpoint], messages: int, samples: int) -> None:
+async def _run(
+    proxy: ProxyProcess, endpoints: dict[str, ShardEndpoint], messages: int, samples: int, watch: bool
+) -> None:
     await _prepare(endpoints)
     raw = await _raw_ceiling(endpoints, messages, 1_000_000)
     await _prepare(endpoints)
-    e2e = await _end_to_end(proxy, messages, 2_000_000)
+    e2e = await _end_to_end(proxy, messages, 2_000_000, 1 + len(SHARDS) if watch else 0)
     print(f"raw ceiling (direct MariaDB, same writes): {raw.rate:9.0f} msg/s  ({raw.messages} in {raw.seconds:.2f} s)")
     print(f"end to end via proxy, {SUBSCRIBERS} subscribers:   {e2e.rate:9.0f} msg/s  ({e2e.messages} in {e2e.seconds:.2f} s,"
           f" duplicates {e2e.duplicates})  = {100 * e2e.rate / raw.rate:.0f}% of raw")  # fmt: skip
+    print(f"CPU per message: proxy process {1e6 * e2e.proxy_cpu / e2e.messages:.1f} us,"
+          f" its helper processes (binlog decoders) {1e6 * e2e.helper_cpu / e2e.messages:.1f} us")  # fmt: skip
     await _prepare(endpoints)
     commit, send = await _latency(proxy, samples, 3_000_000)
     print(f"commit-to-receive ({samples} msgs, no backlog): p50 {_pct(commit, 0.5):.2f} ms  p99 {_pct(commit, 0.99):.2f} ms"
@@ -267,15 +287,20 @@ def main() -> None:
     messages = int(os.environ.get("BENCH_MESSAGES", "20000"))
     samples = int(os.environ.get("BENCH_LATENCY_SAMPLES", "300"))
     workers = int(os.environ.get("BENCH_WORKERS", "1"))
+    watch = os.environ.get("BENCH_BINLOG_WATCH", "1") != "0"
     print(f"machine: {machine()}")
+    print(f"messaging.binlog_watch: {str(watch).lower()}")
     print(f"proxy worker processes: {workers} (each runs its own messaging service over the same shards)")
     print(f"{messages} messages, {PRODUCERS} producers x {INSERT_ROWS}-row INSERTs, {SUBSCRIBERS} subscribers,"
           f" vt_batch_size={BATCH_SIZE}, 2 shards")  # fmt: skip
     with local_cluster() as cluster:
         endpoints = {s: cluster.endpoint("commerce", s) for s in SHARDS}
         asyncio.run(_prepare(endpoints))  # before the proxy starts: it reads the comment at start-up
+        if not watch:
+            with cluster.config.path.open("a") as f:  # the benchmark's own copy of the cluster file
+                f.write("\nmessaging: {binlog_watch: false}\n")
         with proxies(cluster, workers=workers) as proxy:
-            asyncio.run(_run(proxy, endpoints, messages, samples))
+            asyncio.run(_run(proxy, endpoints, messages, samples, watch))
 
 
 if __name__ == "__main__":

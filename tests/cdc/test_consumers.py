@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from decimal import Decimal
 
 from proxy.cdc import RowOp, TableChangeFeed, VStream, VStreamRowFormatter
@@ -54,3 +55,32 @@ async def test_table_feed_reports_each_shards_row_changes_with_after_images(
         ("80-", RowOp.INSERT, right, "r"),
         ("80-", RowOp.UPDATE, right, "r2"),
     ]
+
+
+async def test_table_feed_without_row_images_reports_each_committed_insert_transaction(
+    commerce_endpoints, shards, probe_table
+):
+    left, right, third = new_id(), new_id(), new_id()
+    seen = []
+    async with TableChangeFeed(
+        commerce_endpoints, "commerce", PROBE_TABLE, row_ops=frozenset({"insert"}), row_images=False
+    ) as feed:
+        await shards["-80"].run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'l', 1, NULL)", (left,)))
+        await shards["80-"].run((f"UPDATE {PROBE_TABLE} SET label = 'x' WHERE id = %s", (left,)))
+        await shards["-80"].run((f"DELETE FROM {PROBE_TABLE} WHERE id = %s", (left,)))
+        await shards["80-"].run(
+            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'r', 1, NULL), (%s, 't', 1, NULL)", (right, third))
+        )
+        async with asyncio.timeout(10):
+            async for touch in feed.touches():
+                seen.append(touch)
+                if len(seen) == 2:
+                    break
+        # No row was decoded, so the feed has no row changes to offer.
+        try:
+            await anext(feed.changes())
+            raise AssertionError("changes() of a feed without row images must refuse")
+        except ValueError:
+            pass
+    assert sorted((t.shard, t.op) for t in seen) == [("-80", RowOp.INSERT), ("80-", RowOp.INSERT)]
+    assert all(0 < time.time() - t.received_at < 10 for t in seen)

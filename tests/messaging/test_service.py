@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -137,13 +138,33 @@ async def test_change_watch_delivers_a_row_written_directly_on_the_shard_at_once
         await svc.stop()
 
 
-def test_change_watch_ignores_acks_and_postpones():
-    from proxy.messaging.change_watch import wants_delivery
-
-    assert wants_delivery({"time_acked": None, "epoch": 0, "time_next": 0}, 10)
-    assert wants_delivery({"time_acked": None, "epoch": 0, "time_next": 50}, 10)  # scheduled: learn its time
-    assert not wants_delivery({"time_acked": 5, "epoch": 1, "time_next": None}, 10)
-    assert not wants_delivery({"time_acked": None, "epoch": 1, "time_next": 50}, 10)
+async def test_change_watch_wakes_a_manager_only_for_inserts_no_poll_has_covered(tables, shard_pools):
+    slow_poll = FAST.replace("vt_poller_interval=0.2", "vt_poller_interval=30")
+    name = await tables.create(comment=f"vitess_message,{slow_poll}")
+    svc = MessagingService(shard_pools, SHARDS, watch_changes=True)
+    await svc.start()
+    try:
+        s = await Stream(svc.subscribe("lookup", name)).open()
+        manager = svc.managers[("lookup", "0", name)]
+        await asyncio.sleep(0.5)  # the subscriber's first poll is over; the binlog watch is up
+        pool = shard_pools.get("lookup", "0")
+        # Written around the proxy: the watch wakes the manager, which delivers.
+        await run_sql(pool, f"INSERT INTO {name} (id) VALUES (1)")
+        assert [r[0] for r in await s.rows(1, within=3)] == ["1"]
+        assert manager.counters.binlog_wakeups == 1
+        # Acks and postpones are updates: the watch does not even read them.
+        await run_sql(pool, f"UPDATE {name} SET time_acked = 1, time_next = NULL WHERE id = 1")
+        await asyncio.sleep(0.3)
+        assert manager.counters.binlog_wakeups == 1
+        # A commit read before the latest poll started (the proxy's own inserts: it polled at
+        # their commit) wakes nobody; one read after it wakes the poller.
+        manager.binlog_insert(manager._poll_started_at - 0.001)
+        assert (manager.counters.binlog_covered, manager._poll_requested.is_set()) == (1, False)
+        manager.binlog_insert(time.time())
+        assert (manager.counters.binlog_wakeups, manager._poll_requested.is_set()) == (2, True)
+        await s.close()
+    finally:
+        await svc.stop()
 
 
 def test_stream_without_keyspace_is_no_database_selected(service):

@@ -33,10 +33,11 @@ def test_postpone_increments_epoch_and_sets_each_rows_next_time():
     )
 
 
-def test_poll_reads_due_rows_including_never_sent_null_time_next_in_vitess_order():
+def test_poll_reads_due_rows_including_never_sent_null_time_next_in_vitess_order_then_the_next_due_time():
     assert sql.poll_sql(spec(), 5) == (
-        "SELECT priority, time_next, epoch, `id`, `message` FROM `msg` WHERE time_acked IS NULL"
-        " AND (time_next <= 5 OR (time_next IS NULL AND epoch = 0)) ORDER BY priority, time_next DESC LIMIT 10"
+        "(SELECT 0, priority, time_next, epoch, `id`, `message` FROM `msg` WHERE time_acked IS NULL"
+        " AND (time_next <= 5 OR (time_next IS NULL AND epoch = 0)) ORDER BY priority, time_next DESC LIMIT 10)"
+        " UNION ALL (SELECT 1, NULL, MIN(time_next), NULL, NULL, NULL FROM `msg` WHERE time_acked IS NULL AND time_next > 5)"
     )
 
 

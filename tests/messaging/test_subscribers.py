@@ -21,6 +21,21 @@ async def test_two_subscribers_share_messages_round_robin(tables, subscribe, loo
     assert len(ids) == len(set(ids))
 
 
+async def test_batches_for_several_free_subscribers_are_claimed_in_one_statement(tables, service, subscribe, lookup_pool):
+    slow_poll = "vt_ack_wait=5,vt_purge_after=1,vt_batch_size=2,vt_cache_size=10,vt_poller_interval=30"
+    name = await tables.create(comment=f"vitess_message,{slow_poll}")
+    streams = [await subscribe("lookup", name) for _ in range(3)]
+    manager = service.managers[("lookup", "0", name)]
+    await asyncio.sleep(0.2)  # the subscribers' first poll found nothing
+    claims = manager.counters.claims
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1), (2), (3), (4), (5), (6)")
+    service.notify("lookup", "0", name)  # as a commit through the proxy does
+    batches = [await s.batch() for s in streams]
+    assert sorted(r[0] for b in batches for r in b) == ["1", "2", "3", "4", "5", "6"]
+    assert [len(b) for b in batches] == [2, 2, 2]
+    assert manager.counters.claims == claims + 1
+
+
 async def test_busy_subscriber_gets_no_second_batch_while_others_take_the_rest(tables, subscribe, lookup_pool):
     name = await tables.create()
     slow = await subscribe("lookup", name)
