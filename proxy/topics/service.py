@@ -339,7 +339,7 @@ class TopicService:
             raise InvalidTopicRequest(f"limit must be 1..{MAX_POLL_LIMIT}, got {limit}")
         info = await self.topic_info(keyspace, name)
         res = await self.stores[(info.keyspace, info.shard)].read(
-            info.name, start.condition(), limit, "message_id, publish_time, payload")
+            info.name, start.condition(), limit, self.settings.max_poll_bytes, "message_id, publish_time, payload")
         return [Message(r[0], int(r[1]), bytes(r[2])) for r in rows_of(res)]
 
     async def wait_sequenced(self, keyspace: str, name: str) -> None:
@@ -367,7 +367,8 @@ class TopicService:
                 changed = rt.changed()
                 if self.runtimes.get((info.keyspace, info.name)) is not rt:
                     raise TopicNotFound(info.keyspace, info.name)
-                res = await self._shared_read(rt, store, info.name, position.condition(), batch)
+                res = await self._shared_read(rt, store, info.name, position.condition(), batch,
+                                              self.settings.max_poll_bytes)
                 if first:
                     first = False
                     yield Result(fields=[dataclasses.replace(f, db=info.keyspace) for f in res.fields])
@@ -386,8 +387,8 @@ class TopicService:
                         yield Result(block=block)
                     else:
                         yield Result(rows=list(res.rows))
-                    if count >= batch:
-                        continue  # a backlog: read on at once
+                    if count >= batch or (rt.last_id is not None and position.after_id < rt.last_id):
+                        continue  # a backlog (or a read cut short by the byte cap): read on at once
                 try:
                     async with asyncio.timeout(FOLLOW_MAX_WAIT_S):
                         await changed.wait()
@@ -397,12 +398,13 @@ class TopicService:
             rt.followers -= 1
 
     @staticmethod
-    async def _shared_read(rt: TopicRuntime, store: ShardTopicStore, name: str, condition: str, batch: int) -> Result:
+    async def _shared_read(rt: TopicRuntime, store: ShardTopicStore, name: str, condition: str, batch: int,
+                           max_bytes: int) -> Result:
         key = (condition, batch)
         reads = rt.shared_reads
         future = reads.get(key)
         if future is None:
-            future = asyncio.ensure_future(store.read(name, condition, batch))
+            future = asyncio.ensure_future(store.read(name, condition, batch, max_bytes))
             reads[key] = future
 
             def forget(f: asyncio.Future[Result], k: tuple[str, int] = key) -> None:

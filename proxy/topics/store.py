@@ -25,7 +25,15 @@ from proxy.pools import ShardConnection, ShardPool
 from proxy.topics import ids
 from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
 from proxy.topics.names import META_TABLE, log_table, quote
-from proxy.topics.schema import META_DDL, NOW_MS, log_ddl, properties_json, sql_string, view_ddl
+from proxy.topics.schema import (
+    META_DDL,
+    NOW_MS,
+    capped_read_sql,
+    log_ddl,
+    properties_json,
+    sql_string,
+    view_ddl,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -341,12 +349,11 @@ class ShardTopicStore:
         return res.affected_rows
 
     # -- reading ------------------------------------------------------------------------------
-    async def read(self, name: str, condition: str, limit: int, columns: str = "*") -> Result:
-        """Sequenced, unexpired messages (the view) matching ``condition``, in id order."""
+    async def read(self, name: str, condition: str, limit: int, max_bytes: int, columns: str = "*") -> Result:
+        """Sequenced, unexpired messages (the view) matching ``condition``, in id order: at most
+        ``limit`` messages and ``max_bytes`` of payload, at least one (``capped_read_sql``)."""
         async with self.connection() as sc:
-            return await sc.execute(
-                f"SELECT {columns} FROM {quote(name)} WHERE {condition} ORDER BY message_id LIMIT {int(limit)}"
-            )
+            return await sc.execute(capped_read_sql(name, columns, condition, limit, max_bytes))
 
     # -- TTL ----------------------------------------------------------------------------------
     async def purge(self, name: str, ttl_seconds: int, pending_max_age_s: int) -> int:
