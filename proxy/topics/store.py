@@ -17,11 +17,12 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.engine.result import Result, decode_value
 from proxy.errors import ProxyError
 from proxy.pools import ShardConnection, ShardPool
+from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from proxy.topics import ids
 from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
 from proxy.topics.names import META_TABLE, log_table, quote
@@ -34,6 +35,9 @@ from proxy.topics.schema import (
     sql_string,
     view_ddl,
 )
+
+if TYPE_CHECKING:
+    from vschema.tracked_schema import TableSchema
 
 logger = logging.getLogger(__name__)
 
@@ -354,6 +358,17 @@ class ShardTopicStore:
         ``limit`` messages and ``max_bytes`` of payload, at least one (``capped_read_sql``)."""
         async with self.connection() as sc:
             return await sc.execute(capped_read_sql(name, columns, condition, limit, max_bytes))
+
+    async def view_columns(self, names: Sequence[str]) -> dict[str, TableSchema]:
+        """The columns of these topics' views, as schema tracking describes tables (by lower-cased
+        name; a view missing here is missing from the answer)."""
+        if not names:
+            return {}
+        # COLUMNS_QUERY's schema condition, narrowed to these views.
+        where = "DATABASE() AND c.TABLE_NAME IN (" + ", ".join(sql_string(n) for n in names) + ")"
+        async with self.connection() as sc:
+            res = await sc.execute(COLUMNS_QUERY.format(db=where))
+        return tables_from_rows(res.rows)
 
     # -- TTL ----------------------------------------------------------------------------------
     async def purge(self, name: str, ttl_seconds: int, pending_max_age_s: int) -> int:
