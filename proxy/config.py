@@ -8,7 +8,7 @@ The names in the file are an interface users script against (see issue 2)::
     routing_rules: {rules: []}
     schema_tracking: {refresh_seconds: 60}  # re-read the shards' columns this often; 0: off
     http: {host: 127.0.0.1, port: 15001}    # optional HTTP listener: /metrics, /debug/*, topics' REST API
-    topics: {poll_seconds: 0.5, purge_seconds: 1}  # optional topic timings (proxy/topics)
+    topics: {poll_seconds: 0.5, purge_seconds: 1, max_poll_bytes: 4194304}  # optional topic settings (proxy/topics)
     transaction_mode: multi             # sessions' default: single | multi | twopc (Vitess's names)
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     vschema_store: {keyspace: commerce, shard: "-80", poll_seconds: 0.25}  # the live vschema's shard (default: first)
@@ -158,6 +158,9 @@ class TopicsConfig:
     purge_seconds: float = 1.0
     refresh_seconds: float = 5.0
     pending_max_age_seconds: int = 3600
+    # Payload bytes one read hands out at most (a REST/client poll, a STREAM follower's batch),
+    # at least one message whatever its size (CDAP's messaging.max.poll.size, in bytes).
+    max_poll_bytes: int = 4 * 1024 * 1024  # proxy.topics.schema.DEFAULT_MAX_POLL_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,8 +502,13 @@ class _Reader:
             return TopicsConfig()
         doc = self.mapping(value, "topics")
         fields = {"poll_seconds", "follow_poll_seconds", "purge_seconds", "refresh_seconds", "pending_max_age_seconds"}
-        self.no_unknown_keys(doc, "topics", fields)
+        self.no_unknown_keys(doc, "topics", fields | {"max_poll_bytes"})
         values: dict[str, Any] = {}
+        if "max_poll_bytes" in doc:
+            v = doc["max_poll_bytes"]
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise self.error("topics.max_poll_bytes", f"expected a positive number of bytes, got {_kind(v)}")
+            values["max_poll_bytes"] = v
         for name in sorted(fields & set(doc)):
             v = doc[name]
             if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v <= 0:

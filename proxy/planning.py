@@ -18,6 +18,10 @@ from vschema.ddl import is_vschema_ddl
 if TYPE_CHECKING:
     from proxy.server import Proxy
     from proxy.session import Outcome, ProxySession
+    from vschema.model import VSchema
+    from vschema.tracked_schema import TrackedSchema
+
+    Catalog = tuple[VSchema, TrackedSchema]
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +55,12 @@ class Planner:
             return await self.proxy.send(session, target[0], target[1], sql, stream=kw in _STREAMED)
         return await self.execute_planned(session, sql, kw)
 
-    async def execute_planned(self, session: ProxySession, sql: str, kw: str) -> Outcome:
+    async def execute_planned(self, session: ProxySession, sql: str, kw: str, catalog: Catalog | None = None) -> Outcome:
+        """Plan and run; ``catalog``: the vschema and tracked schema to plan with instead of the
+        proxy's (topics plan with an overlay in which each topic is a pinned table)."""
         from proxy import engine
 
-        plan, bindvars = self.plan(session, sql)
+        plan, bindvars = self.plan(session, sql, catalog)
         if session.tx is not None and session.tx.implicit and not reaches_shards_at_once(plan):
             session.tx.in_steps = True  # atomic only if its first step does not commit alone
         session.route = (plan_label(plan), getattr(plan, "keyspace", None) or session.keyspace or "")
@@ -62,11 +68,12 @@ class Planner:
             return engine.stream(plan, session.vcursor, bindvars)
         return await engine.execute(plan, session.vcursor, bindvars)
 
-    def plan(self, session: ProxySession, sql: str) -> tuple[Any, dict[str, Any]]:
+    def plan(self, session: ProxySession, sql: str, catalog: Catalog | None = None) -> tuple[Any, dict[str, Any]]:
         from rewriter import PlanningError, plan_query
 
+        vschema, schema = catalog if catalog is not None else (self.proxy.vschema, self.proxy.schema)
         try:
-            return plan_query(sql, self.proxy.vschema, session.keyspace, schema=self.proxy.schema)
+            return plan_query(sql, vschema, session.keyspace, schema=schema)
         except PlanningError as e:
             raise ProxyError(e.code, e.message) from e
         except RecursionError as e:

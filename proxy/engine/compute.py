@@ -115,6 +115,11 @@ async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: Any,
             targets = [(node.shard, bv)]
         if local and any(s == node.shard for s, _ in targets):
             local_bv = next(b for s, b in targets if s == node.shard)
+            # A consistent read, as the SELECT alone would be: INSERT ... SELECT under
+            # REPEATABLE READ locks the rows it reads, waiting for every open transaction
+            # that holds one (a topic's uncommitted messages, any uncommitted row). No
+            # SESSION: the level holds for the next transaction only (this autocommit copy).
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             await conn.execute(into + source.query.render(local_bv))
             targets = [(s, b) for s, b in targets if s != node.shard]
         chunks = [vcursor.stream_shard(source.keyspace, s, source.query.render(b)) for s, b in targets]

@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlsplit
 DEFAULT_PORT = 15306
 DEFAULT_FETCH_SIZE = 10_000
 DEFAULT_BATCH_SIZE = 500
+DEFAULT_MAX_MESSAGES_PER_TRIGGER = 10_000
 
 
 class OptionError(ValueError):
@@ -40,11 +41,11 @@ class ProxyAddress:
         )
 
 
-def qualified_table(value: str) -> tuple[str, str]:
+def qualified_table(value: str, what: str = "table") -> tuple[str, str]:
     """`keyspace.table` -> (keyspace, table)."""
     keyspace, dot, table = value.strip().strip("`").partition(".")
     if not dot or not keyspace or not table:
-        raise OptionError(f"table must be keyspace.table, got {value!r}")
+        raise OptionError(f"{what} must be keyspace.{what}, got {value!r}")
     return keyspace.strip("`"), table.strip("`")
 
 
@@ -59,7 +60,13 @@ class SourceOptions:
                  write routing) and the shard endpoints (streaming); optional for batch
     fetchSize    rows per Arrow batch when reading
     batchSize    rows per INSERT when writing
-    startingPosition  streaming: "current" (default), "beginning" or a VGTID JSON
+    startingPosition  streaming: "current" (default), "beginning" or a VGTID JSON; with topic:
+                 "earliest" (batch default), "latest" (stream default) or a message id (read
+                 after it); "beginning"/"current" are accepted too
+    topic        keyspace.topic: read a topic (batch) or follow it (streaming), instead of a table
+                 or the change stream (proxy.spark.topic_reader)
+    startingTimestamp with topic: the first publish time to read, in ms (wins over startingPosition)
+    maxMessagesPerTrigger  with topic: messages per micro-batch at most (default 10,000)
     """
 
     proxy: ProxyAddress
@@ -69,6 +76,10 @@ class SourceOptions:
     fetch_size: int
     batch_size: int
     starting_position: str
+    topic: tuple[str, str] | None = None
+    starting_position_given: bool = False
+    starting_timestamp: int | None = None
+    max_messages_per_trigger: int = DEFAULT_MAX_MESSAGES_PER_TRIGGER
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -79,6 +90,9 @@ class SourceOptions:
             t.strip() for t in (lowered.get("tables") or "").split(",") if t.strip()
         )
         config = lowered.get("config")
+        topic = qualified_table(lowered["topic"], "topic") if lowered.get("topic") else None
+        if topic is not None and (table or stream_tables):
+            raise OptionError("give the topic option or the table/tables option, not both")
         return cls(
             proxy=ProxyAddress.parse(lowered.get("url", f"mysql://127.0.0.1:{DEFAULT_PORT}")),
             table=qualified_table(table) if table else None,
@@ -87,7 +101,16 @@ class SourceOptions:
             fetch_size=_positive(lowered, "fetchsize", DEFAULT_FETCH_SIZE),
             batch_size=_positive(lowered, "batchsize", DEFAULT_BATCH_SIZE),
             starting_position=lowered.get("startingposition", "current"),
+            topic=topic,
+            starting_position_given="startingposition" in lowered,
+            starting_timestamp=_positive(lowered, "startingtimestamp", 0) or None,
+            max_messages_per_trigger=_positive(lowered, "maxmessagespertrigger", DEFAULT_MAX_MESSAGES_PER_TRIGGER),
         )
+
+    def require_topic(self) -> tuple[str, str]:
+        if self.topic is None:
+            raise OptionError("the topic option (keyspace.topic) is required")
+        return self.topic
 
     def require_table(self) -> tuple[str, str]:
         if self.table is None:

@@ -34,7 +34,12 @@ class ShardgateDataSource(DataSource):
     # -- batch ------------------------------------------------------------------------------
 
     def columns(self) -> list[ColumnSpec]:
-        """The table's columns as its shards define them (`SHOW FULL COLUMNS`, via the proxy)."""
+        """The table's (or topic view's) columns as its shards define them (`SHOW FULL COLUMNS`,
+        via the proxy)."""
+        if self._columns is None and self.parsed.topic is not None:
+            from proxy.spark.topic_reader import topic_columns
+
+            self._columns = topic_columns(self.parsed)
         if self._columns is None:
             keyspace, table = self.parsed.require_table()
             conn = connect(self.parsed.proxy, keyspace)
@@ -47,7 +52,7 @@ class ShardgateDataSource(DataSource):
         return self._columns
 
     def schema(self) -> Any:
-        if self.parsed.stream_tables:
+        if self.parsed.stream_tables and self.parsed.topic is None:
             from proxy.spark.change_rows import CHANGE_SCHEMA
 
             return CHANGE_SCHEMA
@@ -68,14 +73,21 @@ class ShardgateDataSource(DataSource):
     def reader(self, schema: Any) -> DataSourceReader:
         from proxy.spark.batch_reader import PruningShardTableReader, ShardTableReader
 
+        wanted = self._wanted(schema)
+        if self.parsed.topic is not None:
+            from proxy.spark.topic_reader import TopicBatchReader
+
+            return TopicBatchReader(self.parsed, wanted)
         keyspace, _ = self.parsed.require_table()
-        by_name = {c.name.lower(): c for c in self.columns()}
-        # A user-given schema selects (and orders) columns by name.
-        wanted = [by_name[f.name.lower()] for f in schema.fields] if schema is not None else self.columns()
         shards = proxy_shards(self.parsed.proxy, keyspace)
         route = self._route(for_write=False)
         reader_type = ShardTableReader if self.options.get("filterPushdown", "true").lower() == "false" else PruningShardTableReader
         return reader_type(self.parsed, wanted, shards, route)
+
+    def _wanted(self, schema: Any) -> list[ColumnSpec]:
+        """A user-given schema selects (and orders) columns by name."""
+        by_name = {c.name.lower(): c for c in self.columns()}
+        return [by_name[f.name.lower()] for f in schema.fields] if schema is not None else self.columns()
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         from proxy.spark.batch_writer import ShardTableWriter, clear_table
@@ -88,6 +100,10 @@ class ShardgateDataSource(DataSource):
     # -- streaming --------------------------------------------------------------------------
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        if self.parsed.topic is not None:
+            from proxy.spark.topic_reader import TopicStreamReader
+
+            return TopicStreamReader(self.parsed, self._wanted(schema))
         from proxy.spark.stream_reader import ChangeStreamReader
 
         return ChangeStreamReader(self.parsed)

@@ -24,6 +24,7 @@ from typing import Any
 import aiomysql
 
 from proxy.topics.ids import first_id_at, is_id
+from proxy.topics.schema import DEFAULT_MAX_POLL_BYTES, capped_read_sql
 from proxy.topics.service import Message
 
 
@@ -128,13 +129,13 @@ class TopicClient:
 
     async def poll(
         self, topic: str, *, after: str | None = None, inclusive: bool = False, from_time: int | None = None,
-        limit: int = 100,
+        limit: int = 100, max_bytes: int = DEFAULT_MAX_POLL_BYTES,
     ) -> list[Message]:
-        """Up to ``limit`` messages after (or at, ``inclusive``) an id, or from a time in ms."""
+        """Up to ``limit`` messages after (or at, ``inclusive``) an id, or from a time in ms, and
+        at most ``max_bytes`` of payload (but always the first message, whatever its size)."""
         cond = _start_condition(after, inclusive, from_time)
         async with await self._cursor() as cur:
-            await cur.execute(f"SELECT message_id, publish_time, payload FROM {_quote(topic)} WHERE {cond}"
-                              f" ORDER BY message_id LIMIT {int(limit)}")
+            await cur.execute(capped_read_sql(topic, "message_id, publish_time, payload", cond, limit, max_bytes))
             return [Message(r[0], int(r[1]), bytes(r[2])) for r in await cur.fetchall()]
 
     def follow(self, topic: str, *, after: str | None = None, from_time: int | None = None) -> TopicFollower:

@@ -50,8 +50,13 @@ def quote(ident: str) -> str:
     return "`" + ident.replace("`", "``") + "`"
 
 
+def keyspace_id(name: str) -> bytes:
+    """The keyspace id a topic is placed by (the planner pins the topic's table to it)."""
+    return hashlib.md5(name.encode()).digest()
+
+
 def place(keyspace: str, shards: Sequence[str], sharded: bool, name: str) -> str:
     """The shard of ``keyspace`` that holds topic ``name``."""
     if not sharded or len(shards) == 1:
         return shards[0]
-    return shard_for_keyspace_id(keyspace, shards, hashlib.md5(name.encode()).digest())
+    return shard_for_keyspace_id(keyspace, shards, keyspace_id(name))

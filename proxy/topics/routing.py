@@ -1,10 +1,13 @@
 """Which statements are about topics, and where they go (pure: no I/O).
 
-A topic is a view on one shard, so a statement that names topics runs on that shard as the
-client wrote it (a keyspace qualifier on the topic is dropped: the shard's database has its
-own name). What may be combined with a topic in one statement: other topics of the same
-shard, and, in an unsharded keyspace, its tables. Topics are append-only: ``UPDATE``,
-``DELETE`` and ``REPLACE`` on one are refused (1288), as CDAP's topics are immutable.
+A topic is a view on one shard, so a statement that names only topics of one shard (and, in
+an unsharded keyspace, its tables) runs on that shard as the client wrote it (a keyspace
+qualifier on the topic is dropped: the shard's database has its own name). A statement that
+also names sharded tables, other keyspaces' tables or topics of other shards is *planned*:
+the planner sees each topic as a table pinned to its shard (``TopicService.catalog``), so its
+rows come from the view (visible, unexpired messages only) and the proxy joins them. Topics
+are append-only: ``UPDATE``, ``DELETE`` and ``REPLACE`` on one are refused (1288), as CDAP's
+topics are immutable; a statement that writes into a topic what it reads elsewhere is refused (1235).
 
 ``INSERT INTO topic ... VALUES`` (the publish path) is recognised without a parse; other
 statements are parsed (sqlglot, the project's dialect) only when their text names a topic.
@@ -48,6 +51,7 @@ class Routed:
     shard: str
     sql: str
     insert_into: TopicInfo | None  # the topic this INSERT publishes to
+    planned: bool = False  # beyond one shard: for the planner, with topics as pinned tables
 
 
 def names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
@@ -108,9 +112,6 @@ def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Looku
     if not topics:
         return None
     first = topics[0][1]
-    if any((i.keyspace, i.shard) != (first.keyspace, first.shard) for _, i in topics):
-        raise ProxyError(ER_NOT_SUPPORTED_YET, "a statement may read topics of one shard only "
-                         f"({', '.join(sorted({f'{i.keyspace}.{i.name}@{i.shard}' for _, i in topics}))})")
     target: exp.Expression | None = None
     if isinstance(tree, (exp.Update, exp.Delete, exp.Insert)):
         target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
@@ -124,14 +125,14 @@ def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Looku
             raise ProxyError(ER_NON_UPDATABLE, f"The target table {target_topic.name} of the {verb} is not updatable"
                              " (topics are append-only)", "HY000")
         raise ProxyError(ER_NOT_SUPPORTED_YET, f"{verb} reading a topic is not supported")
-    if others:
-        if sharded(first.keyspace):
-            names = ", ".join(sorted({t.name for t in others}))
-            raise ProxyError(ER_NOT_SUPPORTED_YET, f"a statement that reads topic {first.name} (in sharded keyspace"
-                             f" {first.keyspace}) may name only topics of its shard, not: {names}")
-        if any(t.db and t.db != first.keyspace for t in others):
-            raise ProxyError(ER_NOT_SUPPORTED_YET, f"a statement that reads topic {first.name} may name only tables"
-                             f" of keyspace {first.keyspace}")
+    one_shard = all((i.keyspace, i.shard) == (first.keyspace, first.shard) for _, i in topics) and (
+        not others or (not sharded(first.keyspace) and all(not t.db or t.db == first.keyspace for t in others)))
+    if not one_shard:
+        if target_topic is not None:
+            names = ", ".join(sorted({t.name for t in others} | {i.name for _, i in topics} - {target_topic.name}))
+            raise ProxyError(ER_NOT_SUPPORTED_YET, f"INSERT into topic {target_topic.name} reading {names} (beyond"
+                             f" its shard) is not supported")
+        return Routed(first.keyspace, first.shard, sql, None, planned=True)
     qualified = [t for t, _ in topics if t.db] + [t for t in others if t.db]
     if qualified:
         for t in qualified:

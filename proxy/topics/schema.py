@@ -31,6 +31,7 @@ VIEW_HEAD = ("message_id", "publish_time", "payload")
 
 DEFAULT_TTL_SECONDS = 86400  # CDAP's messaging.topic.default.ttl
 MAX_TTL_SECONDS = 100 * 365 * 86400
+DEFAULT_MAX_POLL_BYTES = 4 * 1024 * 1024  # payload bytes per read (CDAP's messaging.max.poll.size)
 NOW_MS = "ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000)"
 
 META_DDL = f"""CREATE TABLE IF NOT EXISTS {META_TABLE} (
@@ -85,6 +86,24 @@ def view_ddl(name: str, user_columns: Sequence[str], ttl_seconds: int) -> str:
         f" AND publish_time >= {NOW_MS} - {int(ttl_seconds) * 1000}"
         f" AND (expire_ms IS NULL OR expire_ms > {NOW_MS})"
     )
+
+
+def capped_read_sql(name: str, columns: str, condition: str, limit: int, max_bytes: int) -> str:
+    """The view's messages matching ``condition``, in id order: at most ``limit`` of them and at
+    most ``max_bytes`` of payload in all, but always the first one (a message bigger than the
+    cap comes alone).
+
+    The cap is a bound on the id, computed by an uncorrelated subquery (MariaDB runs it once)
+    over the same ``limit`` rows: the running total of payload sizes, keeping the prefix within
+    the cap. The subquery reads ids and lengths only, never a payload into a temporary table,
+    and it reads the view, so it counts exactly the rows the outer read returns (not expired ones)."""
+    view = quote(name)
+    lim = int(limit)
+    sizes = (f"SELECT message_id, len, SUM(len) OVER (ORDER BY message_id) AS total FROM (SELECT message_id,"
+             f" LENGTH(payload) AS len FROM {view} WHERE {condition} ORDER BY message_id LIMIT {lim}) w")
+    bound = f"SELECT MAX(message_id) FROM ({sizes}) s WHERE total <= {int(max_bytes)} OR total = len"
+    return (f"SELECT {columns} FROM {view} WHERE {condition} AND message_id <= ({bound})"
+            f" ORDER BY message_id LIMIT {lim}")
 
 
 def properties_json(properties: dict[str, str]) -> str:

@@ -27,10 +27,12 @@ from proxy.errors import ER_NO_DB_ERROR, ProxyError
 from proxy.pools import ShardPools
 from proxy.topics import routing, statement
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
-from proxy.topics.names import check_name, place
+from proxy.topics.names import check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
 from proxy.topics.store import ShardTopicStore, TopicRow, rows_of
+from vschema.model import Table, VSchema
+from vschema.tracked_schema import TableSchema, TrackedSchema
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -111,6 +113,10 @@ class TopicService:
         self._refresh_task: asyncio.Task[None] | None = None
         self._refreshing: dict[str, asyncio.Future[None]] = {}
         self._read_since: dict[str, float] = {}  # start time of the latest completed refresh
+        # Planning with topics as tables (``catalog``): the views' columns by (keyspace, topic,
+        # generation), and the last catalog built, with the vschema and the key it was built for.
+        self._view_columns: dict[tuple[str, str, int], TableSchema] = {}
+        self._catalog: tuple[VSchema, tuple[Any, ...], tuple[VSchema, TrackedSchema]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -339,7 +345,7 @@ class TopicService:
             raise InvalidTopicRequest(f"limit must be 1..{MAX_POLL_LIMIT}, got {limit}")
         info = await self.topic_info(keyspace, name)
         res = await self.stores[(info.keyspace, info.shard)].read(
-            info.name, start.condition(), limit, "message_id, publish_time, payload")
+            info.name, start.condition(), limit, self.settings.max_poll_bytes, "message_id, publish_time, payload")
         return [Message(r[0], int(r[1]), bytes(r[2])) for r in rows_of(res)]
 
     async def wait_sequenced(self, keyspace: str, name: str) -> None:
@@ -367,7 +373,8 @@ class TopicService:
                 changed = rt.changed()
                 if self.runtimes.get((info.keyspace, info.name)) is not rt:
                     raise TopicNotFound(info.keyspace, info.name)
-                res = await self._shared_read(rt, store, info.name, position.condition(), batch)
+                res = await self._shared_read(rt, store, info.name, position.condition(), batch,
+                                              self.settings.max_poll_bytes)
                 if first:
                     first = False
                     yield Result(fields=[dataclasses.replace(f, db=info.keyspace) for f in res.fields])
@@ -386,8 +393,8 @@ class TopicService:
                         yield Result(block=block)
                     else:
                         yield Result(rows=list(res.rows))
-                    if count >= batch:
-                        continue  # a backlog: read on at once
+                    if count >= batch or (rt.last_id is not None and position.after_id < rt.last_id):
+                        continue  # a backlog (or a read cut short by the byte cap): read on at once
                 try:
                     async with asyncio.timeout(FOLLOW_MAX_WAIT_S):
                         await changed.wait()
@@ -397,12 +404,13 @@ class TopicService:
             rt.followers -= 1
 
     @staticmethod
-    async def _shared_read(rt: TopicRuntime, store: ShardTopicStore, name: str, condition: str, batch: int) -> Result:
+    async def _shared_read(rt: TopicRuntime, store: ShardTopicStore, name: str, condition: str, batch: int,
+                           max_bytes: int) -> Result:
         key = (condition, batch)
         reads = rt.shared_reads
         future = reads.get(key)
         if future is None:
-            future = asyncio.ensure_future(store.read(name, condition, batch))
+            future = asyncio.ensure_future(store.read(name, condition, batch, max_bytes))
             reads[key] = future
 
             def forget(f: asyncio.Future[Result], k: tuple[str, int] = key) -> None:
@@ -420,6 +428,50 @@ class TopicService:
 
         add_topic_routes(app, self)
 
+    # -- planning -------------------------------------------------------------------------------
+    async def catalog(self) -> tuple[VSchema, TrackedSchema]:
+        """The proxy's vschema and tracked schema with every topic as a table: in a sharded
+        keyspace pinned to its shard (the keyspace id ``place`` maps to it), with its view's
+        columns. Statements that join topics with sharded tables (or topics of several shards)
+        are planned against it: each topic becomes a route to its shard, reading the view.
+
+        Rebuilt only when the vschema, the tracked schema or the set of topics changes: the
+        plan cache keys plans by the vschema's identity and the schema's version."""
+        base, tracked = self.proxy.vschema, self.proxy.schema
+        infos = sorted((rt.info for rt in self.runtimes.values()), key=lambda i: (i.keyspace, i.name))
+        key = (tracked.version, tuple((i.keyspace, i.name, i.shard, i.generation) for i in infos))
+        cached = self._catalog
+        if cached is not None and cached[0] is base and cached[1] == key:
+            return cached[2]
+        await self._load_view_columns(infos)
+        keyspaces = dict(base.keyspaces)
+        schemas = {ks: dict(tables) for ks, tables in tracked.keyspaces.items()}
+        for info in infos:
+            columns = self._view_columns.get((info.keyspace, info.name, info.generation))
+            ks = keyspaces.get(info.keyspace)
+            if columns is None or ks is None or info.name in ks.tables:
+                continue  # not readable yet (the view is being created), or a vschema table wins
+            pinned = keyspace_id(info.name) if ks.sharded else None
+            table = Table(name=info.name, keyspace=info.keyspace, pinned=pinned)
+            keyspaces[info.keyspace] = dataclasses.replace(ks, tables={**ks.tables, info.name: table})
+            schemas.setdefault(info.keyspace, {})[info.name.lower()] = columns
+        catalog = (VSchema(keyspaces, base.routing_rules), TrackedSchema(schemas))
+        self._catalog = (base, key, catalog)
+        return catalog
+
+    async def _load_view_columns(self, infos: Sequence[TopicInfo]) -> None:
+        """Read the view columns of the topics not read yet (one query per shard)."""
+        missing: dict[tuple[str, str], list[TopicInfo]] = {}
+        for info in infos:
+            if (info.keyspace, info.name, info.generation) not in self._view_columns:
+                missing.setdefault((info.keyspace, info.shard), []).append(info)
+        for where, group in missing.items():
+            found = await self.stores[where].view_columns([i.name for i in group])
+            for info in group:
+                columns = found.get(info.name.lower())
+                if columns is not None:
+                    self._view_columns[(info.keyspace, info.name, info.generation)] = columns
+
     # -- SQL hooks ------------------------------------------------------------------------------
     async def route(self, session: ProxySession, sql: str, kw: str) -> Outcome | None:
         """Run a statement about topics (topic DDL, or one that names a topic); None: not ours."""
@@ -431,6 +483,8 @@ class TopicService:
         routed = routing.route(sql, kw, session.keyspace, self.lookup, self._sharded)
         if routed is None:
             return None
+        if routed.planned:
+            return await self.proxy.planner.execute_planned(session, sql, kw, await self.catalog())
         return await self.proxy.send(session, routed.keyspace, routed.shard, routed.sql,
                                      stream=kw in ("select", "with", "(", "table", "values"))
 

@@ -17,15 +17,27 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.engine.result import Result, decode_value
 from proxy.errors import ProxyError
 from proxy.pools import ShardConnection, ShardPool
+from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from proxy.topics import ids
 from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
 from proxy.topics.names import META_TABLE, log_table, quote
-from proxy.topics.schema import META_DDL, NOW_MS, log_ddl, properties_json, sql_string, view_ddl
+from proxy.topics.schema import (
+    META_DDL,
+    NOW_MS,
+    capped_read_sql,
+    log_ddl,
+    properties_json,
+    sql_string,
+    view_ddl,
+)
+
+if TYPE_CHECKING:
+    from vschema.tracked_schema import TableSchema
 
 logger = logging.getLogger(__name__)
 
@@ -341,12 +353,22 @@ class ShardTopicStore:
         return res.affected_rows
 
     # -- reading ------------------------------------------------------------------------------
-    async def read(self, name: str, condition: str, limit: int, columns: str = "*") -> Result:
-        """Sequenced, unexpired messages (the view) matching ``condition``, in id order."""
+    async def read(self, name: str, condition: str, limit: int, max_bytes: int, columns: str = "*") -> Result:
+        """Sequenced, unexpired messages (the view) matching ``condition``, in id order: at most
+        ``limit`` messages and ``max_bytes`` of payload, at least one (``capped_read_sql``)."""
         async with self.connection() as sc:
-            return await sc.execute(
-                f"SELECT {columns} FROM {quote(name)} WHERE {condition} ORDER BY message_id LIMIT {int(limit)}"
-            )
+            return await sc.execute(capped_read_sql(name, columns, condition, limit, max_bytes))
+
+    async def view_columns(self, names: Sequence[str]) -> dict[str, TableSchema]:
+        """The columns of these topics' views, as schema tracking describes tables (by lower-cased
+        name; a view missing here is missing from the answer)."""
+        if not names:
+            return {}
+        # COLUMNS_QUERY's schema condition, narrowed to these views.
+        where = "DATABASE() AND c.TABLE_NAME IN (" + ", ".join(sql_string(n) for n in names) + ")"
+        async with self.connection() as sc:
+            res = await sc.execute(COLUMNS_QUERY.format(db=where))
+        return tables_from_rows(res.rows)
 
     # -- TTL ----------------------------------------------------------------------------------
     async def purge(self, name: str, ttl_seconds: int, pending_max_age_s: int) -> int:

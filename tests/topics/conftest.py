@@ -20,7 +20,9 @@ import pytest_asyncio
 
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
-TOPICS_SETTINGS = "topics: {poll_seconds: 0.2, follow_poll_seconds: 0.05, purge_seconds: 0.3, refresh_seconds: 1}"
+MAX_POLL_BYTES = 1024 * 1024  # small enough for tests to cross it with a few messages
+TOPICS_SETTINGS = ("topics: {poll_seconds: 0.2, follow_poll_seconds: 0.05, purge_seconds: 0.3, refresh_seconds: 1,"
+                   f" max_poll_bytes: {MAX_POLL_BYTES}}}")
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""The ``shardgate_topic`` Spark data source: batch reads, and a Structured Streaming query that,
-restarted from its checkpoint, gives every message exactly once (no duplicate, no gap)."""
+"""Topics in the ``shardgate`` Spark data source (``option("topic", ...)``): batch reads, and a
+Structured Streaming query that, restarted from its checkpoint, gives every message exactly once
+(no duplicate, no gap)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy.topics.spark import register_topics
+from proxy.spark import register
 from tests.topics.conftest import eventually, read_all, run
 
 pyspark = pytest.importorskip("pyspark")
@@ -22,7 +23,7 @@ def spark() -> Iterator:
 
     session = spark_session_builder("shardgate-topics-tests").getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    register_topics(session)
+    register(session)
     try:
         yield session
     finally:
@@ -30,7 +31,7 @@ def spark() -> Iterator:
 
 
 def _reader(spark, topic_proxy, topic: str, stream: bool = False, **options: str):
-    r = (spark.readStream if stream else spark.read).format("shardgate_topic")
+    r = (spark.readStream if stream else spark.read).format("shardgate")
     r = r.option("url", f"mysql://root@127.0.0.1:{topic_proxy.port}").option("topic", f"commerce.{topic}")
     for k, v in options.items():
         r = r.option(k, v)
@@ -52,19 +53,31 @@ async def _publish(topic_proxy, topic: str, payloads: list[str]) -> None:
 
 
 async def test_a_topic_reads_in_batch_in_id_order_from_a_time_or_an_id(spark, topic_proxy, topics):
-    topic = await topics.create("commerce")
+    topic = await topics.create("commerce", spec="(order_id BIGINT, status VARCHAR(20))")
     await _publish(topic_proxy, topic, ["b1", "b2", "b3"])
     await asyncio.sleep(0.05)
     after_ms = int(time.time() * 1000)
     await asyncio.sleep(0.05)
     await _publish(topic_proxy, topic, ["b4"])
-    rows = _reader(spark, topic_proxy, topic).collect()
-    assert [bytes(r.payload) for r in rows] == [b"b1", b"b2", b"b3", b"b4"]
+    await run(topic_proxy, "commerce", f"INSERT INTO `{topic}` (order_id, status) VALUES (5, 'paid')")
+    await eventually(lambda: _count(topic_proxy, topic, 5))
+    df = _reader(spark, topic_proxy, topic)
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("message_id", "string"), ("publish_time", "bigint"), ("payload", "binary"), ("order_id", "bigint"),
+        ("status", "string"), ("ttl_seconds", "bigint")]  # the view's columns, typed as the shard has them
+    rows = df.collect()
+    assert [bytes(r.payload) for r in rows] == [b"b1", b"b2", b"b3", b"b4", b""]
+    assert (rows[-1].order_id, rows[-1].status) == (5, "paid")
     assert [r.message_id for r in rows] == sorted(r.message_id for r in rows)
     later = _reader(spark, topic_proxy, topic, startingTimestamp=str(after_ms)).collect()
-    assert [bytes(r.payload) for r in later] == [b"b4"]
-    after_second = _reader(spark, topic_proxy, topic, startingPosition=rows[1].message_id).collect()
-    assert [bytes(r.payload) for r in after_second] == [b"b3", b"b4"]
+    assert [bytes(r.payload) for r in later] == [b"b4", b""]
+    after_second = _reader(spark, topic_proxy, topic, startingPosition=rows[1].message_id).select("payload").collect()
+    assert [bytes(r.payload) for r in after_second] == [b"b3", b"b4", b""]
+    assert _reader(spark, topic_proxy, topic, startingPosition="latest").count() == 0
+
+
+async def _count(topic_proxy, topic: str, n: int) -> bool:
+    return len(await read_all(topic_proxy, "commerce", topic)) == n
 
 
 async def test_a_streaming_query_restarted_from_its_checkpoint_has_no_duplicate_and_no_gap(
@@ -74,7 +87,7 @@ async def test_a_streaming_query_restarted_from_its_checkpoint_has_no_duplicate_
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
 
     def run_until_caught_up() -> list[int]:
-        df = _reader(spark, topic_proxy, topic, stream=True, maxMessagesPerTrigger="4")
+        df = _reader(spark, topic_proxy, topic, stream=True, maxMessagesPerTrigger="4", startingPosition="earliest")
         query = df.writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint).start()
         try:
             query.processAllAvailable()
@@ -91,3 +104,18 @@ async def test_a_streaming_query_restarted_from_its_checkpoint_has_no_duplicate_
     expected = await read_all(topic_proxy, "commerce", topic)
     assert sorted(ids) == [r[0] for r in expected]
     assert sorted(bytes(r.payload) for r in got) == sorted(f"s{i}".encode() for i in range(17))
+
+
+async def test_a_stream_starts_at_the_latest_message_by_default(spark, topic_proxy, topics):
+    topic = await topics.create("commerce")
+    await _publish(topic_proxy, topic, ["old1", "old2"])
+    df = _reader(spark, topic_proxy, topic, stream=True)
+    query = df.writeStream.format("memory").queryName("topic_latest").start()
+    try:
+        await asyncio.to_thread(query.processAllAvailable)
+        await _publish(topic_proxy, topic, ["new1"])
+        await asyncio.to_thread(query.processAllAvailable)
+        got = spark.sql("SELECT payload FROM topic_latest").collect()
+    finally:
+        query.stop()
+    assert [bytes(r.payload) for r in got] == [b"new1"]
