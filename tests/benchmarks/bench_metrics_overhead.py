@@ -10,20 +10,12 @@ Run it on two commits to compare (the figures in BENCHMARKS.md were taken that w
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import MySQLdb
 
-from tests.benchmarks.harness import closed_loop, local_cluster, machine, proxies
+from tests.benchmarks.harness import closed_loop, cpu_seconds, local_cluster, machine, proxies
 
 ROWS = 20_000
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime (fields 14, 15)
 
 
 def main() -> None:
