@@ -43,7 +43,7 @@ from rewriter.nodes import (
     VExplain,
     VExplainRun,
 )
-from rewriter.normalize import normalize
+from rewriter.normalize import normalize_cached
 from rewriter.planner import plan
 from rewriter.sqltemplate import SqlTemplate
 from rewriter.vexplain import describe, vexplain_json
@@ -83,7 +83,7 @@ def cached_plan(sql: str, vschema: Any, keyspace: str | None,
     (never plans, never raises: a statement that does not normalise is None too).
     ``sql`` must not be a VEXPLAIN."""
     try:
-        shape, bindvars = normalize(sql)
+        shape, bindvars = normalize_cached(sql)
     except ValueError:
         return None
     cached = DEFAULT_CACHE.peek(_cache_key(shape, vschema, keyspace, schema))
@@ -105,7 +105,7 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
     if cache is None:
         cache = DEFAULT_CACHE
     try:
-        shape, bindvars = normalize(sql)
+        shape, bindvars = normalize_cached(sql)
     except ValueError as e:
         raise ParseError(f"You have an error in your SQL syntax; {e}") from None
     key = _cache_key(shape, vschema, keyspace, schema)
