@@ -37,7 +37,7 @@ from mysql_mimic.types import Capabilities
 from proxy import wire
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
 from proxy.fast_path.routing import FastRoute, fast_route
-from proxy.fast_path.shard_link import LinkPools, ShardErr, ShardLink
+from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink
 from proxy.observability.metrics import record_error, record_statement
 from proxy.running_statement import RunningStatement
 
@@ -78,7 +78,7 @@ def install_fast_path(connection: ProxyConnection, links: LinkPools) -> ClientFa
     return fast
 
 
-class ClientFastPath(asyncio.Protocol):
+class ClientFastPath(asyncio.BufferedProtocol):
     def __init__(
         self, connection: ProxyConnection, inner: asyncio.StreamReaderProtocol, transport: asyncio.Transport,
         links: LinkPools,
@@ -98,11 +98,18 @@ class ClientFastPath(asyncio.Protocol):
         self._sql = ""
         self._started = 0.0
         self._writing_paused = False
+        self._read = ReadBuffer()
 
     # -- from the client ---------------------------------------------------------------
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._read.take(nbytes))
+
+    def data_received(self, data: bytes | memoryview) -> None:
         if self.slow:
-            self.inner.data_received(data)
+            self.inner.data_received(bytes(data))
             return
         self._buf += data
         if self._link is None:
