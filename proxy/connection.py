@@ -31,6 +31,7 @@ from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
 from proxy import running_statement, wire
 from proxy.engine.result import Result, split_packets
 from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
+from proxy.fast_path.protocol import ClientFastPath, install_fast_path
 from proxy.observability.metrics import record_error, record_statement
 from proxy.prepared import PreparedStatement, bind_parameters, count_placeholders, read_execute
 from proxy.processlist import ClientProcess
@@ -82,6 +83,7 @@ class ClientGone(Exception):
 class ProxyConnection(Connection):
     session: ProxySession
     process: ClientProcess  # set by ProcessList.add when the connection is accepted
+    fast_path: ClientFastPath | None = None  # proxy.fast_path: answers what it can before command_phase
 
     # mimic reads and writes ``status_flags``; ours reflect the session live.
     @property  # type: ignore[override]
@@ -113,6 +115,7 @@ class ProxyConnection(Connection):
             logger.exception("handshake failed", extra={"connection_id": self.connection_id})
             await self.stream.write(self.error(msg=e))
             raise
+        self.fast_path = install_fast_path(self, self.session.proxy.fast_links)
         try:
             await self.command_phase()
         finally:
@@ -181,6 +184,8 @@ class ProxyConnection(Connection):
                 await self._write_error(self._as_proxy_error(e))
             finally:
                 self.stream.reset_seq()
+                if self.fast_path is not None:
+                    self.fast_path.command_done()
 
     # -- errors ----------------------------------------------------------------------
     async def _write_error(self, e: ProxyError) -> None:

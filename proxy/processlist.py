@@ -106,6 +106,24 @@ class ClientProcess:
                 self.since = time.monotonic()
             self.idle_transaction.arm(self.session)
 
+    # -- the same cycle for the fast path (proxy.fast_path), which has no task to await in
+    def begin_now(self, sql: str) -> RunningStatement | None:
+        """``begin`` without waiting, for a statement with no timeout in a session with no
+        transaction; None when the statement needs ``begin`` (an idle-transaction timeout
+        to settle or report)."""
+        if not self.idle_transaction.quiet:
+            return None
+        statement = RunningStatement(sql)
+        self.statement = statement
+        self.since = statement.started
+        return statement
+
+    def end_now(self, statement: RunningStatement) -> None:
+        statement.finished = True  # no timer: begin_now's statements have no timeout
+        if self.statement is statement:
+            self.statement = None
+            self.since = time.monotonic()
+
     # -- kills ----------------------------------------------------------------------
     async def kill(self, query_only: bool) -> None:
         statement = self.statement

@@ -37,6 +37,7 @@ from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.engine.result import Result, is_numeric, local_result
 from proxy.engine.sequence import SequenceAllocator
 from proxy.errors import ER_NO_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
+from proxy.fast_path.shard_link import LinkPools
 from proxy.http_listener import HttpListener, start_http_listener
 from proxy.live_vschema import LiveVSchema
 from proxy.messaging.dml import MessageDml, message_dml
@@ -120,6 +121,7 @@ class Proxy:
             for (ks, shard), e in sorted(self.endpoints.items())
         ]
         self.pools = ShardPools(addresses, maxsize=pool_size)
+        self.fast_links = LinkPools(self.pools, maxsize=pool_size)  # the fast path's shard connections
         # The cluster's vschema lives in the cluster (the files only seed it): read at start,
         # changed by ALTER VSCHEMA / CREATE QUEUE, followed from every proxy process.
         self.live_vschema = LiveVSchema(
@@ -331,6 +333,7 @@ class Proxy:
         await self.messaging.stop()
         await twopc.stop_for_proxy(self)
         await self.processlist.stop()
+        await self.fast_links.close()
         await self.pools.close()
 
 

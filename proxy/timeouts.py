@@ -75,6 +75,11 @@ class IdleTransactionTimeout:
         self._timer: asyncio.TimerHandle | None = None
         self._rollback: asyncio.Task[None] | None = None
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing armed, running or to report: ``before_statement`` would do nothing."""
+        return self._timer is None and self._rollback is None and not self.expired
+
     def arm(self, session: TransactionalSession) -> None:
         tx = session.tx
         if self.seconds > 0 and tx is not None and tx.touched:

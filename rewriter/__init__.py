@@ -43,7 +43,7 @@ from rewriter.nodes import (
     VExplain,
     VExplainRun,
 )
-from rewriter.normalize import normalize
+from rewriter.normalize import normalize_cached
 from rewriter.planner import plan
 from rewriter.sqltemplate import SqlTemplate
 from rewriter.vexplain import describe, vexplain_json
@@ -57,6 +57,7 @@ __all__ = [
     "PlanningError",
     "TableNotFound",
     "Unsupported",
+    "cached_plan",
     "plan",
     "plan_query",
 ]
@@ -70,6 +71,23 @@ _VEXPLAIN = re.compile(
 )
 # Plans that change data: VEXPLAIN QUERIES/ALL runs them only when told to (Vitess's VT09008).
 _WRITES = (Insert, InsertSelect, Update, Delete, ReferenceWrite, DMLWithInput)
+
+
+def _cache_key(shape: str, vschema: Any, keyspace: str | None, schema: TrackedSchema | None) -> Any:
+    return (shape, keyspace, vschema_version(vschema), schema.version if schema is not None else 0)
+
+
+def cached_plan(sql: str, vschema: Any, keyspace: str | None,
+                schema: TrackedSchema | None = None) -> tuple[Plan, dict[str, Any]] | None:
+    """``plan_query``'s answer if the statement's plan is in ``DEFAULT_CACHE``, else None
+    (never plans, never raises: a statement that does not normalise is None too).
+    ``sql`` must not be a VEXPLAIN."""
+    try:
+        shape, bindvars = normalize_cached(sql)
+    except ValueError:
+        return None
+    cached = DEFAULT_CACHE.peek(_cache_key(shape, vschema, keyspace, schema))
+    return None if cached is None else (cached, bindvars)
 
 
 def plan_query(sql: str, vschema: Any, keyspace: str | None,
@@ -87,10 +105,10 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
     if cache is None:
         cache = DEFAULT_CACHE
     try:
-        shape, bindvars = normalize(sql)
+        shape, bindvars = normalize_cached(sql)
     except ValueError as e:
         raise ParseError(f"You have an error in your SQL syntax; {e}") from None
-    key = (shape, keyspace, vschema_version(vschema), schema.version if schema is not None else 0)
+    key = _cache_key(shape, vschema, keyspace, schema)
     cached = cache.get(key)
     if cached is not None:
         return cached, bindvars

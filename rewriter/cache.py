@@ -37,6 +37,15 @@ class PlanCache:
         self.hits += 1
         return plan
 
+    def peek(self, key: CacheKey) -> Plan | None:
+        """``get`` that does not count a miss: for a caller that plans nothing itself and
+        lets the statement go on to ``plan_query`` (which counts it) when it finds none."""
+        plan = self._entries.get(key)
+        if plan is not None:
+            self._entries.move_to_end(key)
+            self.hits += 1
+        return plan
+
     def put(self, key: CacheKey, plan: Plan) -> None:
         self._entries[key] = plan
         self._entries.move_to_end(key)

@@ -409,3 +409,82 @@ def _sign_context(s: _Scanner) -> bool:
     if s.prev_kind == "punct":
         return s.out[-1][-1] in _SIGN_CONTEXT_PUNCT
     return s.prev_kind == "word" and s.last_word in _SIGN_KEYWORDS
+
+
+# -- the same answer for statements that differ only in their literals --------------------------
+# A plain integer or a simple single-quoted string (no escape, no doubled quote), standing
+# alone (no identifier character, '.', or charset prefix such as _utf8mb4 / N / X / B next
+# to it). Whatever else a statement holds stays in its template's text.
+_SIMPLE_LITERAL = re.compile(r"((?<![\w.$'\"`])(?:[0-9]+|'[^'\\]*')(?![\w.$'\"`]))")
+_TEMPLATES_MAX = 10_000
+_BIND_MARK = re.compile(r"::?vtg\d+")
+
+
+class _Template:
+    """What ``normalize`` made of a statement template: its shape and the bind variable of
+    each literal (None: ``normalize`` kept a literal, or saw it otherwise; no shortcut)."""
+
+    __slots__ = ("shape", "names")
+
+    def __init__(self, shape: str, names: tuple[str, ...]) -> None:
+        self.shape = shape
+        self.names = names
+
+
+_TEMPLATES: dict[tuple[str, str, tuple[int, ...]], _Template | None] = {}
+
+
+def normalize_cached(sql: str) -> tuple[str, dict[str, Any]]:
+    """``normalize(sql)``, faster for a statement seen before with other literal values.
+
+    The statement is split at its simple literals (one regex); the text around them and
+    which of them are equal (equal literals share a bind variable) is its template. The
+    first statement of a template goes through ``normalize``, and the template is kept
+    only if every simple literal became its own bind variable in order (so the shape
+    does not depend on their values: a kept ``ORDER BY 1``, a negative number, a
+    ``DATE '...'`` make the template go through ``normalize`` every time). Measured on a
+    point select: 2.4 times faster than ``normalize`` (9 µs instead of 22 on the shared
+    2-core machine)."""
+    parts = _SIMPLE_LITERAL.split(sql)
+    values: list[Any] = []
+    kinds = ""  # each literal's kind: a number after INTERVAL is kept, a string is not
+    for text in parts[1::2]:
+        if text[0] == "'":
+            values.append(text[1:-1])
+            kinds += "'"
+        else:
+            values.append(int(text))
+            kinds += "0"
+    if len(values) > 1:
+        firsts: dict[tuple[type, Any], int] = {}
+        pattern = tuple([firsts.setdefault((type(v), v), i) for i, v in enumerate(values)])
+    else:
+        pattern = (0,) if values else ()
+    key = ("\0".join(parts[0::2]), kinds, pattern)
+    template = _TEMPLATES.get(key, ...)
+    if template is None:
+        return normalize(sql)
+    if template is not ...:
+        return template.shape, dict(zip(template.names, values, strict=True))  # type: ignore[union-attr]
+    shape, bindvars = normalize(sql)
+    if len(_TEMPLATES) >= _TEMPLATES_MAX:
+        _TEMPLATES.clear()
+    _TEMPLATES[key] = _template_of(shape, bindvars, values, pattern)
+    return shape, bindvars
+
+
+def _template_of(shape: str, bindvars: dict[str, Any], values: list[Any], pattern: tuple[int, ...]) -> _Template | None:
+    names: list[str] = []
+    distinct = 0
+    for i, first in enumerate(pattern):
+        if first == i:
+            distinct += 1
+            names.append(f"vtg{distinct}")
+        else:
+            names.append(names[first])
+    expected = dict(zip(names, values, strict=True))
+    if expected != bindvars or any(type(bindvars[n]) is not type(v) for n, v in expected.items()):
+        return None
+    if len(_BIND_MARK.findall(shape)) != len(values) or "::" in shape:
+        return None
+    return _Template(shape, tuple(names))

@@ -44,7 +44,7 @@ async def execute(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
     vs = vcursor.vschema
     if node.opcode is DMLOpcode.Unsharded:
         shard = vs.shards(node.keyspace)[0]
-        sql = node.query.render(bv) if node.query is not None else _render(node, range(len(node.row_templates)), bv)
+        sql = node.query.render(bv) if node.query is not None else render_rows(node, range(len(node.row_templates)), bv)
         res = await vcursor.execute_shard(node.keyspace, shard, sql)
         if generated:
             res.insert_id = generated
@@ -72,7 +72,7 @@ async def execute(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
     per_shard: dict[str, list[int]] = {}
     for i, k in enumerate(ksids):
         per_shard.setdefault(vs.shard_for(node.keyspace, k), []).append(i)
-    queries = [(shard, _render(node, rows, bv)) for shard, rows in per_shard.items()]
+    queries = [(shard, render_rows(node, rows, bv)) for shard, rows in per_shard.items()]
     if len(queries) == 1:
         results = [await vcursor.execute_shard(node.keyspace, queries[0][0], queries[0][1])]
     else:
@@ -88,7 +88,8 @@ async def execute(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
     return out
 
 
-def _render(node: Insert, rows: Any, bv: Mapping[str, Any]) -> str:
+def render_rows(node: Insert, rows: Any, bv: Mapping[str, Any]) -> str:
+    """The INSERT statement with the rows numbered ``rows``."""
     return (node.prefix.render(bv) + ", ".join(node.row_templates[i].render(bv) for i in rows)
             + node.suffix.render(bv))
 

@@ -497,6 +497,10 @@ class TopicService:
             return None
         return await self.route(session, sql, kw)
 
+    def names_topic(self, sql: str) -> bool:
+        """Whether ``sql`` may name a topic (then ``route``/``written`` must see it)."""
+        return self._pattern is not None and self._pattern.search(sql) is not None
+
     def written(self, session: ProxySession, sql: str) -> TopicWrite | None:
         if self._pattern is None or self._pattern.search(sql) is None:
             return None

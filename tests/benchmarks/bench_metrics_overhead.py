@@ -17,6 +17,7 @@ from tests.benchmarks.harness import closed_loop, cpu_seconds, local_cluster, ma
 
 ROWS = 20_000
 
+
 def main() -> None:
     seconds = float(os.environ.get("BENCH_SECONDS", "10"))
     clients = int(os.environ.get("BENCH_CLIENTS", "8"))

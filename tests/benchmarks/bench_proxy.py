@@ -1,7 +1,11 @@
 """Point-select and single-row-insert QPS and latency: through the proxy (routed by
 the hash vindex) vs directly against one shard, same run, 1/8/32 clients.
 
-    python -m tests.benchmarks proxy            # BENCH_SECONDS=5 BENCH_WORKERS=2 to change
+Next to QPS, the CPU time per query (user + system from /proc/<pid>/stat over the
+cell's run, divided by the queries it answered) of the proxy process(es) together and
+of the shards' mariadbd processes: the figure a shared machine does not distort.
+
+    python -m tests.benchmarks proxy     # BENCH_SECONDS=5 BENCH_WORKERS=2 BENCH_CLIENTS=1,8,32 to change
 """
 
 from __future__ import annotations
@@ -10,23 +14,37 @@ import os
 
 import MySQLdb
 
-from tests.benchmarks.harness import LoadResult, closed_loop, local_cluster, machine, proxies
+from tests.benchmarks.harness import (
+    LoadResult,
+    closed_loop,
+    cpu_seconds,
+    local_cluster,
+    machine,
+    proxies,
+    shard_pids,
+)
 
 ROWS = 20_000
 CLIENTS = (1, 8, 32)
 
 
 def _fmt(r: LoadResult) -> str:
-    return f"{r.qps:9.0f} qps  p50 {r.p50_ms:6.2f} ms  p99 {r.p99_ms:6.2f} ms" + (f"  errors {r.errors}" if r.errors else "")
+    return f"{r.qps:7.0f} qps  p50 {r.p50_ms:5.2f} ms  p99 {r.p99_ms:5.2f} ms" + (f"  errors {r.errors}" if r.errors else "")
+
+
+def _us(cpu_s: float, r: LoadResult) -> str:
+    return f"{cpu_s * 1e6 / r.count:6.1f}" if r.count else "     -"
 
 
 def main() -> None:
     seconds = float(os.environ.get("BENCH_SECONDS", "5"))
     workers = int(os.environ.get("BENCH_WORKERS", "2"))
+    clients_list = tuple(int(c) for c in os.environ.get("BENCH_CLIENTS", ",".join(map(str, CLIENTS))).split(","))
     print(f"machine: {machine()}")
     print(f"proxy workers: {workers}; {seconds:.0f} s per measurement; {ROWS} rows in commerce.customer")
     with local_cluster() as cluster, proxies(cluster, workers=workers) as proxy:
         shard = cluster.endpoint("commerce", "-80")
+        mariadbd = shard_pids(cluster)
 
         def via_proxy() -> MySQLdb.Connection:
             return MySQLdb.connect(host=proxy.host, port=proxy.port, user="root", passwd="", db="commerce", autocommit=True)
@@ -64,16 +82,24 @@ def main() -> None:
             cur.execute("insert into customer(customer_id, email, tenant_id) values (%s, 'new@example.com', 1)",
                         (insert_base[0] + n,))
 
+        closed_loop(via_proxy, select_any, 2, 1)  # warm the plan cache and the pools
         print()
-        print(f"{'test':<14}{'clients':>8}  {'proxy':<44}{'direct (one shard)':<44}{'ratio':>6}")
+        print("CPU columns: µs of CPU per query, of the proxy process(es) together / of the shards' mariadbd")
+        print(f"{'test':<13}{'clients':>7}  {'proxy':<38}{'proxy/db µs':<15}{'direct (one shard)':<38}"
+              f"{'db µs':<8}{'ratio':>6}")
         for name, prox_op, direct_op in (("point select", select_any, select_local), ("insert", insert, insert)):
-            for clients in CLIENTS:
+            for clients in clients_list:
                 insert_base[0] += 100_000_000
+                before = cpu_seconds(*proxy.pids), cpu_seconds(*mariadbd)
                 p = closed_loop(via_proxy, prox_op, clients, seconds)
+                proxy_cpu, db_cpu = cpu_seconds(*proxy.pids) - before[0], cpu_seconds(*mariadbd) - before[1]
                 insert_base[0] += 100_000_000
+                before_direct = cpu_seconds(*mariadbd)
                 dr = closed_loop(direct, direct_op, clients, seconds)
+                direct_db_cpu = cpu_seconds(*mariadbd) - before_direct
                 ratio = p.qps / dr.qps if dr.qps else 0.0
-                print(f"{name:<14}{clients:>8}  {_fmt(p):<44}{_fmt(dr):<44}{ratio:6.2f}", flush=True)
+                print(f"{name:<13}{clients:>7}  {_fmt(p):<38}{_us(proxy_cpu, p)} /{_us(db_cpu, p):<7}"
+                      f"{_fmt(dr):<38}{_us(direct_db_cpu, dr):<8}{ratio:6.2f}", flush=True)
 
 
 if __name__ == "__main__":

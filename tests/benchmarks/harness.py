@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import MySQLdb
 
@@ -38,14 +39,17 @@ def machine() -> str:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (0 if it is gone): steadier than QPS on a
-    shared machine."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime (fields 14, 15)
+def cpu_seconds(*pids: int) -> float:
+    """User + system CPU time the processes ``pids`` used so far (from /proc/<pid>/stat; a
+    process gone counts 0): the figure a shared machine does not distort, unlike QPS."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / _CLOCK_TICKS
 
 
 def descendants(pid: int) -> list[int]:
@@ -80,13 +84,50 @@ def local_cluster() -> Iterator[LocalCluster]:
             asyncio.run(cluster.stop())
 
 
+def shard_pids(cluster: LocalCluster) -> list[int]:
+    """The mariadbd processes of the cluster's shards."""
+    pids = (cluster.pid(s.key[0], s.key[1]) for s in cluster.local_shards)
+    return [pid for pid in pids if pid is not None]
+
+
+@dataclass
+class ProxyGroup:
+    """The proxy processes sharing one port (SO_REUSEPORT); the first stands for them all
+    where a benchmark needs one address or process."""
+
+    procs: list[ProxyProcess]
+
+    @property
+    def host(self) -> str:
+        return self.procs[0].host
+
+    @property
+    def port(self) -> int:
+        return self.procs[0].port
+
+    @property
+    def proc(self) -> Any:
+        return self.procs[0].proc
+
+    @property
+    def log(self) -> Path:
+        return self.procs[0].log
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.proc.pid for p in self.procs]
+
+    def connect(self, database: str | None = None, **kw: object) -> Any:
+        return self.procs[0].connect(database, **kw)
+
+
 @contextmanager
-def proxies(cluster: LocalCluster, workers: int = 1) -> Iterator[ProxyProcess]:
+def proxies(cluster: LocalCluster, workers: int = 1) -> Iterator[ProxyGroup]:
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="shardgate-bench-proxy-")) / "proxy.log"
     procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env={"SHARDGATE_LOG_LEVEL": "WARNING"}) for _ in range(workers)]
     try:
-        yield procs[0]
+        yield ProxyGroup(procs)
     finally:
         for p in procs:
             stop_proxy(p)
@@ -98,6 +139,7 @@ class LoadResult:
     p50_ms: float
     p99_ms: float
     errors: int
+    count: int = 0  # operations completed
 
 
 def closed_loop(
@@ -142,10 +184,11 @@ def closed_loop(
         c.close()
     flat = sorted(x for lat in latencies for x in lat)
     if not flat:
-        return LoadResult(0.0, 0.0, 0.0, sum(errors))
+        return LoadResult(0.0, 0.0, 0.0, sum(errors), 0)
     return LoadResult(
         qps=len(flat) / elapsed,
         p50_ms=statistics.median(flat) * 1000,
         p99_ms=flat[min(len(flat) - 1, int(len(flat) * 0.99))] * 1000,
         errors=sum(errors),
+        count=len(flat),
     )

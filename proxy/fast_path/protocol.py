@@ -1,0 +1,247 @@
+"""The client side of the fast path: an ``asyncio.Protocol`` in front of the connection's
+StreamReader, from the end of the handshake on.
+
+``install_fast_path`` puts a ``ClientFastPath`` in the place of the connection's
+``StreamReaderProtocol`` on its transport. Every packet the client sends then reaches
+``data_received`` first. A COM_QUERY that ``proxy.fast_path.routing`` qualifies is
+answered here, within the event loop's callbacks: its shard query goes out on a
+``ShardLink`` and the shard's response goes back to the client in one write (re-framed
+only where the proxy's answer differs: the EOF status flags, an ERR naming the shard).
+Anything else (a statement that does not qualify, another command, pipelined data
+behind it) is handed to the StreamReaderProtocol untouched, and mysql-mimic's command
+loop (``ProxyConnection.command_phase``) runs it as it always did; the fast path takes
+the connection back once that loop has finished the command and has nothing buffered
+(``command_done``). So a connection's commands are answered in order, whichever path
+runs each.
+
+On the fast path a statement still shows in SHOW PROCESSLIST (a ``RunningStatement``
+with its shard link on it, so KILL QUERY reaches the shard), is counted in /metrics,
+tells messaging and topics about a successful INSERT, and fails with the normal path's
+errors (``ShardError``, ``ShardUnavailable``, 1317 after a kill). TLS connections and
+clients with CLIENT_QUERY_ATTRIBUTES or CLIENT_DEPRECATE_EOF keep the normal path.
+``SHARDGATE_FAST_PATH=0`` in the environment turns the fast path off.
+
+Measured (bench_proxy, 8 clients, one worker): see BENCHMARKS.md, "Proxy: fast path".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from mysql_mimic.types import Capabilities
+
+from proxy import wire
+from proxy.errors import ProxyError, ShardError, ShardUnavailable
+from proxy.fast_path.routing import FastRoute, fast_route
+from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink
+from proxy.observability.metrics import record_error, record_statement
+from proxy.running_statement import RunningStatement
+
+if TYPE_CHECKING:
+    from proxy.connection import ProxyConnection
+
+logger = logging.getLogger(__name__)
+
+_COM_QUERY = 0x03
+_MAX_PAYLOAD = 0xFFFFFF
+# Capabilities that change what a COM_QUERY or its answer looks like on the wire.
+_INCOMPATIBLE = Capabilities.CLIENT_QUERY_ATTRIBUTES | Capabilities.CLIENT_DEPRECATE_EOF
+
+
+def enabled() -> bool:
+    return os.environ.get("SHARDGATE_FAST_PATH", "1") != "0"
+
+
+def install_fast_path(connection: ProxyConnection, links: LinkPools) -> ClientFastPath | None:
+    """Put the fast path in front of a logged-in connection; None when it cannot serve it."""
+    if not enabled():
+        return None
+    transport = connection.stream.writer.transport
+    caps = connection.capabilities
+    if (
+        transport.get_extra_info("sslcontext") is not None
+        or not caps & Capabilities.CLIENT_PROTOCOL_41
+        or caps & _INCOMPATIBLE
+    ):
+        return None
+    inner = transport.get_protocol()
+    if not isinstance(inner, asyncio.StreamReaderProtocol) or not isinstance(transport, asyncio.Transport):
+        return None
+    fast = ClientFastPath(connection, inner, transport, links)
+    transport.set_protocol(fast)
+    if connection.stream.reader._buffer:
+        fast.slow = True  # a command arrived with the login: the command loop reads it first
+    return fast
+
+
+class ClientFastPath(asyncio.BufferedProtocol):
+    def __init__(
+        self, connection: ProxyConnection, inner: asyncio.StreamReaderProtocol, transport: asyncio.Transport,
+        links: LinkPools,
+    ) -> None:
+        self.connection = connection
+        self.session = connection.session
+        self.inner = inner
+        self.transport = transport
+        self.links = links
+        # The command loop has the connection: everything the client sends goes to it.
+        self.slow = False
+        self._buf = bytearray()
+        # The statement being answered on the fast path.
+        self._link: ShardLink | None = None
+        self._statement: RunningStatement | None = None
+        self._route: FastRoute | None = None
+        self._sql = ""
+        self._started = 0.0
+        self._writing_paused = False
+        self._read = ReadBuffer()
+
+    # -- from the client ---------------------------------------------------------------
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._read.take(nbytes))
+
+    def data_received(self, data: bytes | memoryview) -> None:
+        if self.slow:
+            self.inner.data_received(bytes(data))
+            return
+        self._buf += data
+        if self._link is None:
+            self._serve()
+
+    def _serve(self) -> None:
+        """Answer the complete commands buffered, until one goes to the shard or to the loop."""
+        buf = self._buf
+        while len(buf) >= 4 and self._link is None and not self.slow:
+            length = buf[0] | buf[1] << 8 | buf[2] << 16
+            if len(buf) < 4 + length:
+                return
+            if buf[3] == 0 and length and buf[4] == _COM_QUERY and length < _MAX_PAYLOAD:
+                if self._start_query(bytes(buf[5 : 4 + length])):
+                    del buf[: 4 + length]
+                    continue
+            self._to_command_loop()
+
+    def _to_command_loop(self) -> None:
+        self.slow = True
+        data = bytes(self._buf)
+        self._buf.clear()
+        self.inner.data_received(data)
+
+    def command_done(self) -> None:
+        """The command loop finished a command: the fast path takes the connection back
+        unless the next command is already waiting in the loop's reader."""
+        if self.slow and not self.connection.stream.reader._buffer and not self.transport.is_closing():
+            self.slow = False
+
+    def _start_query(self, payload: bytes) -> bool:
+        """Send a qualifying statement to its shard; False: the command loop must run it."""
+        try:
+            sql = payload.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        try:
+            route = fast_route(self.session, sql)
+        except Exception:  # a fault of the fast path: logged, and the normal path answers
+            logger.exception("fast path: routing failed", extra={"connection_id": self.connection.connection_id})
+            return False
+        if route is None:
+            return False
+        links = self.links.get(route.keyspace, route.shard)
+        link = links.take() if links is not None else None
+        if link is None:
+            return False
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            links.give(link)  # type: ignore[union-attr]
+            return False
+        self._started = time.perf_counter()
+        session = self.session
+        session.statement_keyword = route.keyword
+        session.route = (route.plan, route.keyspace)
+        statement.shard_query_started(link)
+        self._link, self._statement, self._route, self._sql = link, statement, route, sql
+        link.query(route.query, self)
+        return True
+
+    # -- from the shard (ShardLink's Relay) --------------------------------------------------
+    def response_part(self, link: ShardLink, data: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        if error is not None:
+            e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
+            data = data[: error.start] + self._error_packet(e, data[error.start + 3])
+        elif self._route is not None and self._route.writes:
+            self.session.proxy.wrote(self.session, self._sql)
+        if not self.transport.is_closing():
+            self.transport.write(data)
+        self._finish(link, rows, error is not None)
+
+    def link_lost(self, link: ShardLink, cause: str) -> None:
+        logger.warning("shard unavailable", extra={"keyspace": link.keyspace, "shard": link.shard, "error": cause})
+        e = self._error(ShardUnavailable(link.keyspace, link.shard, cause))
+        if not self.transport.is_closing():
+            self.transport.write(self._error_packet(e, link.next_seq))
+        self._finish(link, 0, True)
+
+    def _error(self, e: ProxyError) -> ProxyError:
+        statement = self._statement
+        if statement is not None and statement.killed is not None:
+            e = statement.error()  # the shard's "interrupted" is the kill's doing
+        record_error(e.code)
+        return e
+
+    @staticmethod
+    def _error_packet(e: ProxyError, seq: int) -> bytes:
+        payload = wire.error_packet(e.code, e.sqlstate, e.message)
+        return len(payload).to_bytes(3, "little") + bytes((seq,)) + payload
+
+    def _finish(self, link: ShardLink, rows: int, failed: bool) -> None:
+        statement = self._statement
+        self._link = self._statement = self._route = None
+        links = self.links.get(link.keyspace, link.shard)
+        assert links is not None and statement is not None
+        statement.shard_query_ended(link)
+        links.give(link)
+        self.connection.process.end_now(statement)
+        record_statement(self.session, self._sql, self._started, rows, failed)
+        if self._writing_paused:
+            link.resume_reading()
+        if self._buf:
+            self._serve()
+
+    # -- the transport's other calls: the StreamReaderProtocol keeps hearing them ----------
+    def connection_lost(self, exc: Exception | None) -> None:
+        link, statement = self._link, self._statement
+        if link is not None and statement is not None:
+            self._link = self._statement = self._route = None
+            statement.shard_query_ended(link)
+            link.abandon()  # mid-response: the link is out of step
+            links = self.links.get(link.keyspace, link.shard)
+            if links is not None:
+                links.give(link)
+            self.connection.process.end_now(statement)
+        self.inner.connection_lost(exc)
+
+    def eof_received(self) -> Any:
+        return self.inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        if self._link is not None:
+            self._link.pause_reading()  # a large result waits for a slow client
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._link is not None:
+            self._link.resume_reading()
+        self.inner.resume_writing()

@@ -1,0 +1,437 @@
+"""A shard connection of the fast path's own: an ``asyncio.Protocol`` that writes a
+COM_QUERY and hands back the shard's response packets as they are, in one block.
+
+aiomysql's connection reads a response one packet at a time through a StreamReader,
+each read awaited, behind its pool's and cursor's layers; a response the proxy relays
+byte for byte needs none of that. A link frames the response while it arrives (OK,
+ERR, or column count + definitions + EOF + rows + EOF) and calls its ``Relay`` once,
+from ``data_received``, when the response is complete: no task, no future. A result
+larger than ``RELAY_CHUNK`` goes out in pieces as it arrives (the client's flow
+control pauses the shard's socket), so memory stays bounded as on the normal path.
+
+Links speak the text protocol without CLIENT_DEPRECATE_EOF (as the proxy's clients
+do: the proxy never offers it) and with the pools' charset, so what a shard sends is
+what the client expects, except the EOF packets' status flags, which the link sets to
+the proxy's (the fast path only serves autocommit sessions outside a transaction).
+
+``ShardLinks`` keeps the idle links of one shard. ``take`` never waits: without an
+idle link it starts opening one in the background and the statement takes the
+normal path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from pymysql._auth import scramble_native_password
+from pymysql.charset import charset_by_name
+from pymysql.constants import CLIENT
+
+from proxy.pools import ShardPool, ShardPools
+
+logger = logging.getLogger(__name__)
+
+# What the link announces: pymysql's capabilities (as the pools' connections have them),
+# without connection attributes.
+_CAPABILITIES = (CLIENT.CAPABILITIES | CLIENT.CONNECT_WITH_DB) & ~CLIENT.CONNECT_ATTRS
+_CHARSET_ID = charset_by_name("utf8mb4").id
+_MAX_PACKET = (1 << 24) - 1
+_NATIVE_PASSWORD = b"mysql_native_password"
+_CONNECT_TIMEOUT_S = 5.0
+# The proxy's status flags in a fast-path answer's EOF packets: autocommit, no transaction.
+_STATUS_AUTOCOMMIT = 0x0002
+# A response bigger than this goes to the client in pieces as it arrives.
+RELAY_CHUNK = 256 * 1024
+
+# Response framing states.
+_IDLE, _FIRST, _COLUMNS, _COLUMNS_EOF, _ROWS = range(5)
+
+
+class Relay(Protocol):
+    """Who gets a link's response (the client connection's fast path)."""
+
+    def response_part(self, link: ShardLink, data: bytes) -> None:
+        """Complete packets of a large result, more to come."""
+
+    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        """The rest of the response (``error``: it ended with this ERR packet)."""
+
+    def link_lost(self, link: ShardLink, cause: str) -> None:
+        """The shard connection failed before the response was complete."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardErr:
+    """The ERR packet a response ended with: its code, message, and where it starts in the data."""
+
+    code: int
+    message: str
+    start: int
+
+
+class LinkError(Exception):
+    """The link could not be opened (refused, failed login)."""
+
+
+def _lenenc(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+    """A length-encoded integer at ``pos``: (value, position after it)."""
+    first = buf[pos]
+    if first < 0xFB:
+        return first, pos + 1
+    if first == 0xFC:
+        return int.from_bytes(buf[pos + 1 : pos + 3], "little"), pos + 3
+    if first == 0xFD:
+        return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
+    return int.from_bytes(buf[pos + 1 : pos + 9], "little"), pos + 9
+
+
+def _packet(seq: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "little") + bytes((seq,)) + payload
+
+
+# What a fast-path protocol reads into (asyncio.BufferedProtocol): the transport then
+# receives with recv_into instead of allocating a 256 KiB bytes object per read.
+READ_BUFFER = 64 * 1024
+
+
+class ReadBuffer:
+    """A reusable receive buffer; ``take(n)`` is what the last read put there."""
+
+    __slots__ = ("view",)
+
+    def __init__(self) -> None:
+        self.view = memoryview(bytearray(READ_BUFFER))
+
+    def take(self, n: int) -> memoryview:
+        return self.view[:n]
+
+
+class ShardLink(asyncio.BufferedProtocol):
+    """One connection to a shard's primary. What ``RunningStatement.kill`` needs of a
+    shard connection (``pool``, ``thread_id``, ``keyspace``, ``shard``, ``broken``) it has."""
+
+    def __init__(self, pool: ShardPool) -> None:
+        self.pool = pool
+        self.thread_id = 0
+        self.broken = False
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray()
+        self._pos = 0  # where the next unframed packet starts in _buf
+        self._last = 0  # where the last row packet framed starts
+        self._state = _IDLE
+        self._columns_left = 0
+        self._rows = 0
+        self._continued = False  # the next packet continues a packet of 2^24-1 bytes
+        self._relay: Relay | None = None
+        # The sequence id the next packet of the response relayed so far would carry.
+        self.next_seq = 1
+        self._login: asyncio.Future[None] | None = None
+        self._login_seq = 0
+        self._salt = b""
+        self._read = ReadBuffer()
+
+    @property
+    def keyspace(self) -> str:
+        return self.pool.address.keyspace
+
+    @property
+    def shard(self) -> str:
+        return self.pool.address.shard
+
+    @property
+    def busy(self) -> bool:
+        return self._state != _IDLE
+
+    # -- opening -------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, pool: ShardPool) -> ShardLink:
+        a = pool.address
+        loop = asyncio.get_running_loop()
+        link = cls(pool)
+        link._login = loop.create_future()
+        async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+            transport, _ = await loop.create_connection(lambda: link, a.host, a.port)
+            try:
+                await link._login
+            except BaseException:
+                transport.close()
+                raise
+        return link
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def _login_packet(self, payload: bytes) -> None:
+        login = self._login
+        assert login is not None
+        seq = self._login_seq
+        if seq == 0:  # the server's greeting (protocol 10)
+            self._greeting(payload)
+            return
+        head = payload[:1]
+        if head == b"\x00":
+            self._login = None
+            login.set_result(None)
+        elif head == b"\xff":
+            code = int.from_bytes(payload[1:3], "little")
+            raise LinkError(f"({code}) {payload[9:].decode('utf-8', 'replace')}")
+        elif head == b"\xfe":  # auth switch: a new salt for (we hope) the same plugin
+            name, _, salt = payload[1:].partition(b"\x00")
+            if name != _NATIVE_PASSWORD:
+                raise LinkError(f"unsupported authentication plugin {name.decode(errors='replace')}")
+            self._salt = salt.rstrip(b"\x00")
+            self._send_login(scramble_native_password(self.pool.address.password.encode(), self._salt))
+        else:
+            raise LinkError(f"unexpected packet during login: {payload[:1].hex()}")
+
+    def _greeting(self, p: bytes) -> None:
+        i = p.index(b"\x00", 1) + 1  # protocol version, server version
+        self.thread_id = int.from_bytes(p[i : i + 4], "little")
+        salt = p[i + 4 : i + 12]
+        i += 13 + 2 + 1 + 2 + 2  # salt part 1, filler, capabilities (low), charset, status, capabilities (high)
+        auth_len = p[i]
+        i += 11  # its length byte, reserved
+        salt += p[i : i + max(13, auth_len - 8)].rstrip(b"\x00")
+        self._salt = salt
+        a = self.pool.address
+        auth = scramble_native_password(a.password.encode(), salt) if a.password else b""
+        self._send_login(
+            _CAPABILITIES.to_bytes(4, "little") + _MAX_PACKET.to_bytes(4, "little") + bytes((_CHARSET_ID,))
+            + bytes(23) + a.user.encode() + b"\x00" + bytes((len(auth),)) + auth
+            + a.database.encode() + b"\x00" + _NATIVE_PASSWORD + b"\x00",
+            handshake=True,
+        )
+
+    def _send_login(self, payload: bytes, handshake: bool = False) -> None:
+        assert self.transport is not None
+        if handshake:
+            self.transport.write(_packet(1, payload))
+            self._login_seq = 2
+        else:
+            self.transport.write(_packet(self._login_seq, payload))
+            self._login_seq += 1
+
+    # -- queries -------------------------------------------------------------------------
+    def query(self, sql: bytes, relay: Relay) -> None:
+        """Send COM_QUERY ``sql`` (shorter than 2^24 - 1 bytes); ``relay`` gets the response."""
+        assert self.transport is not None and self._state == _IDLE
+        self._relay = relay
+        self._state = _FIRST
+        self._rows = 0
+        self.next_seq = 1
+        n = len(sql) + 1
+        self.transport.write(n.to_bytes(3, "little") + b"\x00\x03" + sql)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._read.take(nbytes))
+
+    def data_received(self, data: bytes | memoryview) -> None:
+        buf = self._buf
+        buf += data
+        if self._login is not None:
+            self._read_login()
+            return
+        if self._state == _IDLE:
+            logger.warning("shard sent data while no query ran; closing", extra={"shard": self.pool.name})
+            self.close()
+            return
+        pos = self._pos
+        n = len(buf)
+        state = self._state
+        while pos + 4 <= n:
+            length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+            end = pos + 4 + length
+            if end > n:
+                break
+            if self._continued:  # the middle of a huge row: not a packet to interpret
+                self._continued = length == 0xFFFFFF
+                pos = end
+                continue
+            self._continued = length == 0xFFFFFF
+            head = buf[pos + 4] if length else 0
+            if state == _ROWS:
+                if head == 0xFE and length < 9:  # EOF: the end of the result
+                    buf[pos + 5 : pos + 9] = b"\x00\x00" + _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                    self._done(end, None)
+                    return
+                if head == 0xFF:
+                    self._done(end, self._error_of(pos, end))
+                    return
+                self._rows += 1
+                self._last = pos
+            elif state == _FIRST:
+                if head == 0x00:  # OK
+                    _, p = _lenenc(buf, pos + 5)
+                    _, p = _lenenc(buf, p)
+                    buf[p : p + 2] = _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                    self._done(end, None)
+                    return
+                if head == 0xFF:
+                    self._done(end, self._error_of(pos, end))
+                    return
+                if head == 0xFB:  # LOCAL INFILE request: never from a statement the fast path sends
+                    self.broken = True
+                    self._done(end, ShardErr(2027, "Malformed packet: LOCAL INFILE request", pos))
+                    return
+                self._columns_left, _ = _lenenc(buf, pos + 4)
+                state = _COLUMNS
+            elif state == _COLUMNS:
+                self._columns_left -= 1
+                if self._columns_left == 0:
+                    state = _COLUMNS_EOF
+            else:  # _COLUMNS_EOF
+                buf[pos + 5 : pos + 9] = b"\x00\x00" + _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                state = _ROWS
+            pos = end
+        self._state = state
+        self._pos = pos
+        if pos >= RELAY_CHUNK and state == _ROWS:
+            self.next_seq = (buf[self._last + 3] + 1) & 0xFF
+            part = bytes(buf[:pos])
+            del buf[:pos]
+            self._pos = 0
+            assert self._relay is not None
+            self._relay.response_part(self, part)
+
+    def _error_of(self, start: int, end: int) -> ShardErr:
+        p = bytes(self._buf[start + 4 : end])
+        code = int.from_bytes(p[1:3], "little")
+        message = p[9:] if p[3:4] == b"#" else p[3:]
+        return ShardErr(code, message.decode("utf-8", "replace"), start)
+
+    def _done(self, end: int, error: ShardErr | None) -> None:
+        buf = self._buf
+        data = bytes(buf[:end])
+        del buf[:end]
+        self._pos = 0
+        self._state = _IDLE
+        self._continued = False
+        relay, self._relay = self._relay, None
+        if buf:  # more than one response: the connection is out of step
+            self.broken = True
+        assert relay is not None
+        relay.response_done(self, data, self._rows, error)
+
+    def _read_login(self) -> None:
+        buf = self._buf
+        try:
+            while len(buf) >= 4 and self._login is not None:
+                length = int.from_bytes(buf[:3], "little")
+                if len(buf) < 4 + length:
+                    return
+                payload = bytes(buf[4 : 4 + length])
+                self._login_seq = buf[3] + 1 if self._login_seq else 0
+                del buf[: 4 + length]
+                self._login_packet(payload)
+        except (LinkError, IndexError, ValueError) as e:
+            login = self._login
+            self._login = None
+            if login is not None and not login.done():
+                login.set_exception(e if isinstance(e, LinkError) else LinkError(f"malformed greeting: {e}"))
+            self.close()
+
+    # -- the end ---------------------------------------------------------------------------
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broken = True
+        self.transport = None
+        login, self._login = self._login, None
+        if login is not None and not login.done():
+            login.set_exception(LinkError(str(exc) if exc else "connection closed during login"))
+        relay, self._relay = self._relay, None
+        self._state = _IDLE
+        if relay is not None:
+            relay.link_lost(self, str(exc) if exc else "Lost connection to MySQL server during query")
+
+    def close(self) -> None:
+        self.broken = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def abandon(self) -> None:
+        """Close the link, its response unread (the client it worked for is gone)."""
+        self._relay = None
+        self.close()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+
+class ShardLinks:
+    """The fast path's idle links to one shard, at most ``maxsize`` open."""
+
+    def __init__(self, pool: ShardPool, maxsize: int) -> None:
+        self.pool = pool
+        self.maxsize = maxsize
+        self.idle: list[ShardLink] = []
+        self.open = 0  # links open or opening
+        self._opening: set[asyncio.Task[None]] = set()
+        self._failed_at = 0.0
+
+    def take(self) -> ShardLink | None:
+        """An idle link, or None (then one is opened in the background, if allowed)."""
+        idle = self.idle
+        while idle:
+            link = idle.pop()
+            if link.transport is not None and not link.broken:
+                return link
+            self.open -= 1
+        if self.open < self.maxsize and not self._opening:
+            loop = asyncio.get_running_loop()
+            if loop.time() - self._failed_at >= 1.0:  # a shard that refused us is retried once a second
+                self.open += 1
+                task = loop.create_task(self._open())
+                self._opening.add(task)
+                task.add_done_callback(self._opening.discard)
+        return None
+
+    async def _open(self) -> None:
+        try:
+            link = await ShardLink.open(self.pool)
+        except (LinkError, OSError, TimeoutError) as e:
+            self.open -= 1
+            self._failed_at = asyncio.get_running_loop().time()
+            logger.info("fast path: shard link not opened", extra={"shard": self.pool.name, "error": str(e)})
+            return
+        self.idle.append(link)
+
+    def give(self, link: ShardLink) -> None:
+        """A link whose query is over: idle again, or closed if it may be out of step."""
+        if link.broken or link.transport is None or link.busy:
+            link.close()
+            self.open -= 1
+            return
+        self.idle.append(link)
+
+    async def close(self) -> None:
+        for task in list(self._opening):
+            task.cancel()
+        await asyncio.gather(*self._opening, return_exceptions=True)
+        for link in self.idle:
+            link.close()
+        self.idle.clear()
+        self.open = 0
+
+
+class LinkPools:
+    """The fast path's links to every shard of a proxy process."""
+
+    def __init__(self, pools: ShardPools, maxsize: int = 32) -> None:
+        self.links = {key: ShardLinks(pool, maxsize) for key, pool in pools.pools.items()}
+
+    def get(self, keyspace: str, shard: str) -> ShardLinks | None:
+        return self.links.get((keyspace, shard))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(links.close() for links in self.links.values()))
