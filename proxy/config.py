@@ -18,6 +18,7 @@ The names in the file are an interface users script against (see issue 2)::
         vschema: commerce_vschema.json
         schema: commerce_schema.sql
         shards: ["-80", "80-"]           # local shards, or {shard: "mysql://user:pw@host:port/db"}
+        reshard_targets: {"-40": "mysql://..."}  # dsn shards only: where `shardgate reshard create` puts new shards
 
 Every relative path is resolved against the directory of the YAML file, so the same file works
 from any working directory. Errors are raised as :class:`ConfigError` naming the file and the field.
@@ -105,6 +106,9 @@ class KeyspaceConfig:
     schema_path: Path | None
     # shard name -> endpoint; None marks a local shard whose endpoint the launcher assigns.
     shards: dict[str, ShardEndpoint | None]
+    # Servers for the new shards of a reshard (proxy/resharding), by shard name; a cluster with
+    # local shards starts new local instances instead.
+    reshard_targets: dict[str, ShardEndpoint] = field(default_factory=dict)
 
     @property
     def sharded(self) -> bool:
@@ -560,7 +564,7 @@ class _Reader:
         if not _KEYSPACE_NAME.match(name):
             raise self.error(where, "keyspace names must be identifiers ([A-Za-z_][A-Za-z0-9_]*)")
         doc = self.mapping(value, where)
-        self.no_unknown_keys(doc, where, {"vschema", "schema", "shards"})
+        self.no_unknown_keys(doc, where, {"vschema", "schema", "shards", "reshard_targets"})
         if "vschema" not in doc:
             raise self.error(f"{where}.vschema", "is required")
         vschema_path = self.file(doc["vschema"], f"{where}.vschema")
@@ -581,12 +585,22 @@ class _Reader:
                 f"{where}.shards",
                 f"an unsharded keyspace has exactly one shard, got {len(shards)}",
             )
+        reshard_targets: dict[str, ShardEndpoint] = {}
+        if doc.get("reshard_targets") is not None:
+            targets_where = f"{where}.reshard_targets"
+            if not isinstance(doc["reshard_targets"], dict):
+                raise self.error(targets_where, f"expected a mapping shard -> dsn, got {_kind(doc['reshard_targets'])}")
+            for shard, endpoint in self.shards(name, doc["reshard_targets"], targets_where).items():
+                if endpoint is None:
+                    raise self.error(f"{targets_where}.{shard}", "needs a dsn")
+                reshard_targets[shard] = endpoint
         return KeyspaceConfig(
             name=name,
             vschema=vschema,
             vschema_path=vschema_path,
             schema_path=schema_path,
             shards=shards,
+            reshard_targets=reshard_targets,
         )
 
     def shards(self, keyspace: str, value: Any, where: str) -> dict[str, ShardEndpoint | None]:

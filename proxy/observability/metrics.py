@@ -101,6 +101,13 @@ TWOPC_EVENTS = Counter("shardgate_twopc", "Two-phase commit counters (proxy.twop
 TWOPC_IN_DOUBT = Gauge("shardgate_twopc_in_doubt", "Prepared transactions the last resolver run left unresolved",
                        multiprocess_mode="livemax")
 
+# Reshard workflows (proxy/resharding/host.py): set by the process that runs the workflow's streams.
+RESHARD_ROWS_COPIED = Gauge("shardgate_reshard_rows_copied", "Rows a Reshard workflow copied, by source shard and table",
+                            ["workflow", "source", "table"], multiprocess_mode="livemax")
+RESHARD_LAG_SECONDS = Gauge("shardgate_reshard_lag_seconds",
+                            "Seconds the targets of a Reshard workflow are behind a source shard's binlog",
+                            ["workflow", "source"], multiprocess_mode="livemax")
+
 _MESSAGE_TABLE = ["keyspace", "shard", "table"]
 MESSAGES_QUEUED = Gauge("shardgate_messages_queued", "Messages cached for delivery (SHOW VITESS_MESSAGES Queued)",
                         _MESSAGE_TABLE, multiprocess_mode="livesum")
