@@ -268,8 +268,22 @@ def _add_reshard_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_reshard)
 
 
+# Shard lists start with "-" ("-40,40-80"), which argparse takes for an option: glue them to their flag.
+_SHARD_LIST_FLAGS = ("--source-shards", "--target-shards")
+
+
+def _glue_shard_lists(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in _SHARD_LIST_FLAGS:
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_glue_shard_lists(sys.argv[1:] if argv is None else argv))
     _setup_logging(args.log_level)
     try:
         return int(args.func(args))

@@ -524,7 +524,7 @@ class _Reader:
         shards = keyspaces[keyspace or next(iter(keyspaces))].shards
         if shard is not None and shard not in shards:
             raise self.error("vschema_store.shard", f"no shard {shard!r} in keyspace {keyspace or next(iter(keyspaces))!r}")
-        seconds = doc.get("poll_seconds", VSchemaStoreConfig.poll_seconds)
+        seconds = doc.get("poll_seconds", VSchemaStoreConfig().poll_seconds)  # slots: no class default
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds or seconds <= 0:
             raise self.error("vschema_store.poll_seconds", f"expected a positive number of seconds, got {_kind(seconds)}")
         return VSchemaStoreConfig(keyspace=keyspace, shard=shard, poll_seconds=float(seconds))

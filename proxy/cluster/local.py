@@ -192,7 +192,8 @@ class LocalCluster:
         the stored topology: proxy/resharding/topology.py): its data dir is made from the
         template on first start (with ``schema_path`` applied then), kept afterwards. From then
         on it is one of this cluster's shards (stop_shard, start_shard, stop)."""
-        if spec.key in self._specs and self._specs[spec.key] != spec:
+        if spec.key in self._specs and self._specs[spec.key] != spec and self.is_running(spec.keyspace, spec.shard):
+            # A stopped shard may be replaced: a merge back makes a new shard of a retired one's name.
             raise ClusterError(f"shard {spec.keyspace}/{spec.shard} is already described differently")
         self._specs[spec.key] = spec
         self._endpoints[spec.key] = spec.endpoint

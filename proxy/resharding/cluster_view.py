@@ -11,16 +11,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from proxy.cluster.layout import cluster_endpoints
+from proxy.config import ClusterConfig, ShardEndpoint
+from proxy.pools import ShardAddress, ShardConnection, ShardPool
 from proxy.resharding.topology import (
     KeyspaceTopology,
     TopologyConflict,
     load_topology,
     save_topology,
 )
-
-from proxy.cluster.layout import cluster_endpoints
-from proxy.config import ClusterConfig, ShardEndpoint
-from proxy.pools import ShardAddress, ShardConnection, ShardPool
 from proxy.resharding.workflow import WorkflowStore, store_address
 
 _CAS_ATTEMPTS = 5

@@ -18,6 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
+import pymysql
+
+from proxy.errors import ProxyError
 from proxy.resharding.cluster_view import ClusterView
 from proxy.resharding.lifecycle import cancel_workflow, complete_workflow, create_workflow
 from proxy.resharding.shard_writer import ShardWriter
@@ -37,6 +40,7 @@ class WorkflowStatus:
     workflow: Workflow
     copy: list[TableCopyState]
     lag: list[SourceLag]
+    unreachable: str = ""  # why the lag could not be read
 
     @property
     def rows_copied(self) -> int:
@@ -57,6 +61,7 @@ class WorkflowStatus:
             "rows_copied": self.rows_copied,
             "copy_state": [asdict(c) | {"lastpk": None if c.lastpk is None else list(c.lastpk)} for c in self.copy],
             "lag": [asdict(lag) for lag in self.lag],
+            "unreachable": self.unreachable,
         }
 
     def lines(self) -> list[str]:
@@ -70,6 +75,8 @@ class WorkflowStatus:
         for lag in self.lag:
             shown = "unknown" if lag.lag_seconds == float("inf") else f"{lag.lag_seconds:.1f} s"
             out.append(f"  stream {lag.source} -> {lag.target}: lag {shown} (applied {lag.applied or '-'})")
+        if self.unreachable:
+            out.append(f"  lag unknown: {self.unreachable}")
         return out
 
 
@@ -77,6 +84,7 @@ async def workflow_status(view: ClusterView, name: str) -> WorkflowStatus:
     workflow = await view.store.require(name)
     copy = await view.store.copy_states(name)
     lags: list[SourceLag] = []
+    unreachable = ""
     if not workflow.state.finished:
         endpoints = await view.endpoints(workflow.keyspace)
         writers = {}
@@ -84,10 +92,13 @@ async def workflow_status(view: ClusterView, name: str) -> WorkflowStatus:
             for target in workflow.streaming_targets:
                 writers[target] = await ShardWriter.open(workflow.keyspace, target, endpoints[target])
             lags = await workflow_lag(workflow, endpoints, writers)
+        except (ProxyError, pymysql.MySQLError, OSError) as e:
+            # A target not started yet (the host starts it) or down: the lag is unknown, not an error.
+            unreachable = str(e.message if isinstance(e, ProxyError) else e)
         finally:
             for writer in writers.values():
                 await writer.close()
-    return WorkflowStatus(workflow, copy, lags)
+    return WorkflowStatus(workflow, copy, lags, unreachable)
 
 
 def _bar(done: int, total: int) -> str:

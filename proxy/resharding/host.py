@@ -22,13 +22,12 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from proxy.resharding.topology import KeyspaceTopology
-
 from proxy.cluster import LocalCluster
 from proxy.config import ClusterConfig
 from proxy.observability import metrics
 from proxy.resharding.cluster_view import ClusterView
 from proxy.resharding.streams import WorkflowStreams
+from proxy.resharding.topology import KeyspaceTopology
 from proxy.resharding.workflow import Workflow, WorkflowState
 
 logger = logging.getLogger(__name__)

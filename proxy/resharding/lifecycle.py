@@ -20,12 +20,6 @@ from dataclasses import replace
 from typing import Any
 
 import pymysql
-from proxy.resharding.topology import (
-    KeyspaceTopology,
-    ShardEndpointSpec,
-    allocate_local_shard,
-    local_endpoint_spec,
-)
 
 from proxy.cdc.binlog_decoder import connection_kwargs
 from proxy.config import ClusterConfig, ShardEndpoint
@@ -34,6 +28,12 @@ from proxy.resharding.cluster_view import ClusterView
 from proxy.resharding.row_routing import RoutingError, RowRouter
 from proxy.resharding.shard_writer import ShardWriter
 from proxy.resharding.table_schema import read_tables
+from proxy.resharding.topology import (
+    KeyspaceTopology,
+    ShardEndpointSpec,
+    allocate_local_shard,
+    local_endpoint_spec,
+)
 from proxy.resharding.workflow import Workflow, WorkflowError, WorkflowState
 from rewriter.sqltemplate import quote_identifier
 from vschema.errors import InvalidShardName

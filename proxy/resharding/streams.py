@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pymysql
-from proxy.resharding.denied_writes import BYPASS_SQL
 
 from proxy.cdc.binlog_decoder import connection_kwargs
 from proxy.cdc.positions import GtidPosition
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.resharding.catchup import CatchupStream, reached
+from proxy.resharding.denied_writes import BYPASS_SQL
 from proxy.resharding.row_copy import CopyProgress, copy_source
 from proxy.resharding.row_routing import RowRouter
 from proxy.resharding.shard_writer import ShardWriter

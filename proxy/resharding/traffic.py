@@ -23,6 +23,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from proxy.cdc.positions import GtidPosition
+from proxy.config import ShardEndpoint
+from proxy.resharding.cluster_view import ClusterView, shard_pool
 from proxy.resharding.denied_writes import allow_writes, deny_writes
 from proxy.resharding.journal import (
     MIGRATION_SHARDS,
@@ -32,10 +35,6 @@ from proxy.resharding.journal import (
     journal_id,
     write_journal,
 )
-
-from proxy.cdc.positions import GtidPosition
-from proxy.config import ShardEndpoint
-from proxy.resharding.cluster_view import ClusterView, shard_pool
 from proxy.resharding.lifecycle import ReshardRefused, streams_stopped
 from proxy.resharding.shard_writer import ShardWriter
 from proxy.resharding.streams import WorkflowStreams, current_position
