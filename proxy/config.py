@@ -13,6 +13,7 @@ The names in the file are an interface users script against (see issue 2)::
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     vschema_store: {keyspace: commerce, shard: "-80", poll_seconds: 0.25}  # the live vschema's shard (default: first)
     transaction_timeout: 30             # seconds a session may idle inside a transaction; 0/absent: no limit
+    reshard: {copy_chunk_rows: 2000}    # Reshard workflows (proxy/resharding): rows per copy chunk (lastpk saved after each)
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -174,6 +175,13 @@ class VSchemaStoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReshardConfig:
+    # Rows per chunk of a Reshard workflow's table copy; its last primary key is saved after each
+    # chunk, so a crash repeats at most one chunk (Vitess's vreplication_copy_phase_max_rows).
+    copy_chunk_rows: int = 2000
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     path: Path
     listen: ListenConfig
@@ -192,6 +200,7 @@ class ClusterConfig:
     # Seconds a session may stay idle inside a transaction before it is rolled back
     # (proxy.timeouts); 0: no limit.
     transaction_timeout: float = 0.0
+    reshard: ReshardConfig = field(default_factory=ReshardConfig)
 
     @property
     def has_local_shards(self) -> bool:
@@ -236,7 +245,7 @@ def load_config(
         "<top level>",
         {
             "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
-            "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout",
+            "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout", "reshard",
         },
     )
 
@@ -274,6 +283,7 @@ def load_config(
     topics = reader.topics(doc.get("topics"))
     vschema_store = reader.vschema_store(doc.get("vschema_store"), keyspaces)
     transaction_timeout = reader.transaction_timeout(doc.get("transaction_timeout"))
+    reshard = reader.reshard(doc.get("reshard"))
 
     config = ClusterConfig(
         path=path,
@@ -290,6 +300,7 @@ def load_config(
         topics=topics,
         vschema_store=vschema_store,
         transaction_timeout=transaction_timeout,
+        reshard=reshard,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -477,6 +488,16 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
             raise self.error("transaction_timeout", f"expected a number of seconds (0: no limit), got {_kind(value)}")
         return float(value)
+
+    def reshard(self, value: Any) -> ReshardConfig:
+        if value is None:
+            return ReshardConfig()
+        doc = self.mapping(value, "reshard")
+        self.no_unknown_keys(doc, "reshard", {"copy_chunk_rows"})
+        rows = doc.get("copy_chunk_rows", ReshardConfig().copy_chunk_rows)
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise self.error("reshard.copy_chunk_rows", f"expected a positive number of rows, got {_kind(rows)}")
+        return ReshardConfig(copy_chunk_rows=rows)
 
     def twopc(self, value: Any) -> TwoPCConfig:
         if value is None:

@@ -33,7 +33,7 @@ from tests.proxy_process import REPO, free_port
 KEYSPACE = "commerce"
 
 
-def write_cluster_file(work: Path, template_dir: Path) -> Path:
+def write_cluster_file(work: Path, template_dir: Path, copy_chunk_rows: int = 2000) -> Path:
     files = work / "files"
     files.mkdir(parents=True)
     for name in ("commerce_vschema.json", "commerce_schema.sql", "lookup_vschema.json", "lookup_schema.sql"):
@@ -46,6 +46,7 @@ http: {{host: 127.0.0.1, port: {free_port()}}}
 users: [{{user: root, password: ""}}]
 local: {{data_dir: {work / "data"}, base_port: {base}}}
 vschema_store: {{keyspace: lookup, shard: "0"}}
+reshard: {{copy_chunk_rows: {copy_chunk_rows}}}
 keyspaces:
   commerce:
     vschema: commerce_vschema.json
@@ -148,12 +149,12 @@ def status(config_path: Path, workflow: str) -> dict:
     return json.loads(done.stdout)
 
 
-def shard_endpoints(config_path: Path) -> dict[str, ShardEndpoint]:
-    """Every known commerce shard (the stored topology's), as the workflow sees them."""
+def shard_endpoints(config_path: Path, keyspace: str = KEYSPACE) -> dict[str, ShardEndpoint]:
+    """Every known shard of the keyspace (the stored topology's), as the workflow sees them."""
     async def read() -> dict[str, ShardEndpoint]:
         view = ClusterView(load_config(config_path))
         try:
-            return await view.endpoints(KEYSPACE)
+            return await view.endpoints(keyspace)
         finally:
             await view.close()
 
@@ -165,6 +166,24 @@ def serving_shards(config_path: Path) -> tuple[str, ...]:
         view = ClusterView(load_config(config_path))
         try:
             return (await view.topology(KEYSPACE)).serving
+        finally:
+            await view.close()
+
+    return asyncio.run(read())
+
+
+def kill_shard(config_path: Path, shard: str) -> None:
+    """kill -9 one commerce shard's mariadbd (found by its pid file)."""
+    data_dir = shard_endpoints_data_dirs(config_path)[shard]
+    os.kill(int((data_dir / "mariadbd.pid").read_text().strip()), signal.SIGKILL)
+
+
+def shard_endpoints_data_dirs(config_path: Path) -> dict[str, Path]:
+    async def read() -> dict[str, Path]:
+        view = ClusterView(load_config(config_path))
+        try:
+            topology = await view.topology(KEYSPACE)
+            return {s: spec.local.data_dir for s, spec in topology.shards.items() if spec.local is not None}
         finally:
             await view.close()
 
