@@ -82,7 +82,12 @@ class CatchupStream:
         """Each target's applied position of this source (the copy's start where none yet)."""
         for target, writer in self.writers.items():
             applied = await writer.applied(self.workflow)
-            gtid, commit_time = applied.get(self.source, (copy_start, 0.0))
+            if self.source in applied:
+                gtid, commit_time = applied[self.source]
+            else:
+                # Recorded at once, so lag and the switch see it even while the source stays idle.
+                gtid, commit_time = copy_start, time.time()
+                await writer.write([writer.position_sql(self.workflow, self.source, gtid, commit_time)])
             self.progress.applied[target] = GtidPosition.parse(gtid)
             self.progress.last_commit_time = max(self.progress.last_commit_time, commit_time)
 

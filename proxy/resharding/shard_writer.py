@@ -64,11 +64,14 @@ class ShardWriter:
         self.positions = positions
         self._session_sql = tuple(session_sql)
         self._conn: pymysql.Connection | None = None
+        # One connection, used from worker threads: the streams of several sources (a merge)
+        # write to the same target, one at a time.
+        self._lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, keyspace: str, shard: str, endpoint: ShardEndpointLike, session_sql: Sequence[str] = ()) -> ShardWriter:
         writer = cls(keyspace, shard, endpoint, await position_table(keyspace, shard, endpoint), session_sql)
-        await asyncio.to_thread(writer._connection)
+        await asyncio.to_thread(writer._connection)  # fails here when the shard is unreachable
         return writer
 
     def _connection(self) -> pymysql.Connection:
@@ -102,7 +105,8 @@ class ShardWriter:
     async def write(self, statements: Sequence[str]) -> None:
         """Run ``statements`` in one transaction."""
         if statements:
-            await asyncio.to_thread(self._run, statements)
+            async with self._lock:
+                await asyncio.to_thread(self._run, statements)
 
     def position_sql(self, workflow: str, source: str, gtid: str, commit_time: float) -> str:
         return (
@@ -119,7 +123,8 @@ class ShardWriter:
             return list(cur.fetchall())
 
     async def query(self, sql: str) -> list[tuple[Any, ...]]:
-        return await asyncio.to_thread(self._query, sql)
+        async with self._lock:
+            return await asyncio.to_thread(self._query, sql)
 
     async def applied(self, workflow: str) -> dict[str, tuple[str, float]]:
         """source shard -> (applied GTID position, its last transaction's commit time)."""
@@ -132,9 +137,10 @@ class ShardWriter:
         await self.write([f"delete from {self.positions} where workflow = {sql_literal(workflow)}"])
 
     async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await asyncio.to_thread(conn.close)
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await asyncio.to_thread(conn.close)
 
 
 def _str(value: Any) -> str:

@@ -21,6 +21,7 @@ Reads and writes switch together: the serving topology has one list of serving s
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 
 from proxy.cdc.positions import GtidPosition
@@ -86,12 +87,17 @@ async def _write_journals(workflow: Workflow, endpoints: Mapping[str, ShardEndpo
             await pool.close()
 
 
-async def _restart_positions(workflow: Workflow, endpoints: Mapping[str, ShardEndpoint], writers_of: Sequence[str]) -> None:
-    """The stream of the new direction writes to ``writers_of``: forget what they applied before."""
+async def _restart_positions(
+    workflow: Workflow, endpoints: Mapping[str, ShardEndpoint], writers_of: Sequence[str], starts: Mapping[str, GtidPosition]
+) -> None:
+    """The stream of the new direction writes to ``writers_of`` from the gaining shards' ``starts``:
+    record those as applied (nothing else is to apply: writes were denied everywhere till now)."""
+    now = time.time()
     for shard in writers_of:
         writer = await ShardWriter.open(workflow.keyspace, shard, endpoints[shard])
         try:
             await writer.forget(workflow.name)
+            await writer.write([writer.position_sql(workflow.name, s, str(p), now) for s, p in starts.items()])
         finally:
             await writer.close()
 
@@ -144,7 +150,7 @@ async def switch_traffic(
             workflow.keyspace,
             lambda t: t.with_serving([s for s in t.serving if s not in losing] + [s for s in gaining if s not in t.serving]),
         )
-        await _restart_positions(workflow, endpoints, losing)
+        await _restart_positions(workflow, endpoints, losing, starts)
         switched = workflow.with_state(
             WorkflowState.RUNNING if reverse else WorkflowState.SWITCHED,
             reversed=not reverse,

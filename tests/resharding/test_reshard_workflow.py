@@ -38,6 +38,8 @@ def up(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpProcess]:
         yield process
     finally:
         process.stop()
+        # Shown by pytest only when the test failed: what the workflow host did.
+        print("\n".join(line for line in process.log.read_text().splitlines() if "resharding" in line)[-20000:])
 
 
 def seed(up: UpProcess, first: int, count: int) -> set[int]:
