@@ -13,6 +13,7 @@ The names in the file are an interface users script against (see issue 2)::
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     vschema_store: {keyspace: commerce, shard: "-80", poll_seconds: 0.25}  # the live vschema's shard (default: first)
     transaction_timeout: 30             # seconds a session may idle inside a transaction; 0/absent: no limit
+    resharding: {write_hold_seconds: 10}  # how long a write waits out a resharding switch (proxy/resharding)
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -170,6 +171,13 @@ class VSchemaStoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReshardingConfig:
+    # A write refused by a source shard at a resharding switch (denied writes) is held this
+    # long for the topology to change, then run on the new shards (past it: an error).
+    write_hold_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     path: Path
     listen: ListenConfig
@@ -188,6 +196,7 @@ class ClusterConfig:
     # Seconds a session may stay idle inside a transaction before it is rolled back
     # (proxy.timeouts); 0: no limit.
     transaction_timeout: float = 0.0
+    resharding: ReshardingConfig = field(default_factory=ReshardingConfig)
 
     @property
     def has_local_shards(self) -> bool:
@@ -233,6 +242,7 @@ def load_config(
         {
             "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
             "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout",
+            "resharding",
         },
     )
 
@@ -270,6 +280,7 @@ def load_config(
     topics = reader.topics(doc.get("topics"))
     vschema_store = reader.vschema_store(doc.get("vschema_store"), keyspaces)
     transaction_timeout = reader.transaction_timeout(doc.get("transaction_timeout"))
+    resharding = reader.resharding(doc.get("resharding"))
 
     config = ClusterConfig(
         path=path,
@@ -286,6 +297,7 @@ def load_config(
         topics=topics,
         vschema_store=vschema_store,
         transaction_timeout=transaction_timeout,
+        resharding=resharding,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -473,6 +485,16 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
             raise self.error("transaction_timeout", f"expected a number of seconds (0: no limit), got {_kind(value)}")
         return float(value)
+
+    def resharding(self, value: Any) -> ReshardingConfig:
+        if value is None:
+            return ReshardingConfig()
+        doc = self.mapping(value, "resharding")
+        self.no_unknown_keys(doc, "resharding", {"write_hold_seconds"})
+        seconds = doc.get("write_hold_seconds", ReshardingConfig.write_hold_seconds)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds or seconds < 0:
+            raise self.error("resharding.write_hold_seconds", f"expected a number of seconds (0: no hold), got {_kind(seconds)}")
+        return ReshardingConfig(write_hold_seconds=float(seconds))
 
     def twopc(self, value: Any) -> TwoPCConfig:
         if value is None:

@@ -39,6 +39,7 @@ API (what the Reshard workflow calls)::
     LocalInstance(port, data_dir, server_id, gtid_domain_id).spec(keyspace, shard) -> LocalShardSpec
     cluster_topology(config) -> dict[str, KeyspaceTopology]             # the cluster file's (version 0)
     await load_topology(conn, config) -> dict[str, KeyspaceTopology]    # stored rows over the file's
+    await stored_versions(conn) -> dict[str, int]                      # keyspace -> stored version
     await save_topology(conn, keyspace, topology, expected_version) -> KeyspaceTopology  # CAS
     allocate_local_shard(config, topologies, keyspace, shard) -> LocalInstance  # next free port/ids
     TopologyConflict: ProxyError 1105 when expected_version is not the stored one
@@ -246,9 +247,12 @@ def sort_shards(shards: Sequence[str]) -> list[str]:
     return sorted(shards, key=key)
 
 
-def cluster_topology(config: ClusterConfig) -> dict[str, KeyspaceTopology]:
-    """Every keyspace as the cluster file describes it (version 0)."""
-    endpoints = cluster_endpoints(config)
+def cluster_topology(
+    config: ClusterConfig, endpoints: Mapping[tuple[str, str], ShardEndpoint] | None = None
+) -> dict[str, KeyspaceTopology]:
+    """Every keyspace as the cluster file describes it (version 0); ``endpoints``: the shards'
+    endpoints where the caller knows them (a proxy is handed them), else computed from the file."""
+    endpoints = cluster_endpoints(config) if endpoints is None else endpoints
     local = {spec.key: LocalInstance.of(spec) for spec in plan_local_shards(config)}
     return {
         name: KeyspaceTopology(
@@ -261,30 +265,39 @@ def cluster_topology(config: ClusterConfig) -> dict[str, KeyspaceTopology]:
     }
 
 
-async def _table(conn: ShardConnection) -> str:
+async def topology_table(conn: ShardConnection) -> str:
+    """The qualified name of the topology table on ``conn``'s shard (created if missing);
+    callers that poll keep it and pass it on as ``table``."""
     return await ensure_sidecar_table(conn, conn.pool.address.database, SIDECAR_TABLE, _create_table)
 
 
-async def stored_versions(conn: ShardConnection) -> dict[str, int]:
-    """keyspace -> stored version (keyspaces without a row absent): the live vschema's poll."""
-    table = await _table(conn)
+async def stored_versions(conn: ShardConnection, table: str | None = None) -> dict[str, int]:
+    """keyspace -> stored version (keyspaces without a row absent)."""
+    table = table or await topology_table(conn)
     res = await conn.execute(
         f"select keyspace, version from {table} where cluster = {_hex(conn.pool.address.database)}"
     )
     return {_text(ks): int(_text(v)) for ks, v in res.rows}
 
 
-async def load_topology(conn: ShardConnection, config: ClusterConfig) -> dict[str, KeyspaceTopology]:
-    """Every keyspace's topology: its stored row, or the cluster file's shards where it has none.
-    A stored keyspace the cluster file does not name is ignored (logged)."""
-    table = await _table(conn)
+async def load_topology(
+    conn: ShardConnection,
+    config: ClusterConfig,
+    *,
+    base: Mapping[str, KeyspaceTopology] | None = None,
+    table: str | None = None,
+) -> dict[str, KeyspaceTopology]:
+    """Every keyspace's topology: its stored row, or the cluster file's shards where it has none
+    (``base``: those, when the caller has them). A stored keyspace the cluster file does not
+    name is ignored (logged)."""
+    table = table or await topology_table(conn)
     res = await conn.execute(
         f"select keyspace, doc, version from {table} where cluster = {_hex(conn.pool.address.database)}"
     )
-    out = cluster_topology(config)
+    out = dict(base) if base is not None else cluster_topology(config)
     for ks, doc, version in res.rows:
         name = _text(ks)
-        if name not in out:
+        if name not in config.keyspaces:
             logger.warning("topology stored for a keyspace the cluster file does not name", extra={"keyspace": name})
             continue
         try:
@@ -304,7 +317,7 @@ async def save_topology(
     the vschema-store poll interval (0.25 s by default)."""
     if topology.keyspace != keyspace:
         raise TopologyError(keyspace, f"document is for keyspace {topology.keyspace}")
-    table = await _table(conn)
+    table = await topology_table(conn)
     cluster = _hex(conn.pool.address.database)
     doc = f"convert({_hex(json.dumps(topology.to_json(), sort_keys=True))} using utf8mb4)"
     version = expected_version + 1
@@ -359,5 +372,5 @@ def local_endpoint_spec(keyspace: str, shard: str, instance: LocalInstance) -> S
 __all__ = [
     "KeyspaceTopology", "LocalInstance", "ShardEndpointSpec", "TopologyConflict", "TopologyError",
     "allocate_local_shard", "cluster_topology", "load_topology", "local_endpoint_spec", "save_topology",
-    "sort_shards", "stored_versions",
+    "sort_shards", "stored_versions", "topology_table",
 ]
