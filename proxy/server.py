@@ -46,7 +46,7 @@ from proxy.observability.metrics import TOPOLOGY_VERSION
 from proxy.observability.service import Observability
 from proxy.pools import ShardAddress, ShardPools
 from proxy.processlist import ProcessList
-from proxy.resharding.topology import KeyspaceTopology, cluster_topology
+from proxy.resharding.topology import KeyspaceTopology, cluster_topology, read_topology
 from proxy.resharding.write_hold import WriteHold
 from proxy.schema_tracker import SchemaTracker
 from proxy.session import Outcome, ProxySession
@@ -220,6 +220,21 @@ class Proxy:
         if changed:
             self.write_hold.topology_changed()
         return changed
+
+    async def locate_shard(self, key: tuple[str, str]) -> ShardEndpoint | None:
+        """Where any shard the topology knows listens, serving or not (a CDC stream resuming on
+        a reshard's sources, or moving to its targets at the journal): from what this process
+        follows, else from the store (the switch may be newer than the last poll)."""
+        endpoint = self.endpoints.get(key)
+        if endpoint is not None:
+            return endpoint
+        topology = (await read_topology(self.config, self.file_topology_endpoints)).get(key[0])
+        spec = topology.shards.get(key[1]) if topology is not None else None
+        return spec.endpoint if spec is not None else None
+
+    @property
+    def file_topology_endpoints(self) -> dict[tuple[str, str], ShardEndpoint]:
+        return {key: e for t in self.file_topology.values() for key, e in t.endpoints.items()}
 
     async def topology_followed(self, keyspace: str) -> None:
         """After a topology change of ``keyspace``: message managers stop on retired shards and

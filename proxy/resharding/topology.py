@@ -42,6 +42,9 @@ API (what the Reshard workflow calls)::
     await stored_versions(conn) -> dict[str, int]                      # keyspace -> stored version
     await save_topology(conn, keyspace, topology, expected_version) -> KeyspaceTopology  # CAS
     allocate_local_shard(config, topologies, keyspace, shard) -> LocalInstance  # next free port/ids
+    await read_topology(config) -> dict[str, KeyspaceTopology]  # over a connection of its own
+    serving_endpoints(topologies) -> {(ks, shard): ShardEndpoint}  # what "current" streams read
+    shard_locator(config) -> VStream shard_locator (any shard the store knows)
     TopologyConflict: ProxyError 1105 when expected_version is not the stored one
 
 ``conn`` is a :class:`proxy.pools.ShardConnection` to the vschema-store shard
@@ -54,7 +57,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -69,7 +72,7 @@ from proxy.cluster.layout import (
 from proxy.cluster.ports import port_is_free
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
-from proxy.pools import ShardConnection
+from proxy.pools import ShardAddress, ShardConnection, ShardPools
 from proxy.sidecar_tables import ensure_sidecar_table
 from vschema.errors import InvalidShardName
 from vschema.keyrange import KeyRange
@@ -339,6 +342,43 @@ async def save_topology(
     return replace(topology, version=version)
 
 
+async def read_topology(
+    config: ClusterConfig, endpoints: Mapping[tuple[str, str], ShardEndpoint] | None = None
+) -> dict[str, KeyspaceTopology]:
+    """Every keyspace's topology, read from the vschema-store shard over a connection of its
+    own (for processes that do not run a proxy: ``shardgate cdc``, the Spark source, tools).
+    ``endpoints``: the cluster file's shards where the caller has them."""
+    endpoints = dict(cluster_endpoints(config) if endpoints is None else endpoints)
+    keyspace, shard = config.vschema_store_location
+    e = endpoints[(keyspace, shard)]
+    pools = ShardPools([ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database)], maxsize=1)
+    try:
+        async with pools.get(keyspace, shard).connection() as sc:
+            return await load_topology(sc, config, base=cluster_topology(config, endpoints))
+    finally:
+        await pools.close()
+
+
+def serving_endpoints(topologies: Mapping[str, KeyspaceTopology]) -> dict[tuple[str, str], ShardEndpoint]:
+    """The serving shards of every keyspace, keyed (keyspace, shard): what a stream starting
+    at ``current`` reads."""
+    return {key: e for t in topologies.values() for key, e in t.serving_endpoints.items()}
+
+
+def shard_locator(
+    config: ClusterConfig, endpoints: Mapping[tuple[str, str], ShardEndpoint] | None = None
+) -> Callable[[tuple[str, str]], Awaitable[ShardEndpoint | None]]:
+    """A VStream ``shard_locator``: any shard the stored topology knows (a reshard's sources
+    until ``complete``, its targets), read from the store when asked."""
+
+    async def locate(key: tuple[str, str]) -> ShardEndpoint | None:
+        topology = (await read_topology(config, endpoints)).get(key[0])
+        spec = topology.shards.get(key[1]) if topology is not None else None
+        return spec.endpoint if spec is not None else None
+
+    return locate
+
+
 def allocate_local_shard(
     config: ClusterConfig, topologies: Mapping[str, KeyspaceTopology], keyspace: str, shard: str
 ) -> LocalInstance:
@@ -371,6 +411,6 @@ def local_endpoint_spec(keyspace: str, shard: str, instance: LocalInstance) -> S
 
 __all__ = [
     "KeyspaceTopology", "LocalInstance", "ShardEndpointSpec", "TopologyConflict", "TopologyError",
-    "allocate_local_shard", "cluster_topology", "load_topology", "local_endpoint_spec", "save_topology",
-    "sort_shards", "stored_versions", "topology_table",
+    "allocate_local_shard", "cluster_topology", "load_topology", "local_endpoint_spec", "read_topology",
+    "save_topology", "serving_endpoints", "shard_locator", "sort_shards", "stored_versions", "topology_table",
 ]
