@@ -13,7 +13,8 @@ The names in the file are an interface users script against (see issue 2)::
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     vschema_store: {keyspace: commerce, shard: "-80", poll_seconds: 0.25}  # the live vschema's shard (default: first)
     transaction_timeout: 30             # seconds a session may idle inside a transaction; 0/absent: no limit
-    reshard: {copy_chunk_rows: 2000}    # Reshard workflows (proxy/resharding): rows per copy chunk (lastpk saved after each)
+    resharding: {write_hold_seconds: 10, copy_chunk_rows: 2000}  # a write waits out a switch this long;
+                                        # rows per chunk of a Reshard copy (lastpk saved after each)
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -175,7 +176,10 @@ class VSchemaStoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ReshardConfig:
+class ReshardingConfig:
+    # A write refused by a source shard at a resharding switch (denied writes) is held this
+    # long for the topology to change, then run on the new shards (past it: an error).
+    write_hold_seconds: float = 10.0
     # Rows per chunk of a Reshard workflow's table copy; its last primary key is saved after each
     # chunk, so a crash repeats at most one chunk (Vitess's vreplication_copy_phase_max_rows).
     copy_chunk_rows: int = 2000
@@ -200,7 +204,7 @@ class ClusterConfig:
     # Seconds a session may stay idle inside a transaction before it is rolled back
     # (proxy.timeouts); 0: no limit.
     transaction_timeout: float = 0.0
-    reshard: ReshardConfig = field(default_factory=ReshardConfig)
+    resharding: ReshardingConfig = field(default_factory=ReshardingConfig)
 
     @property
     def has_local_shards(self) -> bool:
@@ -245,7 +249,8 @@ def load_config(
         "<top level>",
         {
             "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
-            "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout", "reshard",
+            "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout",
+            "resharding",
         },
     )
 
@@ -283,7 +288,7 @@ def load_config(
     topics = reader.topics(doc.get("topics"))
     vschema_store = reader.vschema_store(doc.get("vschema_store"), keyspaces)
     transaction_timeout = reader.transaction_timeout(doc.get("transaction_timeout"))
-    reshard = reader.reshard(doc.get("reshard"))
+    resharding = reader.resharding(doc.get("resharding"))
 
     config = ClusterConfig(
         path=path,
@@ -300,7 +305,7 @@ def load_config(
         topics=topics,
         vschema_store=vschema_store,
         transaction_timeout=transaction_timeout,
-        reshard=reshard,
+        resharding=resharding,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -489,15 +494,19 @@ class _Reader:
             raise self.error("transaction_timeout", f"expected a number of seconds (0: no limit), got {_kind(value)}")
         return float(value)
 
-    def reshard(self, value: Any) -> ReshardConfig:
+    def resharding(self, value: Any) -> ReshardingConfig:
         if value is None:
-            return ReshardConfig()
-        doc = self.mapping(value, "reshard")
-        self.no_unknown_keys(doc, "reshard", {"copy_chunk_rows"})
-        rows = doc.get("copy_chunk_rows", ReshardConfig().copy_chunk_rows)
+            return ReshardingConfig()
+        doc = self.mapping(value, "resharding")
+        self.no_unknown_keys(doc, "resharding", {"write_hold_seconds", "copy_chunk_rows"})
+        defaults = ReshardingConfig()  # slots: the class has no default values to read
+        seconds = doc.get("write_hold_seconds", defaults.write_hold_seconds)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds or seconds < 0:
+            raise self.error("resharding.write_hold_seconds", f"expected a number of seconds (0: no hold), got {_kind(seconds)}")
+        rows = doc.get("copy_chunk_rows", defaults.copy_chunk_rows)
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-            raise self.error("reshard.copy_chunk_rows", f"expected a positive number of rows, got {_kind(rows)}")
-        return ReshardConfig(copy_chunk_rows=rows)
+            raise self.error("resharding.copy_chunk_rows", f"expected a positive number of rows, got {_kind(rows)}")
+        return ReshardingConfig(write_hold_seconds=float(seconds), copy_chunk_rows=rows)
 
     def twopc(self, value: Any) -> TwoPCConfig:
         if value is None:

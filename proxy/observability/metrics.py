@@ -134,6 +134,23 @@ CDC_LAG_TRANSACTIONS = Gauge(
     _CDC_STREAM, multiprocess_mode="livemax",
 )
 
+# Resharding (proxy/resharding/write_hold.py): writes held at a switch, how they ended and
+# how long they waited. Rare events (a switch), so recorded directly.
+WRITES_HELD = Counter(
+    "shardgate_reshard_writes_held", "Writes a resharding switch held (denied on a source shard), by how the hold "
+    "ended: released (run on the new shards), timed_out, refused (a transaction had written already)",
+    ["keyspace", "outcome"],
+)
+WRITE_HOLD_SECONDS = Histogram(
+    "shardgate_reshard_write_hold_seconds", "How long writes were held at a resharding switch", ["keyspace"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+TOPOLOGY_VERSION = Gauge(
+    "shardgate_topology_version", "The serving topology version a proxy process follows (0: the cluster file's)",
+    ["keyspace"], multiprocess_mode="livemax",
+)
+
+
 class StatementTally:
     """What statements of one (type, plan, keyspace) did since the last flush."""
 
@@ -230,6 +247,12 @@ def record_commit(shards: int, mode: str) -> None:
 
 def record_rollback() -> None:
     TRANSACTION_ROLLBACKS.inc()
+
+
+def record_write_hold(keyspace: str, outcome: str, seconds: float) -> None:
+    """A write held at a resharding switch ended (``outcome``: released, timed_out, refused)."""
+    WRITES_HELD.labels(keyspace, outcome).inc()
+    WRITE_HOLD_SECONDS.labels(keyspace).observe(seconds)
 
 
 def add_to_counter(counter: MetricWrapperBase, last: dict[Any, float], labels: tuple[str, ...], value: float) -> None:

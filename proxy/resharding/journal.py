@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 SIDECAR_TABLE = "resharding_journal"
 FALLBACK_TABLE = f"_shardgate_{SIDECAR_TABLE}"
+JOURNAL_TABLES = (SIDECAR_TABLE, FALLBACK_TABLE)  # its names, for binlog table filters
 MIGRATION_SHARDS = "SHARDS"  # Vitess MigrationType.SHARDS (a Reshard); TABLES is MoveTables
 
 
@@ -176,6 +177,6 @@ async def read_journal(conn: ShardConnection, id: int) -> Journal | None:
 
 
 __all__ = [
-    "FALLBACK_TABLE", "Journal", "KeyspaceShard", "MIGRATION_SHARDS", "SIDECAR_TABLE", "ShardGtid",
+    "FALLBACK_TABLE", "JOURNAL_TABLES", "Journal", "KeyspaceShard", "MIGRATION_SHARDS", "SIDECAR_TABLE", "ShardGtid",
     "is_journal_table", "journal_id", "read_journal", "write_journal",
 ]

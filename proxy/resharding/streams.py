@@ -108,7 +108,7 @@ class WorkflowStreams:
             *(
                 copy_source(
                     wf, source, self.endpoints[source], self._tables, self.router, self._writers,
-                    self.store, self.copy_progress, first_snapshot, self.config.reshard.copy_chunk_rows,
+                    self.store, self.copy_progress, first_snapshot, self.config.resharding.copy_chunk_rows,
                 )
                 for source in wf.streaming_sources
             )

@@ -39,8 +39,12 @@ API (what the Reshard workflow calls)::
     LocalInstance(port, data_dir, server_id, gtid_domain_id).spec(keyspace, shard) -> LocalShardSpec
     cluster_topology(config) -> dict[str, KeyspaceTopology]             # the cluster file's (version 0)
     await load_topology(conn, config) -> dict[str, KeyspaceTopology]    # stored rows over the file's
+    await stored_versions(conn) -> dict[str, int]                      # keyspace -> stored version
     await save_topology(conn, keyspace, topology, expected_version) -> KeyspaceTopology  # CAS
     allocate_local_shard(config, topologies, keyspace, shard) -> LocalInstance  # next free port/ids
+    await read_topology(config) -> dict[str, KeyspaceTopology]  # over a connection of its own
+    serving_endpoints(topologies) -> {(ks, shard): ShardEndpoint}  # what "current" streams read
+    shard_locator(config) -> VStream shard_locator (any shard the store knows)
     TopologyConflict: ProxyError 1105 when expected_version is not the stored one
 
 ``conn`` is a :class:`proxy.pools.ShardConnection` to the vschema-store shard
@@ -53,7 +57,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -68,7 +72,7 @@ from proxy.cluster.layout import (
 from proxy.cluster.ports import port_is_free
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
-from proxy.pools import ShardConnection
+from proxy.pools import ShardAddress, ShardConnection, ShardPools
 from proxy.sidecar_tables import ensure_sidecar_table
 from vschema.errors import InvalidShardName
 from vschema.keyrange import KeyRange
@@ -246,9 +250,12 @@ def sort_shards(shards: Sequence[str]) -> list[str]:
     return sorted(shards, key=key)
 
 
-def cluster_topology(config: ClusterConfig) -> dict[str, KeyspaceTopology]:
-    """Every keyspace as the cluster file describes it (version 0)."""
-    endpoints = cluster_endpoints(config)
+def cluster_topology(
+    config: ClusterConfig, endpoints: Mapping[tuple[str, str], ShardEndpoint] | None = None
+) -> dict[str, KeyspaceTopology]:
+    """Every keyspace as the cluster file describes it (version 0); ``endpoints``: the shards'
+    endpoints where the caller knows them (a proxy is handed them), else computed from the file."""
+    endpoints = cluster_endpoints(config) if endpoints is None else endpoints
     local = {spec.key: LocalInstance.of(spec) for spec in plan_local_shards(config)}
     return {
         name: KeyspaceTopology(
@@ -261,30 +268,39 @@ def cluster_topology(config: ClusterConfig) -> dict[str, KeyspaceTopology]:
     }
 
 
-async def _table(conn: ShardConnection) -> str:
+async def topology_table(conn: ShardConnection) -> str:
+    """The qualified name of the topology table on ``conn``'s shard (created if missing);
+    callers that poll keep it and pass it on as ``table``."""
     return await ensure_sidecar_table(conn, conn.pool.address.database, SIDECAR_TABLE, _create_table)
 
 
-async def stored_versions(conn: ShardConnection) -> dict[str, int]:
-    """keyspace -> stored version (keyspaces without a row absent): the live vschema's poll."""
-    table = await _table(conn)
+async def stored_versions(conn: ShardConnection, table: str | None = None) -> dict[str, int]:
+    """keyspace -> stored version (keyspaces without a row absent)."""
+    table = table or await topology_table(conn)
     res = await conn.execute(
         f"select keyspace, version from {table} where cluster = {_hex(conn.pool.address.database)}"
     )
     return {_text(ks): int(_text(v)) for ks, v in res.rows}
 
 
-async def load_topology(conn: ShardConnection, config: ClusterConfig) -> dict[str, KeyspaceTopology]:
-    """Every keyspace's topology: its stored row, or the cluster file's shards where it has none.
-    A stored keyspace the cluster file does not name is ignored (logged)."""
-    table = await _table(conn)
+async def load_topology(
+    conn: ShardConnection,
+    config: ClusterConfig,
+    *,
+    base: Mapping[str, KeyspaceTopology] | None = None,
+    table: str | None = None,
+) -> dict[str, KeyspaceTopology]:
+    """Every keyspace's topology: its stored row, or the cluster file's shards where it has none
+    (``base``: those, when the caller has them). A stored keyspace the cluster file does not
+    name is ignored (logged)."""
+    table = table or await topology_table(conn)
     res = await conn.execute(
         f"select keyspace, doc, version from {table} where cluster = {_hex(conn.pool.address.database)}"
     )
-    out = cluster_topology(config)
+    out = dict(base) if base is not None else cluster_topology(config)
     for ks, doc, version in res.rows:
         name = _text(ks)
-        if name not in out:
+        if name not in config.keyspaces:
             logger.warning("topology stored for a keyspace the cluster file does not name", extra={"keyspace": name})
             continue
         try:
@@ -304,7 +320,7 @@ async def save_topology(
     the vschema-store poll interval (0.25 s by default)."""
     if topology.keyspace != keyspace:
         raise TopologyError(keyspace, f"document is for keyspace {topology.keyspace}")
-    table = await _table(conn)
+    table = await topology_table(conn)
     cluster = _hex(conn.pool.address.database)
     doc = f"convert({_hex(json.dumps(topology.to_json(), sort_keys=True))} using utf8mb4)"
     version = expected_version + 1
@@ -324,6 +340,43 @@ async def save_topology(
     logger.info("topology saved", extra={"keyspace": keyspace, "version": version,
                                          "serving": ",".join(topology.serving)})
     return replace(topology, version=version)
+
+
+async def read_topology(
+    config: ClusterConfig, endpoints: Mapping[tuple[str, str], ShardEndpoint] | None = None
+) -> dict[str, KeyspaceTopology]:
+    """Every keyspace's topology, read from the vschema-store shard over a connection of its
+    own (for processes that do not run a proxy: ``shardgate cdc``, the Spark source, tools).
+    ``endpoints``: the cluster file's shards where the caller has them."""
+    endpoints = dict(cluster_endpoints(config) if endpoints is None else endpoints)
+    keyspace, shard = config.vschema_store_location
+    e = endpoints[(keyspace, shard)]
+    pools = ShardPools([ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database)], maxsize=1)
+    try:
+        async with pools.get(keyspace, shard).connection() as sc:
+            return await load_topology(sc, config, base=cluster_topology(config, endpoints))
+    finally:
+        await pools.close()
+
+
+def serving_endpoints(topologies: Mapping[str, KeyspaceTopology]) -> dict[tuple[str, str], ShardEndpoint]:
+    """The serving shards of every keyspace, keyed (keyspace, shard): what a stream starting
+    at ``current`` reads."""
+    return {key: e for t in topologies.values() for key, e in t.serving_endpoints.items()}
+
+
+def shard_locator(
+    config: ClusterConfig, endpoints: Mapping[tuple[str, str], ShardEndpoint] | None = None
+) -> Callable[[tuple[str, str]], Awaitable[ShardEndpoint | None]]:
+    """A VStream ``shard_locator``: any shard the stored topology knows (a reshard's sources
+    until ``complete``, its targets), read from the store when asked."""
+
+    async def locate(key: tuple[str, str]) -> ShardEndpoint | None:
+        topology = (await read_topology(config, endpoints)).get(key[0])
+        spec = topology.shards.get(key[1]) if topology is not None else None
+        return spec.endpoint if spec is not None else None
+
+    return locate
 
 
 def allocate_local_shard(
@@ -358,6 +411,6 @@ def local_endpoint_spec(keyspace: str, shard: str, instance: LocalInstance) -> S
 
 __all__ = [
     "KeyspaceTopology", "LocalInstance", "ShardEndpointSpec", "TopologyConflict", "TopologyError",
-    "allocate_local_shard", "cluster_topology", "load_topology", "local_endpoint_spec", "save_topology",
-    "sort_shards", "stored_versions",
+    "allocate_local_shard", "cluster_topology", "load_topology", "local_endpoint_spec", "read_topology",
+    "save_topology", "serving_endpoints", "shard_locator", "sort_shards", "stored_versions", "topology_table",
 ]

@@ -36,12 +36,33 @@ from proxy.resharding.topology import (
 )
 from vschema.keyrange import KeyRange
 from vschema.loader import build_vschema
+from vschema.model import Keyspace
 
 KEYSPACE = "commerce"
 SOURCE = "-80"
 TARGETS = ("-40", "40-80")
 SPLIT_SERVING = ("-40", "40-80", "80-")
 _workflows = itertools.count(1)
+
+
+def shard_of(split_keyspace: Keyspace, table: str, key: int, shards: Sequence[str]) -> str:
+    """Which of ``shards`` holds ``table``'s row with primary-vindex value ``key``."""
+    vindex = split_keyspace.tables[table].primary_vindex
+    assert vindex is not None
+    ksid = vindex.vindex.keyspace_id(key)
+    assert ksid is not None
+    return next(s for s in shards if KeyRange.parse(s).contains(ksid))
+
+
+def ids_on(split_keyspace: Keyspace, table: str, shard: str, count: int, start: int) -> list[int]:
+    """``count`` ids from ``start`` up whose rows live on ``shard`` (a key range)."""
+    out: list[int] = []
+    key = start
+    while len(out) < count:
+        if KeyRange.parse(shard).contains(split_keyspace.tables[table].primary_vindex.vindex.keyspace_id(key)):  # type: ignore[union-attr]
+            out.append(key)
+        key += 1
+    return out
 
 
 def run_sql(endpoint: ShardEndpoint, *statements: str | tuple[str, Sequence[Any]]) -> list[tuple]:
@@ -110,13 +131,15 @@ class Split:
         self.topology = topology
         return topology
 
-    async def switch(self) -> Journal:
-        """Deny, copy, record the targets' positions, journal, flip the topology."""
+    async def switch(self, pause: float = 0.0) -> Journal:
+        """Deny, copy, record the targets' positions, journal, flip the topology; ``pause``:
+        seconds between the deny and the flip (writes meanwhile are held)."""
         topology = self.topology or await self.prepare()
         source = topology.endpoint(SOURCE)
         async with self._source() as sc:
             await deny_writes(sc, source.database, self.tables)
         await asyncio.to_thread(self._copy)
+        await asyncio.sleep(pause)
         gtids = []
         for shard in TARGETS:
             rows = await asyncio.to_thread(run_sql, topology.endpoint(shard), "select @@global.gtid_binlog_pos")

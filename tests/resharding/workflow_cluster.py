@@ -46,7 +46,7 @@ http: {{host: 127.0.0.1, port: {free_port()}}}
 users: [{{user: root, password: ""}}]
 local: {{data_dir: {work / "data"}, base_port: {base}}}
 vschema_store: {{keyspace: lookup, shard: "0"}}
-reshard: {{copy_chunk_rows: {copy_chunk_rows}}}
+resharding: {{copy_chunk_rows: {copy_chunk_rows}}}
 keyspaces:
   commerce:
     vschema: commerce_vschema.json
