@@ -87,7 +87,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 "cluster ready",
                 extra={"shards": [f"{ks}/{s}@{e.port}" for (ks, s), e in sorted(cluster.endpoints.items())]},
             )
-            await serve_proxy(config, cluster.endpoints, workers=args.workers)
+            await _serve_with_reshard_host(config, serve_proxy(config, cluster.endpoints, workers=args.workers), cluster)
         finally:
             await cluster.stop()
 
@@ -113,8 +113,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 return 2
             endpoints[(name, shard)] = ep
 
-    asyncio.run(_run_until_signal(serve_proxy(config, endpoints, workers=args.workers)))
+    asyncio.run(_run_until_signal(_serve_with_reshard_host(config, serve_proxy(config, endpoints, workers=args.workers))))
     return 0
+
+
+async def _serve_with_reshard_host(config: Any, serving: Any, cluster: Any = None) -> None:
+    """Serve the proxy while this process also runs the cluster's Reshard workflows (and, for
+    ``up``, the local instances of their new shards); both stop together."""
+    from proxy.resharding.host import WorkflowHost
+
+    host = asyncio.create_task(WorkflowHost(config, cluster).run(), name="reshard-host")
+    try:
+        await serving
+    finally:
+        host.cancel()
+        try:
+            await host
+        except asyncio.CancelledError:
+            pass
+
+
+def cmd_reshard(args: argparse.Namespace) -> int:
+    from proxy.errors import ProxyError
+    from proxy.resharding.commands import run_command
+
+    config = _load(args)
+    try:
+        return asyncio.run(run_command(config, args))
+    except ProxyError as e:
+        raise CliError(f"ERROR {e.code} ({e.sqlstate}): {e.message}") from e
+    except KeyboardInterrupt:
+        return 130
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -204,11 +233,57 @@ def build_parser() -> argparse.ArgumentParser:
     cdc.add_argument("--minimize-skew", action="store_true", help="hold shards more than 2 s ahead of the slowest")
     cdc.add_argument("--max-rows", type=int, help="stop after this many row events")
     cdc.set_defaults(func=cmd_cdc)
+    _add_reshard_parser(sub)
     return p
 
 
+def _add_reshard_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "reshard",
+        help="split or merge a keyspace's shards while it serves (Vitess's Reshard workflow)",
+        description="Reshard workflow verbs. The copy and catch-up run in the `shardgate up`/`serve` "
+        "process of the same cluster file; these commands create, watch, verify and switch.",
+    )
+    p.add_argument("-c", "--config", required=True, help="cluster YAML")
+    p.add_argument("--workflow", required=True, help="the workflow's name")
+    p.add_argument("--keyspace", required=True)
+    verbs = p.add_subparsers(dest="verb", required=True)
+    create = verbs.add_parser("create", help="start copying the source shards into new target shards")
+    create.add_argument("--source-shards", required=True, help="e.g. -80 (comma separated)")
+    create.add_argument("--target-shards", required=True, help="e.g. -40,40-80 (exactly the sources' key range)")
+    create.add_argument("--no-wait", action="store_true", help="return at once instead of showing the progress")
+    create.add_argument("--timeout", type=float, help="stop watching after this many seconds")
+    status = verbs.add_parser("status", help="state, rows copied per table, lag per stream")
+    status.add_argument("--json", action="store_true")
+    vdiff = verbs.add_parser("vdiff", help="compare sources and targets row by row (exit 1 on differences)")
+    vdiff.add_argument("--json", action="store_true")
+    switch = verbs.add_parser("switch-traffic", help="serve the keyspace from the target shards")
+    switch.add_argument("--reads-only", action="store_true", help="refused: reads and writes switch together")
+    switch.add_argument("--writes-only", action="store_true", help="refused: reads and writes switch together")
+    switch.add_argument("--timeout", type=float, help="seconds to wait for the catch-up (default 30)")
+    reverse = verbs.add_parser("reverse-traffic", help="serve the keyspace from the source shards again")
+    reverse.add_argument("--timeout", type=float)
+    verbs.add_parser("complete", help="retire the source shards (after switch-traffic)")
+    verbs.add_parser("cancel", help="stop the workflow and remove the target shards (before switch-traffic)")
+    p.set_defaults(func=cmd_reshard)
+
+
+# Shard lists start with "-" ("-40,40-80"), which argparse takes for an option: glue them to their flag.
+_SHARD_LIST_FLAGS = ("--source-shards", "--target-shards")
+
+
+def _glue_shard_lists(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in _SHARD_LIST_FLAGS:
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_glue_shard_lists(sys.argv[1:] if argv is None else argv))
     _setup_logging(args.log_level)
     try:
         return int(args.func(args))

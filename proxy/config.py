@@ -13,11 +13,14 @@ The names in the file are an interface users script against (see issue 2)::
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     vschema_store: {keyspace: commerce, shard: "-80", poll_seconds: 0.25}  # the live vschema's shard (default: first)
     transaction_timeout: 30             # seconds a session may idle inside a transaction; 0/absent: no limit
+    resharding: {write_hold_seconds: 10, copy_chunk_rows: 2000}  # a write waits out a switch this long;
+                                        # rows per chunk of a Reshard copy (lastpk saved after each)
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
         schema: commerce_schema.sql
         shards: ["-80", "80-"]           # local shards, or {shard: "mysql://user:pw@host:port/db"}
+        reshard_targets: {"-40": "mysql://..."}  # dsn shards only: where `shardgate reshard create` puts new shards
 
 Every relative path is resolved against the directory of the YAML file, so the same file works
 from any working directory. Errors are raised as :class:`ConfigError` naming the file and the field.
@@ -105,6 +108,9 @@ class KeyspaceConfig:
     schema_path: Path | None
     # shard name -> endpoint; None marks a local shard whose endpoint the launcher assigns.
     shards: dict[str, ShardEndpoint | None]
+    # Servers for the new shards of a reshard (proxy/resharding), by shard name; a cluster with
+    # local shards starts new local instances instead.
+    reshard_targets: dict[str, ShardEndpoint] = field(default_factory=dict)
 
     @property
     def sharded(self) -> bool:
@@ -173,6 +179,16 @@ class VSchemaStoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReshardingConfig:
+    # A write refused by a source shard at a resharding switch (denied writes) is held this
+    # long for the topology to change, then run on the new shards (past it: an error).
+    write_hold_seconds: float = 10.0
+    # Rows per chunk of a Reshard workflow's table copy; its last primary key is saved after each
+    # chunk, so a crash repeats at most one chunk (Vitess's vreplication_copy_phase_max_rows).
+    copy_chunk_rows: int = 2000
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     path: Path
     listen: ListenConfig
@@ -191,6 +207,7 @@ class ClusterConfig:
     # Seconds a session may stay idle inside a transaction before it is rolled back
     # (proxy.timeouts); 0: no limit.
     transaction_timeout: float = 0.0
+    resharding: ReshardingConfig = field(default_factory=ReshardingConfig)
 
     @property
     def has_local_shards(self) -> bool:
@@ -236,6 +253,7 @@ def load_config(
         {
             "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
             "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout",
+            "resharding",
         },
     )
 
@@ -273,6 +291,7 @@ def load_config(
     topics = reader.topics(doc.get("topics"))
     vschema_store = reader.vschema_store(doc.get("vschema_store"), keyspaces)
     transaction_timeout = reader.transaction_timeout(doc.get("transaction_timeout"))
+    resharding = reader.resharding(doc.get("resharding"))
 
     config = ClusterConfig(
         path=path,
@@ -289,6 +308,7 @@ def load_config(
         topics=topics,
         vschema_store=vschema_store,
         transaction_timeout=transaction_timeout,
+        resharding=resharding,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -477,6 +497,20 @@ class _Reader:
             raise self.error("transaction_timeout", f"expected a number of seconds (0: no limit), got {_kind(value)}")
         return float(value)
 
+    def resharding(self, value: Any) -> ReshardingConfig:
+        if value is None:
+            return ReshardingConfig()
+        doc = self.mapping(value, "resharding")
+        self.no_unknown_keys(doc, "resharding", {"write_hold_seconds", "copy_chunk_rows"})
+        defaults = ReshardingConfig()  # slots: the class has no default values to read
+        seconds = doc.get("write_hold_seconds", defaults.write_hold_seconds)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds or seconds < 0:
+            raise self.error("resharding.write_hold_seconds", f"expected a number of seconds (0: no hold), got {_kind(seconds)}")
+        rows = doc.get("copy_chunk_rows", defaults.copy_chunk_rows)
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise self.error("resharding.copy_chunk_rows", f"expected a positive number of rows, got {_kind(rows)}")
+        return ReshardingConfig(write_hold_seconds=float(seconds), copy_chunk_rows=rows)
+
     def twopc(self, value: Any) -> TwoPCConfig:
         if value is None:
             return TwoPCConfig()
@@ -528,7 +562,7 @@ class _Reader:
         shards = keyspaces[keyspace or next(iter(keyspaces))].shards
         if shard is not None and shard not in shards:
             raise self.error("vschema_store.shard", f"no shard {shard!r} in keyspace {keyspace or next(iter(keyspaces))!r}")
-        seconds = doc.get("poll_seconds", VSchemaStoreConfig.poll_seconds)
+        seconds = doc.get("poll_seconds", VSchemaStoreConfig().poll_seconds)  # slots: no class default
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds or seconds <= 0:
             raise self.error("vschema_store.poll_seconds", f"expected a positive number of seconds, got {_kind(seconds)}")
         return VSchemaStoreConfig(keyspace=keyspace, shard=shard, poll_seconds=float(seconds))
@@ -568,7 +602,7 @@ class _Reader:
         if not _KEYSPACE_NAME.match(name):
             raise self.error(where, "keyspace names must be identifiers ([A-Za-z_][A-Za-z0-9_]*)")
         doc = self.mapping(value, where)
-        self.no_unknown_keys(doc, where, {"vschema", "schema", "shards"})
+        self.no_unknown_keys(doc, where, {"vschema", "schema", "shards", "reshard_targets"})
         if "vschema" not in doc:
             raise self.error(f"{where}.vschema", "is required")
         vschema_path = self.file(doc["vschema"], f"{where}.vschema")
@@ -589,12 +623,22 @@ class _Reader:
                 f"{where}.shards",
                 f"an unsharded keyspace has exactly one shard, got {len(shards)}",
             )
+        reshard_targets: dict[str, ShardEndpoint] = {}
+        if doc.get("reshard_targets") is not None:
+            targets_where = f"{where}.reshard_targets"
+            if not isinstance(doc["reshard_targets"], dict):
+                raise self.error(targets_where, f"expected a mapping shard -> dsn, got {_kind(doc['reshard_targets'])}")
+            for shard, endpoint in self.shards(name, doc["reshard_targets"], targets_where).items():
+                if endpoint is None:
+                    raise self.error(f"{targets_where}.{shard}", "needs a dsn")
+                reshard_targets[shard] = endpoint
         return KeyspaceConfig(
             name=name,
             vschema=vschema,
             vschema_path=vschema_path,
             schema_path=schema_path,
             shards=shards,
+            reshard_targets=reshard_targets,
         )
 
     def shards(self, keyspace: str, value: Any, where: str) -> dict[str, ShardEndpoint | None]:

@@ -35,12 +35,16 @@ class SessionVCursor:
         self._tx = transaction_getter
         self.sequences = sequences
         self.settings = settings
+        # The shards the session's current statement reached (the session clears it): whether a
+        # write refused at a resharding switch can run again whole (proxy/resharding/write_hold.py).
+        self.reached: set[tuple[str, str]] = set()
 
     @property
     def vschema(self) -> VSchema:
         return self._vschema()
 
     async def execute_shard(self, keyspace: str, shard: str, sql: str) -> Result:
+        self.reached.add((keyspace, shard))
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -57,6 +61,7 @@ class SessionVCursor:
         return list(await asyncio.gather(*(self.execute_shard(keyspace, s, q) for s, q in queries)))
 
     async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncIterator[Result]:
+        self.reached.add((keyspace, shard))
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -86,6 +91,7 @@ class SessionVCursor:
 
     @asynccontextmanager
     async def scratch(self, keyspace: str, shard: str) -> AsyncIterator[ShardConnection]:
+        self.reached.add((keyspace, shard))
         pool = self.pools.get(keyspace, shard)
         async with pool.connection() as sc:
             await sc.apply_settings(self.settings())

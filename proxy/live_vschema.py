@@ -36,6 +36,13 @@ spare. On a new version the follower reads the documents, builds and swaps the `
 (immutable: replaced, never edited), clears the plan cache, then refreshes what depends on the
 keyspace: its tracked schema, its message tables and its topics (a queue or topic created through
 another proxy becomes usable here).
+
+The same poll follows the serving topology of each keyspace (which shards serve it after a
+resharding switch: ``_shardgate.shard_topology`` on the same shard, proxy/resharding/topology.py):
+one ``UNION ALL`` query reads both tables' versions. A changed topology is installed together with
+a vschema built on its serving shards (``Proxy.install_topology``: pools first, then the swap,
+then the retired shards' pools closed), the plan cache is cleared, and the message managers and
+schema tracking move to the new shards.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
+from proxy.resharding.topology import KeyspaceTopology, load_topology, topology_table
 from proxy.sidecar_tables import ensure_sidecar_table
 from rewriter import DEFAULT_CACHE
 from vschema.errors import VSchemaError
@@ -123,8 +131,12 @@ class LiveVSchema:
             name: copy.deepcopy(ks.vschema) for name, ks in proxy.config.keyspaces.items()
         }
         self.versions: dict[str, int] = {}
+        # The serving topologies (proxy/resharding/topology.py), kept on the same shard and
+        # followed by the same poll: keyspace -> stored version (absent: the cluster file's).
+        self.topology_versions: dict[str, int] = {}
         self.loaded = False  # the table has been read at least once
         self._table: str | None = None
+        self._topology_table: str | None = None
         self._lock = asyncio.Lock()  # one read-install at a time: installs never go back in time
         self._task: asyncio.Task[None] | None = None
         self._bad_versions: set[tuple[str, int]] = set()  # logged once
@@ -155,6 +167,11 @@ class LiveVSchema:
             return self._table
         self._table = await ensure_sidecar_table(sc, self.cluster, SIDECAR_TABLE, _create_table)
         return self._table
+
+    async def _read_topology(self, sc: ShardConnection) -> dict[str, KeyspaceTopology]:
+        if self._topology_table is None:
+            self._topology_table = await topology_table(sc)
+        return await load_topology(sc, self.proxy.config, base=self.proxy.file_topology, table=self._topology_table)
 
     async def _read(self, sc: ShardConnection, for_update: bool = False) -> dict[str, StoredDoc]:
         table = await self._ensure_table(sc)
@@ -201,30 +218,36 @@ class LiveVSchema:
                 stored = await self._read(sc)
                 if await self._seed_missing(sc, stored):
                     stored = await self._read(sc)
+                topologies = await self._read_topology(sc)
             changed = {ks for ks in self.proxy.config.keyspaces
                        if ks in stored and self.versions.get(ks) != stored[ks].version}
+            changed |= {ks for ks, t in topologies.items() if self.topology_versions.get(ks, 0) != t.version}
             first = not self.loaded
             self.loaded = True
             if changed or first:
-                self._install_stored(stored)
+                self._install_stored(stored, topologies)
             return changed if not first else set()
 
     def _docs_with(self, stored: Mapping[str, StoredDoc]) -> dict[str, dict[str, Any]]:
         return {name: (stored[name].doc if name in stored else self.docs[name]) for name in self.proxy.config.keyspaces}
 
-    def build(self, docs: Mapping[str, Mapping[str, Any]]) -> VSchema:
-        """The whole vschema from per-keyspace documents (the cluster file gives the shards)."""
+    def build(
+        self, docs: Mapping[str, Mapping[str, Any]], topologies: Mapping[str, KeyspaceTopology] | None = None
+    ) -> VSchema:
+        """The whole vschema from per-keyspace documents, on the serving shards of
+        ``topologies`` (default: the ones in force)."""
         config = self.proxy.config
+        topologies = topologies if topologies is not None else self.proxy.topology
         return build_vschema(
-            {name: (docs[name], list(ks.shards)) for name, ks in config.keyspaces.items()},
+            {name: (docs[name], list(topologies[name].serving)) for name in config.keyspaces},
             config.routing_rules or None,
         )
 
-    def _install_stored(self, stored: Mapping[str, StoredDoc]) -> None:
+    def _install_stored(self, stored: Mapping[str, StoredDoc], topologies: Mapping[str, KeyspaceTopology]) -> None:
         docs = self._docs_with(stored)
         versions = {ks: s.version for ks, s in stored.items()}
         try:
-            vschema = self.build(docs)
+            vschema = self.build(docs, topologies)
         except VSchemaError as e:
             key = (",".join(sorted(versions)), sum(versions.values()))
             if key not in self._bad_versions:
@@ -232,14 +255,23 @@ class LiveVSchema:
                 logger.error("vschema store holds an invalid vschema: keeping the current one",
                              extra={"error": str(e), "versions": json.dumps(versions)})
             self.versions = versions  # not retried every poll; the next change is
+            self.topology_versions = {ks: t.version for ks, t in topologies.items()}
             return
-        self._install(vschema, docs, versions)
+        self._install(vschema, docs, versions, topologies)
 
-    def _install(self, vschema: VSchema, docs: dict[str, dict[str, Any]], versions: dict[str, int]) -> None:
+    def _install(
+        self, vschema: VSchema, docs: dict[str, dict[str, Any]], versions: dict[str, int],
+        topologies: Mapping[str, KeyspaceTopology] | None = None,
+    ) -> None:
         self.docs, self.versions = docs, versions
-        self.proxy.vschema = vschema
+        if topologies is not None:
+            self.topology_versions = {ks: t.version for ks, t in topologies.items()}
+            self.proxy.install_topology(topologies, vschema)  # shard pools, then the vschema
+        else:
+            self.proxy.vschema = vschema
         DEFAULT_CACHE.clear()  # plans of the old vschema would never match again; free them now
-        logger.info("vschema installed", extra={"versions": json.dumps(versions, sort_keys=True)})
+        logger.info("vschema installed", extra={"versions": json.dumps(versions, sort_keys=True),
+                                                "topology_versions": json.dumps(self.topology_versions)})
 
     # -- following ---------------------------------------------------------------------
     async def _follow(self) -> None:
@@ -264,12 +296,19 @@ class LiveVSchema:
     async def _poll(self) -> set[str]:
         if not self.loaded or self._table is None:
             return await self.refresh()
+        if self._topology_table is None:
+            return await self.refresh()
+        cluster = _hex(self.cluster)
         async with self._pool.connection() as sc:
+            # One round trip for both: the vschema's versions and the topologies'.
             res = await sc.execute(
-                f"select keyspace, version from {self._table} where cluster = {_hex(self.cluster)}"
+                f"select 'v', keyspace, version from {self._table} where cluster = {cluster} union all "
+                f"select 't', keyspace, version from {self._topology_table} where cluster = {cluster}"
             )
-        seen = {_text(ks): int(_text(v)) for ks, v in res.rows}
-        if all(seen.get(ks) == self.versions.get(ks) for ks in self.proxy.config.keyspaces):
+        seen = {_text(ks): int(_text(v)) for kind, ks, v in res.rows if kind == b"v"}
+        topology_seen = {_text(ks): int(_text(v)) for kind, ks, v in res.rows if kind == b"t"}
+        if all(seen.get(ks) == self.versions.get(ks)
+               and topology_seen.get(ks, 0) == self.topology_versions.get(ks, 0) for ks in self.proxy.config.keyspaces):
             return set()
         return await self.refresh()  # a change, or a row deleted to re-seed it from its file
 
@@ -278,6 +317,7 @@ class LiveVSchema:
         its tracked schema and message tables (``schema_changed``), its topics. A failure is
         logged; the timers of those services read the keyspace again later."""
         refreshes: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+            ("message tables' shards", lambda: self.proxy.topology_followed(keyspace)),
             ("schema and message tables", lambda: self.proxy.schema_changed(keyspace, f"vschema change of {keyspace}")),
             ("topics", lambda: self.proxy.topics.refresh(keyspace)),
         ]

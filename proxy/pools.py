@@ -451,10 +451,44 @@ class ShardPool:
 
 
 class ShardPools:
-    """All shard pools of a cluster, keyed by (keyspace, shard)."""
+    """All shard pools of a cluster, keyed by (keyspace, shard).
+
+    The set changes when a keyspace is resharded (proxy/resharding): ``ensure`` adds the pool
+    of a shard that starts serving, ``retire`` takes away one that stops. A retired pool's idle
+    connections close at once and its busy ones when they are released (a transaction still
+    running on it finishes there); ``close`` waits for those too."""
 
     def __init__(self, addresses: list[ShardAddress], maxsize: int = 32) -> None:
+        self.maxsize = maxsize
         self.pools = {(a.keyspace, a.shard): ShardPool(a, maxsize=maxsize) for a in addresses}
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    def ensure(self, address: ShardAddress) -> ShardPool:
+        """The pool of ``address``'s shard, made if missing (or if the shard moved elsewhere:
+        the old one is retired)."""
+        key = (address.keyspace, address.shard)
+        pool = self.pools.get(key)
+        if pool is not None and pool.address == address:
+            return pool
+        if pool is not None:
+            self.retire(*key)
+        pool = self.pools[key] = ShardPool(address, maxsize=self.maxsize)
+        return pool
+
+    def retire(self, keyspace: str, shard: str) -> None:
+        """Stop handing out connections to a shard; its connections close once idle."""
+        pool = self.pools.pop((keyspace, shard), None)
+        if pool is None:
+            return
+        task = asyncio.get_running_loop().create_task(pool.close(), name=f"retire-pool-{pool.name}")
+        self._retiring.add(task)
+        task.add_done_callback(self._retired)
+        logger.info("shard pool retired", extra={"keyspace": keyspace, "shard": shard})
+
+    def _retired(self, task: asyncio.Task[None]) -> None:
+        self._retiring.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("closing a retired shard pool failed", exc_info=task.exception())
 
     def get(self, keyspace: str, shard: str) -> ShardPool:
         try:
@@ -466,3 +500,4 @@ class ShardPools:
 
     async def close(self) -> None:
         await asyncio.gather(*(p.close() for p in self.pools.values()), return_exceptions=False)
+        await asyncio.gather(*self._retiring, return_exceptions=True)  # failures logged by _retired

@@ -154,6 +154,11 @@ class SchemaTracker:
             )
             return False
 
+    def set_shards(self, keyspace: str, shards: Sequence[str], databases: Mapping[str, str]) -> None:
+        """The shards serving ``keyspace`` changed (a resharding switch); read from these now."""
+        self.shards[keyspace] = list(shards)
+        self.databases.update({(keyspace, s): db for s, db in databases.items()})
+
     async def refresh(self, keyspace: str) -> bool:
         """Re-read one keyspace; publish a new schema if it changed (True then).
 

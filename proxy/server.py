@@ -43,9 +43,12 @@ from proxy.live_vschema import LiveVSchema
 from proxy.messaging.dml import MessageDml, message_dml
 from proxy.messaging.service import MessagingService
 from proxy.observability import process_group
+from proxy.observability.metrics import TOPOLOGY_VERSION
 from proxy.observability.service import Observability
 from proxy.pools import ShardAddress, ShardPools
 from proxy.processlist import ProcessList
+from proxy.resharding.topology import KeyspaceTopology, cluster_topology, read_topology
+from proxy.resharding.write_hold import WriteHold
 from proxy.schema_tracker import SchemaTracker
 from proxy.session import Outcome, ProxySession
 from proxy.tls_stream import TlsUpgradableStream
@@ -115,6 +118,10 @@ class Proxy:
         # The client sessions (SHOW PROCESSLIST, KILL); a worker reaches its siblings' too.
         self.processlist = ProcessList(worker, config.transaction_timeout)
         self.endpoints = dict(endpoints)
+        # Which shards serve each keyspace (proxy/resharding/topology.py): the cluster file's
+        # until a reshard's switch stores another; the live vschema's poll follows the store.
+        self.file_topology = cluster_topology(config, self.endpoints)
+        self.topology: dict[str, KeyspaceTopology] = dict(self.file_topology)
         self.vschema: VSchema = self._build_vschema()
         addresses = [
             ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
@@ -141,6 +148,8 @@ class Proxy:
             refresh_seconds=config.schema_tracking.refresh_seconds,
         )
         self.topics = TopicService(self, config.topics)
+        # Writes refused by a source shard at a resharding switch wait for the new topology.
+        self.write_hold = WriteHold(self.shard_names, config.resharding.write_hold_seconds)
         self.observability = Observability(self)
         self.http: HttpListener | None = None  # when config.http is set
         self._global_vars: dict[str, Any] = {}
@@ -151,7 +160,7 @@ class Proxy:
         from vschema.loader import build_vschema
 
         return build_vschema(
-            {name: (ks.vschema, list(ks.shards)) for name, ks in self.config.keyspaces.items()},
+            {name: (ks.vschema, self.shard_names(name)) for name, ks in self.config.keyspaces.items()},
             self.config.routing_rules or None,
         )
 
@@ -162,6 +171,9 @@ class Proxy:
 
     async def start(self) -> None:
         await self.live_vschema.start()
+        for keyspace in self.config.keyspaces:  # a stored topology read at start: messaging follows it
+            if self.topology[keyspace] != self.file_topology[keyspace]:
+                await self.messaging.set_shards(keyspace, self.shard_names(keyspace))
         await self.processlist.start()
         await self.schema_tracker.start()
         twopc.start_for_proxy(self)  # the in-doubt transaction resolver, from start-up on
@@ -180,7 +192,56 @@ class Proxy:
 
     # -- topology ------------------------------------------------------------------
     def shard_names(self, keyspace: str) -> list[str]:
-        return list(self.config.keyspaces[keyspace].shards)
+        """The shards serving ``keyspace`` now, in key-range order."""
+        return list(self.topology[keyspace].serving)
+
+    def install_topology(self, topologies: Mapping[str, KeyspaceTopology], vschema: VSchema) -> set[str]:
+        """Serve ``topologies`` with ``vschema`` (built on their serving shards) from now on:
+        pools for shards that start serving, then the swap (new statements plan and route by
+        it), then the pools of shards that stopped serving retired (their connections close
+        once idle: a transaction running there finishes there). Returns the keyspaces whose
+        topology changed; held writes look again."""
+        changed = {ks for ks, t in topologies.items() if self.topology.get(ks) != t}
+        for ks in sorted(changed):
+            t = topologies[ks]
+            self.endpoints.update(t.endpoints)  # every known shard: CDC resumes on retired ones
+            for shard in t.serving:
+                e = t.endpoint(shard)
+                self.pools.ensure(ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database))
+        before, self.topology = self.topology, dict(topologies)
+        self.vschema = vschema
+        for ks in sorted(changed):
+            serving = self.shard_names(ks)
+            for shard in before[ks].serving:
+                if shard not in serving:
+                    self.pools.retire(ks, shard)
+            self.schema_tracker.set_shards(ks, serving, {s: self.database_of(ks, s) for s in serving})
+            TOPOLOGY_VERSION.labels(ks).set(topologies[ks].version)
+            logger.info("serving topology installed", extra={"keyspace": ks, "version": topologies[ks].version,
+                                                             "serving": ",".join(serving)})
+        if changed:
+            self.write_hold.topology_changed()
+        return changed
+
+    async def locate_shard(self, key: tuple[str, str]) -> ShardEndpoint | None:
+        """Where any shard the topology knows listens, serving or not (a CDC stream resuming on
+        a reshard's sources, or moving to its targets at the journal): from what this process
+        follows, else from the store (the switch may be newer than the last poll)."""
+        endpoint = self.endpoints.get(key)
+        if endpoint is not None:
+            return endpoint
+        topology = (await read_topology(self.config, self.file_topology_endpoints)).get(key[0])
+        spec = topology.shards.get(key[1]) if topology is not None else None
+        return spec.endpoint if spec is not None else None
+
+    @property
+    def file_topology_endpoints(self) -> dict[tuple[str, str], ShardEndpoint]:
+        return {key: e for t in self.file_topology.values() for key, e in t.endpoints.items()}
+
+    async def topology_followed(self, keyspace: str) -> None:
+        """After a topology change of ``keyspace``: message managers stop on retired shards and
+        start on new ones, their subscribers carried over."""
+        await self.messaging.set_shards(keyspace, self.shard_names(keyspace))
 
     def database_of(self, keyspace: str, shard: str) -> str:
         return self.endpoints[(keyspace, shard)].database

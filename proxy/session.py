@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mysql_mimic.session import BaseSession
@@ -28,7 +28,8 @@ from proxy.errors import (
     UnsupportedError,
 )
 from proxy.executor import SessionVCursor
-from proxy.observability.metrics import record_commit, record_rollback
+from proxy.observability.metrics import record_commit, record_rollback, record_write_hold
+from proxy.resharding.write_hold import denied_shard_error, transaction_refused
 from proxy.set_statement import literal_value, parse_set
 from proxy.sqltext import first_keyword, strip_leading_comments
 from proxy.transaction import ShardTransaction
@@ -230,16 +231,59 @@ class ProxySession(BaseSession):
             assert self.tx is not None
             self.tx.writing = kw not in _READS
         elif self.tx is None and kw in _DML and self.transaction_mode == TWOPC:
-            return await self._atomic_statement(sql, kw)
+            return await self._write_holding(sql, kw, lambda: self._atomic_statement(sql, kw))
+        if kw in _DML:
+            out = await self._write_holding(sql, kw, lambda: self._routed(sql, kw))
+        else:
+            out = await self._routed(sql, kw)
+        if kw in _WRITES:
+            self.proxy.wrote(self, sql)
+        return out
+
+    async def _routed(self, sql: str, kw: str) -> Outcome:
         try:
-            out = await self.proxy.route(self, sql, kw)
+            return await self.proxy.route(self, sql, kw)
         except ProxyError:
             if self.tx is not None and self.tx.aborted:
                 self.tx, self.after_commit = None, []
             raise
-        if kw in _WRITES:
-            self.proxy.wrote(self, sql)
-        return out
+
+    async def _write_holding(self, sql: str, kw: str, run: Callable[[], Awaitable[Outcome]]) -> Outcome:
+        """Run a DML statement; one refused by a source shard at a resharding switch is held
+        until the topology changes and run again on the new shards
+        (proxy/resharding/write_hold.py says which statements can be, and why)."""
+        opened: set[tuple[str, str]] = set()
+
+        async def attempt() -> Outcome:
+            opened.clear()
+            if self.tx is not None:
+                opened.update(self.tx.conns)
+            self.vcursor.reached.clear()
+            return await run()
+
+        async def may_hold(error: ShardError) -> bool:
+            key = (error.keyspace, error.shard)
+            others = {k for k in self.vcursor.reached if k[0] == error.keyspace} - {key}
+            if self.tx is None:  # autocommit; a twopc statement's implicit transaction rolled back whole
+                return self.transaction_mode == TWOPC or not others
+            if self.tx.mode != TWOPC and key not in opened and not others:
+                await self.tx.forget(*key)  # the transaction never used the shard: it goes on without it
+                return True
+            try:
+                await self.rollback()
+            except ProxyError as e:
+                logger.warning("rollback of a transaction refused by a resharding switch failed",
+                               extra={"error": e.message})
+            record_write_hold(error.keyspace, "refused", 0.0)
+            raise transaction_refused(error) from error
+
+        try:
+            return await attempt()
+        except ProxyError as e:
+            denied = denied_shard_error(e)
+            if denied is None:
+                raise
+            return await self.proxy.write_hold.hold(denied, attempt, may_hold)
 
     async def _atomic_statement(self, sql: str, kw: str) -> Outcome:
         """An autocommit DML statement of a twopc session: in an implicit transaction, so

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from proxy.engine.result import Result, local_result
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.resharding.topology import sort_shards
 from proxy.vschema_statements import show_vschema
 
 if TYPE_CHECKING:
@@ -72,10 +73,15 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
         rows = [(f"{ks}/{s}",) for ks in sorted(proxy.vschema.keyspaces) for s in proxy.shard_names(ks)]
         return local_result(["Shards"], [r for r in rows if keep(r[0])])
     if what == "vitess_tablets":
+        # Every shard the serving topology knows: a reshard's targets before the switch and its
+        # sources after it (until complete) are NOT_SERVING, as Vitess shows them.
         rows = []
-        for (ks, shard), pool in sorted(proxy.pools.pools.items()):
-            a = pool.address
-            rows.append(("local", ks, shard, "PRIMARY", "SERVING", f"{ks}-{shard}", f"{a.host}:{a.port}", ""))
+        for ks in sorted(proxy.topology):
+            topology = proxy.topology[ks]
+            for shard in sort_shards(list(topology.shards)):
+                e = topology.endpoint(shard)
+                state = "SERVING" if shard in topology.serving else "NOT_SERVING"
+                rows.append(("local", ks, shard, "PRIMARY", state, f"{ks}-{shard}", f"{e.host}:{e.port}", ""))
         return local_result(
             ["Cell", "Keyspace", "Shard", "TabletType", "State", "Alias", "Hostname", "PrimaryTermStartTime"], rows
         )

@@ -207,6 +207,25 @@ class ShardTransaction:
                 errors.append(e)
         return errors
 
+    async def forget(self, keyspace: str, shard: str) -> None:
+        """Roll back and drop this transaction's connection to one shard, as if the transaction
+        had never used it (a resharding switch retired the shard before the transaction did
+        anything there: proxy/resharding/write_hold.py). Not for twopc transactions."""
+        if self.mode == TWOPC:
+            raise RuntimeError("a twopc transaction cannot drop a shard")
+        key = (keyspace, shard)
+        sc = self.conns.pop(key, None)
+        self.written.discard(key)
+        self.plain.discard(key)
+        if sc is None:
+            return
+        try:
+            await sc.execute("rollback")
+        except ProxyError:
+            sc.broken = True  # closed: the server rolls back on disconnect
+        finally:
+            sc.pool.release(sc)
+
     def release_all(self) -> None:
         conns, self.conns = self.conns, {}
         for sc in conns.values():

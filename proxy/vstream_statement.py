@@ -66,7 +66,10 @@ async def vstream(proxy: Proxy, session: ProxySession, sql: str) -> AsyncIterato
     formatter = VStreamRowFormatter(f"{keyspace}.{table.name}")
     try:
         # start may be 'snapshot': the stream copies the table first (see proxy.cdc.table_copy).
-        stream = VStream(endpoints, tables=[f"{keyspace}.{table.name}"], start=start)
+        # A position naming a reshard's sources (saved before its switch) resumes there, and
+        # the stream follows a switch's journal to the new shards: any known shard is found.
+        stream = VStream(endpoints, tables=[f"{keyspace}.{table.name}"], start=start,
+                         shard_locator=proxy.locate_shard)
         # Positions are fixed before the header goes out: a client that writes right
         # after its VSTREAM returned sees those writes.
         await stream.open()

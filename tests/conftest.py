@@ -19,6 +19,7 @@ import pytest_asyncio
 from proxy.cluster import LocalCluster, find_free_port_range, plan_local_shards
 from proxy.config import ClusterConfig, load_config
 from tests.proxy_process import free_port
+from tests.resharding.split import Split
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CLUSTER_YAML = REPO_ROOT / "examples" / "local" / "cluster.yaml"
@@ -69,3 +70,36 @@ async def local_cluster(
         yield cluster
     finally:
         await cluster.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def reshard_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LocalCluster]:
+    """A cluster of its own for resharding tests (tests/resharding, tests/cdc/test_reshard.py):
+    a switch changes the serving topology and denies writes on shards, which other tests must
+    never see. The example cluster's files, its data and ports apart from ``local_cluster``."""
+    work = tmp_path_factory.mktemp("shardgate-reshard-cluster")
+    config = example_cluster_config(work / "data")
+    cluster = LocalCluster(config, template_dir=mariadb_template_dir(request.config, work))
+    await cluster.start()
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def split(reshard_cluster: LocalCluster) -> AsyncIterator[Split]:
+    """A split of commerce/-80 into -40,40-80 made by hand (tests/resharding/split.py), its
+    targets running and empty; every test starts from the cluster file's shards serving and
+    leaves them so."""
+    s = Split(reshard_cluster)
+    await s.reset()
+    try:
+        yield s
+    finally:
+        try:
+            await s.reset()
+        finally:
+            await s.close()

@@ -55,6 +55,8 @@ from proxy.cdc.transaction_assembler import (
     TransactionAssembler,
 )
 from proxy.cdc.xa_branch_reader import PreparedGroupReader
+from proxy.resharding.journal import JOURNAL_TABLES
+from proxy.sidecar_tables import SIDECAR_DB
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +172,9 @@ class BinlogDecoder:
         self._heartbeat_period = spec.heartbeat_period
         self._reconnect_timeout = spec.reconnect_timeout
         self._only_tables = spec.table_filter.explicit_tables(spec.keyspace)
-        row_events = [ROW_EVENTS_BY_OP[op] for op in sorted(spec.row_ops)]
+        # Inserts are read whatever row_ops says: a resharding journal is one (the assembler
+        # drops the others).
+        row_events = [ROW_EVENTS_BY_OP[op] for op in sorted(spec.row_ops | {"insert"})]
         self._events = _CONTROL_EVENTS + row_events
         self.prepared_groups = PreparedGroupReader(
             spec.keyspace,
@@ -191,6 +195,7 @@ class BinlogDecoder:
             skip_before_timestamp=spec.skip_before_timestamp,
             load_prepared_group=self.prepared_groups.read,
             row_images=spec.row_images,
+            row_ops=spec.row_ops,
         )
         self._stream: BinLogStreamReader | None = None
 
@@ -306,8 +311,9 @@ class BinlogDecoder:
             is_mariadb=True,
             auto_position=str(self.position),
             only_events=self._events,
-            only_schemas=[self.source.database],
-            only_tables=self._only_tables,
+            # The sidecar database too: a resharding switch's journal row is there.
+            only_schemas=[self.source.database, SIDECAR_DB],
+            only_tables=None if self._only_tables is None else [*self._only_tables, *JOURNAL_TABLES],
             slave_heartbeat=self._heartbeat_period,
             pymysql_wrapper=self._connect,
             enable_logging=False,

@@ -200,16 +200,24 @@ class ShardBinlogReader:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair()
+        level = logging.getLogger().getEffectiveLevel()
+
+        def launch() -> int:
+            # Their end is closed by the thread that hands it over, when it is done with it: a
+            # start cancelled meanwhile (a stream closed as it opens) must not close it under
+            # the launcher, which would take the failed send for a dead zygote and restart it.
+            # A decoder launched for a cancelled start finds our end closed and stops.
+            try:
+                return launcher.launch(self.spec, theirs, level)
+            finally:
+                theirs.close()
+
         try:
             # The first start launches the zygote (a fraction of a second): not on the loop.
-            self._pid = await loop.run_in_executor(
-                None, launcher.launch, self.spec, theirs, logging.getLogger().getEffectiveLevel()
-            )
+            self._pid = await loop.run_in_executor(None, launch)
         except BaseException:
             ours.close()
             raise
-        finally:
-            theirs.close()
         try:
             self._transport, self._receiver = await loop.connect_accepted_socket(
                 lambda: _FrameReceiver(self._max_pending), ours

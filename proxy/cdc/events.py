@@ -1,7 +1,8 @@
 """The change-event model, named after Vitess's VEventType.
 
 A shard's transaction is delivered as one ``EventGroup``:
-``BEGIN, (FIELD, ROW...)..., COMMIT, VGTID`` — or ``DDL, VGTID`` for a schema change.
+``BEGIN, (FIELD, ROW...)..., COMMIT, VGTID`` — or ``DDL, VGTID`` for a schema change, or
+``JOURNAL, VGTID`` where a resharding switch moved the stream to new shards.
 FIELD precedes the first ROW of a table in a stream and again after the table's columns
 change. Table names are ``keyspace.table``. Unlike Vitess (whose VGTID event precedes
 COMMIT), our VGTID comes last: saving it after handling the group resumes with neither
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from proxy.cdc.positions import Vgtid
+from proxy.resharding.journal import Journal
 
 
 class VEventType(enum.StrEnum):
@@ -29,6 +31,7 @@ class VEventType(enum.StrEnum):
     ROW = "ROW"
     VGTID = "VGTID"
     HEARTBEAT = "HEARTBEAT"
+    JOURNAL = "JOURNAL"
 
 
 class RowOp(enum.StrEnum):
@@ -105,6 +108,17 @@ class DdlEvent(VEvent):
 class VgtidEvent(VEvent):
     type: ClassVar[VEventType] = VEventType.VGTID
     vgtid: Vgtid
+
+
+@dataclass(slots=True, kw_only=True)
+class JournalEvent(VEvent):
+    """A resharding switch's journal (proxy/resharding/journal.py), read from a source shard's
+    binlog: that shard's stream ends there; once every participant reached it, the stream goes
+    on from the journal's target shards. Forwarded only with ``include_reshard_journal_events``
+    (or ``stop_on_reshard``); the ``shard`` is the participant whose journal completed the set."""
+
+    type: ClassVar[VEventType] = VEventType.JOURNAL
+    journal: Journal
 
 
 @dataclass(slots=True, kw_only=True)

@@ -26,6 +26,7 @@ from proxy.cdc.json_values import dumps
 from proxy.cdc.positions import GTID_BEGINNING, GTID_CURRENT, GTID_SNAPSHOT, Vgtid
 from proxy.cdc.start_positions import ShardKey
 from proxy.cdc.vstream import VStream
+from proxy.resharding.topology import read_topology, serving_endpoints, shard_locator
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +65,12 @@ def parse_start(start: str) -> tuple[str | Vgtid, datetime | float | None]:
     return Vgtid.from_json(text), None
 
 
-def cluster_endpoints_of(config: object) -> dict[ShardKey, ShardEndpointLike]:
-    # Imported here: the cluster package imports config, which the CDC core need not load.
-    from proxy.cluster import cluster_endpoints
-
-    return dict(cluster_endpoints(config))  # type: ignore[arg-type]
+async def serving_endpoints_of(
+    config: object, endpoints: Mapping[ShardKey, ShardEndpointLike] | None
+) -> dict[ShardKey, ShardEndpointLike]:
+    """The shards serving now: the stored topology's (a reshard switched), else the cluster
+    file's (``endpoints``: the file's shards where the caller has them)."""
+    return dict(serving_endpoints(await read_topology(config, endpoints)))  # type: ignore[arg-type]
 
 
 async def run_cdc(
@@ -87,13 +89,15 @@ async def run_cdc(
     """Write ``tables``' changes to ``out`` as NDJSON until ``stop``; returns the VGTID
     after the last written transaction (the start position if none was written).
 
-    ``config`` is a ``proxy.config.ClusterConfig``; ``endpoints`` overrides its shards.
+    ``config`` is a ``proxy.config.ClusterConfig``; ``endpoints`` overrides its shards. The
+    stream reads the shards serving now (the stored topology: proxy/resharding/topology.py)
+    and follows a resharding switch to the new shards.
     An empty ``tables`` means every table.
     """
     if fmt not in ("debezium", "vstream"):
         raise ValueError(f"unknown CDC output format {fmt!r} (debezium or vstream)")
     start_position, since = parse_start(start)
-    shard_endpoints = dict(endpoints) if endpoints is not None else cluster_endpoints_of(config)
+    shard_endpoints = await serving_endpoints_of(config, endpoints)
     stop = stop if stop is not None else asyncio.Event()
     poll = _STOP_POLL_SECONDS
     if heartbeat_interval > 0:
@@ -106,6 +110,7 @@ async def run_cdc(
         since=since,
         minimize_skew=minimize_skew,
         heartbeat_interval=poll,
+        shard_locator=shard_locator(config, endpoints),  # type: ignore[arg-type]
     ) as stream:
         last_heartbeat = asyncio.get_running_loop().time()
         async for group in stream:

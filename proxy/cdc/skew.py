@@ -61,6 +61,17 @@ class SkewAligner:
             return -math.inf
         return min(self._times.values())
 
+    def replace_streams(self, removed: Iterable[Hashable], added: Iterable[Hashable]) -> None:
+        """Streams ended and began (a resharding switch moved the stream to new shards): the
+        ended ones hold nobody back any more, the new ones count once they report."""
+        removed, added = set(removed), set(added)
+        self._streams = (self._streams - removed) | added
+        for stream in removed:
+            self._times.pop(stream, None)
+        self._unreported = (self._unreported - removed) | added
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
     def update(self, stream: Hashable, event_time: float) -> None:
         """Record ``stream``'s time without waiting (heartbeats)."""
         self._times[stream] = event_time

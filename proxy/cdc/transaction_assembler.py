@@ -76,6 +76,7 @@ from proxy.cdc.events import (
     DdlEvent,
     Field,
     FieldEvent,
+    JournalEvent,
     RowChange,
     RowEvent,
     RowOp,
@@ -91,6 +92,7 @@ from proxy.cdc.xa_branches import (
     Xid,
     parse_completion,
 )
+from proxy.resharding.journal import Journal, is_journal_table
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +158,9 @@ class ShardTransaction:
     received_at: float  # this host's time when its last event was read
     commit_time: float  # estimated commit time on this host's clock (see binlog_decoder)
     row_count: int
+    # A resharding journal written in this transaction (proxy/resharding/journal.py): the
+    # shard's stream ends here (proxy/cdc/vstream.py).
+    journal: Journal | None = None
 
 
 @dataclass(slots=True)
@@ -208,6 +213,7 @@ class TransactionAssembler:
         skip_before_timestamp: int | None = None,
         load_prepared_group: PreparedGroupLoader | None = None,
         row_images: bool = True,
+        row_ops: frozenset[str] = frozenset(RowOp),
     ) -> None:
         """``load_prepared_group``: reads a prepared XA branch's events back from the
         binlog, for an XA COMMIT whose XA PREPARE came before the stream's start (without
@@ -245,6 +251,9 @@ class TransactionAssembler:
         self._pending_fields: dict[str, tuple[Field, ...]] = {}
         self._fields_cache: dict[tuple, tuple[Field, ...]] = {}
         self._table_allowed: dict[tuple[str, str], bool] = {}
+        # The row changes wanted; the decoder reads inserts anyway (a journal is one).
+        self._row_ops = row_ops
+        self._journal: Journal | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -293,6 +302,7 @@ class TransactionAssembler:
         self._row_count = 0
         self._pending_fields = {}
         self._branch = None
+        self._journal = None
         if flags & FL_PREPARED_XA:
             # Its rows are delivered at its XA COMMIT, which may come after any position
             # or start time this group precedes: collected whatever the position says.
@@ -381,6 +391,7 @@ class TransactionAssembler:
             received_at=received_at,
             commit_time=self._commit_time(received_at),
             row_count=self._row_count,
+            journal=self._journal,
         )
 
     def _commit_time(self, received_at: float) -> float:
@@ -520,6 +531,16 @@ class TransactionAssembler:
                 )
             )
 
+    def _journal_event(self, event: RowsEvent) -> JournalEvent | None:
+        """The resharding journal an insert into the journal table carries."""
+        if not isinstance(event, WriteRowsEvent) or not event.rows:
+            return None
+        journal = Journal.from_row(event.rows[0]["values"])
+        if journal.keyspace != self.keyspace:
+            return None  # another keyspace's (shards of several keyspaces sharing a server)
+        self._journal = journal
+        return JournalEvent(keyspace=self.keyspace, shard=self.shard, timestamp=event.timestamp, journal=journal)
+
     def _row_event(self, event: RowsEvent) -> tuple[tuple[Field, ...], RowEvent] | None:
         if not self._allowed(event.schema, event.table):
             return None
@@ -527,6 +548,8 @@ class TransactionAssembler:
             return self._row_event_without_images(event)
         rows = event.rows
         if isinstance(event, WriteRowsEvent):
+            if RowOp.INSERT not in self._row_ops:
+                return None
             op = RowOp.INSERT
             changes = tuple([RowChange(None, row["values"]) for row in rows])
         elif isinstance(event, UpdateRowsEvent):
@@ -549,7 +572,7 @@ class TransactionAssembler:
 
     def _row_event_without_images(self, event: RowsEvent) -> tuple[tuple[Field, ...], RowEvent] | None:
         op = _OP_OF.get(type(event))
-        if op is None:
+        if op is None or op not in self._row_ops:
             return None
         row_event = RowEvent(
             keyspace=self.keyspace,
@@ -562,6 +585,11 @@ class TransactionAssembler:
         return (), row_event
 
     def _add_rows(self, event: RowsEvent) -> None:
+        if is_journal_table(event.schema, event.table):
+            journal = self._journal_event(event)
+            if journal is not None and self._branch is None:
+                self._events.append(journal)
+            return
         batch = self._row_event(event)
         if batch is None:
             return

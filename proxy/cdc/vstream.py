@@ -30,7 +30,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -38,8 +38,8 @@ from types import TracebackType
 from proxy.cdc.binlog_decoder import ALL_ROW_OPS, ShardEndpointLike
 from proxy.cdc.binlog_reader import ShardBinlogReader
 from proxy.cdc.errors import CdcError, InvalidPositionError
-from proxy.cdc.events import EventGroup, HeartbeatEvent, VgtidEvent
-from proxy.cdc.positions import GTID_SNAPSHOT, GtidPosition, Vgtid
+from proxy.cdc.events import EventGroup, HeartbeatEvent, JournalEvent, VgtidEvent
+from proxy.cdc.positions import GTID_BEGINNING, GTID_CURRENT, GTID_SNAPSHOT, GtidPosition, Vgtid
 from proxy.cdc.skew import DEFAULT_MAX_HOLD, DEFAULT_MAX_SKEW, SkewAligner
 from proxy.cdc.start_positions import ResolvedStart, ShardKey, resolve_start
 from proxy.cdc.table_copy import TableCopy
@@ -62,6 +62,8 @@ class _Failure:
 
 
 _Payload = ShardTransaction | _PositionAdvance
+# Where a shard the stream was not given listens (None: unknown).
+ShardLocator = Callable[[ShardKey], Awaitable[ShardEndpointLike | None]]
 # A shard's items in binlog order, or the failure that ends the stream.
 _QueueItem = tuple[ShardKey, list[_Payload]] | _Failure
 
@@ -83,6 +85,9 @@ class VStream:
         queue_size: int = 16,
         row_ops: frozenset[str] = ALL_ROW_OPS,
         row_images: bool = True,
+        include_reshard_journal_events: bool = False,
+        stop_on_reshard: bool = False,
+        shard_locator: ShardLocator | None = None,
     ) -> None:
         """
         endpoints: every shard of the cluster, by (keyspace, shard).
@@ -99,6 +104,13 @@ class VStream:
         row_ops: the row changes wanted ("insert", "update", "delete"); others are not decoded.
         row_images: False: ROW events without their rows (``changes`` empty) and no FIELD
             events; nothing is decoded beyond which table changed how (``TableChangeFeed.touches``).
+        include_reshard_journal_events: forward a resharding switch's JOURNAL event (a group
+            ``JOURNAL, VGTID``) when the stream moves to the new shards (Vitess's option).
+        stop_on_reshard: end the stream at such a journal instead (after forwarding it).
+        shard_locator: finds the endpoint of a shard that ``endpoints`` lacks: one a VGTID
+            names (the sources of a switched reshard, before ``complete``) or a journal's
+            target (proxy/resharding/topology.py ``shard_locator`` reads the stored topology).
+            Without one, such a shard ends the stream with an error naming it.
         """
         self._endpoints = dict(endpoints)
         self._filter = TableFilter(tables)
@@ -117,7 +129,15 @@ class VStream:
         self._pending: deque[_Payload] = deque()
         self._pending_key: ShardKey = ("", "")
         self._readers: dict[ShardKey, ShardBinlogReader] = {}
-        self._pumps: list[asyncio.Task[None]] = []
+        self._pumps: dict[ShardKey, asyncio.Task[None]] = {}
+        # Resharding (see _journal_reached): shards whose stream ended at a journal, and the
+        # participants that reached each journal so far.
+        self._include_journal = include_reshard_journal_events
+        self._stop_on_reshard = stop_on_reshard
+        self._locator = shard_locator
+        self._ended: set[ShardKey] = set()
+        self._journal_participants: dict[int, set[ShardKey]] = {}
+        self._stopped = False
         self._positions: dict[ShardKey, GtidPosition] = {}
         self._vgtid: Vgtid | None = None
         self._opened = False
@@ -141,6 +161,7 @@ class VStream:
             self._copy_groups = self._copy.groups()
             resolved = ResolvedStart(self._copy.positions)
         else:
+            await self._locate_named_shards()
             resolved = await resolve_start(self._endpoints, self._filter, self._start, self._since)
         self._positions = dict(resolved.positions)
         self._vgtid = Vgtid.from_positions(self._positions)
@@ -148,32 +169,8 @@ class VStream:
             self.aligner = SkewAligner(
                 self._positions, max_skew=self._max_skew, max_hold=self._max_skew_hold
             )
-        for key, position in resolved.positions.items():
-            reader = ShardBinlogReader(
-                key[0],
-                key[1],
-                self._endpoints[key],
-                position,
-                self._filter,
-                heartbeat_period=self._shard_heartbeat_period,
-                skip_before_timestamp=resolved.skip_before_timestamp,
-                row_ops=self._row_ops,
-                row_images=self._row_images,
-            )
-            self._readers[key] = reader
         try:
-            # Every start runs to its end before any failure is raised, so aclose() finds
-            # each reader either started (and stops it) or not started at all.
-            started = await asyncio.gather(
-                *(reader.start() for reader in self._readers.values()), return_exceptions=True
-            )
-            for result in started:
-                if isinstance(result, BaseException):
-                    raise result
-            for key, reader in self._readers.items():
-                self._pumps.append(
-                    asyncio.create_task(self._pump(key, reader), name=f"vstream-pump-{key}")
-                )
+            await self._start_readers(resolved.positions, resolved.skip_before_timestamp)
         except BaseException:
             await self.aclose()
             raise
@@ -183,14 +180,69 @@ class VStream:
             extra={"start_vgtid": self._vgtid.to_json(), "skew": self.aligner is not None},
         )
 
+    async def _start_readers(self, positions: Mapping[ShardKey, GtidPosition], skip_before: int | None) -> None:
+        readers = {
+            key: ShardBinlogReader(
+                key[0],
+                key[1],
+                self._endpoints[key],
+                position,
+                self._filter,
+                heartbeat_period=self._shard_heartbeat_period,
+                skip_before_timestamp=skip_before,
+                row_ops=self._row_ops,
+                row_images=self._row_images,
+            )
+            for key, position in positions.items()
+        }
+        self._readers.update(readers)
+        # Every start runs to its end before any failure is raised, so aclose() finds
+        # each reader either started (and stops it) or not started at all.
+        started = await asyncio.gather(*(reader.start() for reader in readers.values()), return_exceptions=True)
+        for result in started:
+            if isinstance(result, BaseException):
+                raise result
+        for key, reader in readers.items():
+            self._pumps[key] = asyncio.create_task(self._pump(key, reader), name=f"vstream-pump-{key}")
+
+    async def _locate(self, key: ShardKey) -> bool:
+        """Make sure ``key`` has an endpoint (asking the locator); False if none is found."""
+        if key in self._endpoints:
+            return True
+        endpoint = await self._locator(key) if self._locator is not None else None
+        if endpoint is None:
+            return False
+        self._endpoints[key] = endpoint
+        return True
+
+    async def _locate_named_shards(self) -> None:
+        """A VGTID start may name shards that no longer serve (a reshard's sources)."""
+        start = self._start
+        if isinstance(start, str) and start in (GTID_CURRENT, GTID_BEGINNING):
+            return
+        vgtid = start if isinstance(start, Vgtid) else Vgtid.from_json(start)
+        for entry in vgtid.shard_gtids:
+            if entry.shard:
+                await self._locate((entry.keyspace, entry.shard))
+
+    async def _stop_shard(self, key: ShardKey) -> None:
+        task = self._pumps.pop(key, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        reader = self._readers.pop(key, None)
+        if reader is not None:
+            await reader.close()
+
     async def aclose(self) -> None:
         """Stop every pump and reader; safe to call more than once."""
         if self._closed:
             return
         self._closed = True
-        for task in self._pumps:
+        pumps = list(self._pumps.values())
+        for task in pumps:
             task.cancel()
-        for task in self._pumps:
+        for task in pumps:
             try:
                 await task
             except asyncio.CancelledError:
@@ -239,7 +291,7 @@ class VStream:
     async def __anext__(self) -> EventGroup:
         if not self._opened:
             await self.open()
-        if self._closed:
+        if self._closed or self._stopped:
             raise StopAsyncIteration
         if self._copy_groups is not None:
             copied = await self._next_copied()
@@ -258,12 +310,89 @@ class VStream:
                 pending.extend(batch)
                 continue
             key = self._pending_key
+            if key in self._ended:  # a source shard past its journal: nothing after it counts
+                pending.clear()
+                continue
             payload = pending.popleft()
+            if isinstance(payload, ShardTransaction) and payload.journal is not None:
+                pending.clear()
+                group = await self._journal_reached(key, payload)
+                if group is not None:
+                    return group
+                continue
             self._positions[key] = payload.position
             if isinstance(payload, _PositionAdvance):
                 self._vgtid = Vgtid.from_positions(self._positions)
                 continue
             return self._deliver(key, payload)
+
+    async def _journal_reached(self, key: ShardKey, txn: ShardTransaction) -> EventGroup | None:
+        """Shard ``key`` reached a resharding journal: its stream ends there (its position stays
+        *before* the journal, so a VGTID saved meanwhile reads the journal again on resume).
+        Once every participant reached it, the participants leave the stream and the journal's
+        target shards join it at the positions it names: everything before the journal came
+        from the sources, everything after it comes from the targets (Vitess's VStream)."""
+        journal = txn.journal
+        assert journal is not None
+        self._ended.add(key)
+        await self._stop_shard(key)
+        participants = {(p.keyspace, p.shard) for p in journal.participants}
+        missing = sorted(participants - set(self._positions))
+        if missing:
+            await self.aclose()
+            raise CdcError(
+                f"not all journaling participants are in the stream: journal {journal.id} names "
+                f"{', '.join(f'{k}/{s}' for k, s in sorted(participants))}; the stream lacks "
+                f"{', '.join(f'{k}/{s}' for k, s in missing)}"
+            )
+        reached = self._journal_participants.setdefault(journal.id, set())
+        reached.add(key)
+        logger.info("vstream shard reached a resharding journal",
+                    extra={"keyspace": key[0], "shard": key[1], "journal_id": journal.id,
+                           "participants_reached": len(reached), "participants": len(participants)})
+        if reached != participants:
+            return None
+        if self._stop_on_reshard:
+            self._stopped = True
+            logger.info("vstream stops at the resharding journal", extra={"journal_id": journal.id})
+            return self._journal_group(key, txn)
+        targets = {(g.keyspace, g.shard): GtidPosition.parse(g.gtid) for g in journal.shard_gtids}
+        for target in sorted(targets):
+            if not await self._locate(target):
+                await self.aclose()
+                raise CdcError(
+                    f"resharding journal {journal.id} moves the stream to shard {target[0]}/{target[1]}, "
+                    "whose endpoint is unknown here (pass its endpoint, or a shard_locator)"
+                )
+        for participant in participants:
+            self._positions.pop(participant, None)
+        self._positions.update(targets)
+        self._vgtid = Vgtid.from_positions(self._positions)
+        if self.aligner is not None:
+            self.aligner.replace_streams(participants, targets)
+        try:
+            await self._start_readers(targets, None)
+        except BaseException:
+            await self.aclose()
+            raise
+        logger.info("vstream moved to the new shards of a reshard",
+                    extra={"journal_id": journal.id, "vgtid": self._vgtid.to_json()})
+        if self._include_journal:
+            return self._journal_group(key, txn)
+        return None
+
+    def _journal_group(self, key: ShardKey, txn: ShardTransaction) -> EventGroup:
+        assert self._vgtid is not None
+        journal = next(e for e in txn.events if isinstance(e, JournalEvent))
+        self._last_sent = time.monotonic()
+        return EventGroup(
+            keyspace=key[0],
+            shard=key[1],
+            events=[journal, VgtidEvent(keyspace=key[0], shard=key[1], timestamp=txn.timestamp, vgtid=self._vgtid)],
+            commit_time=txn.commit_time,
+            received_at=txn.received_at,
+            vgtid=self._vgtid,
+        )
 
     async def _next_copied(self) -> EventGroup | None:
         assert self._copy_groups is not None

@@ -14,7 +14,7 @@ from typing import Any
 
 from proxy.cluster.binaries import MariaDBBinaries, find_mariadb_binaries
 from proxy.cluster.datadir import ensure_template, provision_data_dir
-from proxy.cluster.errors import PortInUse
+from proxy.cluster.errors import ClusterError, PortInUse
 from proxy.cluster.instance import READY_TIMEOUT_S, MariaDBInstance, running_pid_from_file
 from proxy.cluster.layout import LocalShardSpec, ShardKey, cluster_endpoints, plan_local_shards
 from proxy.cluster.ports import port_is_free
@@ -186,6 +186,23 @@ class LocalCluster:
             return
         self._check_ports_free([spec])
         await self._start_one(spec)
+
+    async def start_added_shard(self, spec: LocalShardSpec, schema_path: Path | None = None) -> None:
+        """Start a local shard the cluster file does not list (a reshard's target, described by
+        the stored topology: proxy/resharding/topology.py): its data dir is made from the
+        template on first start (with ``schema_path`` applied then), kept afterwards. From then
+        on it is one of this cluster's shards (stop_shard, start_shard, stop)."""
+        if spec.key in self._specs and self._specs[spec.key] != spec and self.is_running(spec.keyspace, spec.shard):
+            # A stopped shard may be replaced: a merge back makes a new shard of a retired one's name.
+            raise ClusterError(f"shard {spec.keyspace}/{spec.shard} is already described differently")
+        self._specs[spec.key] = spec
+        self._endpoints[spec.key] = spec.endpoint
+        if self.is_running(spec.keyspace, spec.shard):
+            return
+        self._check_ports_free([spec])
+        await self._provision(self._require_binaries(), [spec])
+        await self._start_one(spec)
+        await apply_schema_once(spec, schema_path)  # once: the data dir's marker remembers
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -65,6 +65,37 @@ def id_bytes(value: MessageId) -> bytes:
     return str(value).encode()
 
 
+@dataclasses.dataclass(eq=False)
+class _Subscription:
+    """One STREAM: its queue and predicate, and the receiver it has in each manager."""
+
+    keyspace: str
+    table: str
+    queue: asyncio.Queue[Delivery]
+    predicate: StreamPredicate | None
+    follows: bool  # to every shard of the keyspace, whichever serve it
+    attached: list[tuple[MessageManager, Receiver]] = dataclasses.field(default_factory=list)
+    watched: bool = False
+
+    @property
+    def managers(self) -> list[MessageManager]:
+        return [m for m, _ in self.attached]
+
+    def attach(self, manager: MessageManager) -> None:
+        receiver = Receiver(
+            self.queue,
+            accepts=self.predicate.matches if self.predicate else None,
+            predicate_sql=self.predicate.sql if self.predicate else None,
+        )
+        manager.add_receiver(receiver)
+        self.attached.append((manager, receiver))
+
+    def detach(self, manager: MessageManager) -> None:
+        for m, receiver in [a for a in self.attached if a[0] is manager]:
+            m.remove_receiver(receiver)
+            self.attached.remove((m, receiver))
+
+
 class MessagingService:
     def __init__(
         self,
@@ -90,6 +121,7 @@ class MessagingService:
         self.managers: dict[tuple[str, str, str], MessageManager] = {}
         self._reload_locks = {ks: asyncio.Lock() for ks in self.shards}
         self._closing: set[asyncio.Task[None]] = set()
+        self._subscriptions: set[_Subscription] = set()
         self._open = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -235,17 +267,16 @@ class MessagingService:
             predicate = compile_predicate(tree, spec.streamed, spec.fields)
         fields = [dataclasses.replace(f, db=keyspace) for f in spec.fields]
         queue: asyncio.Queue[Delivery] = asyncio.Queue()
-        attached: list[tuple[MessageManager, Receiver]] = []
+        # A subscription to every shard follows the keyspace's shards (set_shards); one to
+        # named shards (USE ks:shard) stays on them.
+        sub = _Subscription(keyspace, spec.name.lower(), queue, predicate, follows=shards is None)
+        attached = sub.attached
+        self._subscriptions.add(sub)
         try:
             for m in managers:
-                receiver = Receiver(
-                    queue,
-                    accepts=predicate.matches if predicate else None,
-                    predicate_sql=predicate.sql if predicate else None,
-                )
-                m.add_receiver(receiver)
-                attached.append((m, receiver))
+                sub.attach(m)
             await self._watch(keyspace, spec.name, +1)
+            sub.watched = True
             logger.info(
                 "message subscriber joined",
                 extra={"keyspace": keyspace, "table": spec.name, "shards": [m.shard for m in managers]},
@@ -259,9 +290,10 @@ class MessagingService:
                 yield delivery.result
                 delivery.receiver.free()
         finally:
+            self._subscriptions.discard(sub)
             for m, receiver in attached:
                 m.remove_receiver(receiver)
-            if attached:
+            if sub.watched:
                 await self._watch(keyspace, spec.name, -1)
             logger.info("message subscriber left", extra={"keyspace": keyspace, "table": spec.name})
 
@@ -274,16 +306,7 @@ class MessagingService:
         watch, count = self._watches.get(key, (None, 0))
         count += delta
         if watch is None and count > 0:
-            # Imported here: the binlog machinery (proxy.cdc) loads only when a watch runs.
-            from proxy.messaging.change_watch import TableChangeWatch
-
-            endpoints = {(keyspace, s): self.pools.get(keyspace, s).address for s in self.shards[keyspace]}  # type: ignore[attr-defined]
-            on_ddl = self.on_ddl
-            watch = TableChangeWatch(
-                endpoints, keyspace, table, lambda shard, at: self.binlog_insert(keyspace, shard, table, at),
-                on_ddl=(lambda ks, _statement: on_ddl(ks)) if on_ddl is not None else None,
-            )
-            watch.start()
+            watch = self._start_watch(keyspace, table)
         if count <= 0:
             self._watches.pop(key, None)
             if watch is not None:
@@ -291,6 +314,52 @@ class MessagingService:
         else:
             assert watch is not None
             self._watches[key] = (watch, count)
+
+    def _start_watch(self, keyspace: str, table: str) -> TableChangeWatch:
+        # Imported here: the binlog machinery (proxy.cdc) loads only when a watch runs.
+        from proxy.messaging.change_watch import TableChangeWatch
+
+        endpoints = {(keyspace, s): self.pools.get(keyspace, s).address for s in self.shards[keyspace]}  # type: ignore[attr-defined]
+        on_ddl = self.on_ddl
+        watch = TableChangeWatch(
+            endpoints, keyspace, table, lambda shard, at: self.binlog_insert(keyspace, shard, table, at),
+            on_ddl=(lambda ks, _statement: on_ddl(ks)) if on_ddl is not None else None,
+        )
+        watch.start()
+        return watch
+
+    # -- resharding ----------------------------------------------------------------------------
+    async def set_shards(self, keyspace: str, shards: Sequence[str]) -> None:
+        """The shards serving ``keyspace`` changed (a resharding switch): managers on shards
+        that stopped serving close (their subscribers are detached first, not ended), managers
+        on new shards open, and every subscription to the whole keyspace gets a receiver on
+        them. Messages sent from a retired shard and not acked are on the new shards too (the
+        switch copied the rows): they are sent again once their ack wait passes, as after a
+        crash; none is lost."""
+        if keyspace not in self.shards or list(shards) == self.shards[keyspace]:
+            return
+        async with self._reload_locks[keyspace]:
+            retired = [s for s in self.shards[keyspace] if s not in shards]
+            self.shards[keyspace] = list(shards)
+            for shard in retired:
+                self.tables.pop((keyspace, shard), None)
+                for key in [k for k in self.managers if k[0] == keyspace and k[1] == shard]:
+                    manager = self.managers.pop(key)
+                    for sub in self._subscriptions:
+                        sub.detach(manager)
+                    self._spawn_close(manager, None)
+        await self.reload(keyspace)
+        for sub in [s for s in self._subscriptions if s.keyspace == keyspace and s.follows]:
+            for shard in shards:
+                manager = self.managers.get((keyspace, shard, sub.table))
+                if manager is not None and manager not in sub.managers:
+                    sub.attach(manager)
+        for (ks, table), (watch, count) in list(self._watches.items()):
+            if ks == keyspace:  # its binlog readers follow the new shards
+                await watch.stop()
+                self._watches[(ks, table)] = (self._start_watch(ks, table), count)
+        logger.info("message tables follow new shards", extra={"keyspace": keyspace, "shards": ",".join(shards),
+                                                                "retired": ",".join(retired)})
 
     # -- events from the front end -----------------------------------------------------------
     def notify(self, keyspace: str, shard: str | None, table: str) -> None:

@@ -101,6 +101,13 @@ TWOPC_EVENTS = Counter("shardgate_twopc", "Two-phase commit counters (proxy.twop
 TWOPC_IN_DOUBT = Gauge("shardgate_twopc_in_doubt", "Prepared transactions the last resolver run left unresolved",
                        multiprocess_mode="livemax")
 
+# Reshard workflows (proxy/resharding/host.py): set by the process that runs the workflow's streams.
+RESHARD_ROWS_COPIED = Gauge("shardgate_reshard_rows_copied", "Rows a Reshard workflow copied, by source shard and table",
+                            ["workflow", "source", "table"], multiprocess_mode="livemax")
+RESHARD_LAG_SECONDS = Gauge("shardgate_reshard_lag_seconds",
+                            "Seconds the targets of a Reshard workflow are behind a source shard's binlog",
+                            ["workflow", "source"], multiprocess_mode="livemax")
+
 _MESSAGE_TABLE = ["keyspace", "shard", "table"]
 MESSAGES_QUEUED = Gauge("shardgate_messages_queued", "Messages cached for delivery (SHOW VITESS_MESSAGES Queued)",
                         _MESSAGE_TABLE, multiprocess_mode="livesum")
@@ -126,6 +133,23 @@ CDC_LAG_TRANSACTIONS = Gauge(
     "shardgate_cdc_lag_transactions", "Transactions in the shard's binlog a VSTREAM has not read yet",
     _CDC_STREAM, multiprocess_mode="livemax",
 )
+
+# Resharding (proxy/resharding/write_hold.py): writes held at a switch, how they ended and
+# how long they waited. Rare events (a switch), so recorded directly.
+WRITES_HELD = Counter(
+    "shardgate_reshard_writes_held", "Writes a resharding switch held (denied on a source shard), by how the hold "
+    "ended: released (run on the new shards), timed_out, refused (a transaction had written already)",
+    ["keyspace", "outcome"],
+)
+WRITE_HOLD_SECONDS = Histogram(
+    "shardgate_reshard_write_hold_seconds", "How long writes were held at a resharding switch", ["keyspace"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+TOPOLOGY_VERSION = Gauge(
+    "shardgate_topology_version", "The serving topology version a proxy process follows (0: the cluster file's)",
+    ["keyspace"], multiprocess_mode="livemax",
+)
+
 
 class StatementTally:
     """What statements of one (type, plan, keyspace) did since the last flush."""
@@ -223,6 +247,12 @@ def record_commit(shards: int, mode: str) -> None:
 
 def record_rollback() -> None:
     TRANSACTION_ROLLBACKS.inc()
+
+
+def record_write_hold(keyspace: str, outcome: str, seconds: float) -> None:
+    """A write held at a resharding switch ended (``outcome``: released, timed_out, refused)."""
+    WRITES_HELD.labels(keyspace, outcome).inc()
+    WRITE_HOLD_SECONDS.labels(keyspace).observe(seconds)
 
 
 def add_to_counter(counter: MetricWrapperBase, last: dict[Any, float], labels: tuple[str, ...], value: float) -> None:

@@ -1,0 +1,176 @@
+"""A VStream across a resharding switch (split of commerce/-80 into -40,40-80, made by hand by
+tests/resharding/split.py): everything before the journal comes from the source, everything
+after it from the targets, nothing lost, nothing repeated, per-shard order kept."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from proxy.cdc import EventGroup, VStream
+from proxy.cdc.events import JournalEvent, RowEvent
+from proxy.cdc.positions import Vgtid
+from proxy.resharding.topology import read_topology, serving_endpoints, shard_locator
+from tests.resharding.split import KEYSPACE, SOURCE, TARGETS, Split, ids_on, run_sql, shard_of
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+TABLE = f"{KEYSPACE}.customer"
+_ids = itertools.count(int(time.time() * 1000) % 10_000_000 * 1_000_000 + 500_000_000_000, 100_000)
+
+Change = tuple[str, int, str]  # (op, customer_id, shard)
+
+
+async def _stream(split: Split, start: str | Vgtid = "current", **kw: object) -> VStream:
+    endpoints = serving_endpoints(await read_topology(split.config))
+    stream = VStream(endpoints, [TABLE], start=start, shard_locator=shard_locator(split.config), **kw)  # type: ignore[arg-type]
+    await stream.open()
+    return stream
+
+
+def _changes(group: EventGroup) -> list[Change]:
+    out: list[Change] = []
+    for event in group.events:
+        if isinstance(event, RowEvent):
+            for change in event.changes:
+                row = change.after if change.after is not None else change.before
+                assert row is not None
+                out.append((str(event.op), int(row["customer_id"]), event.shard))
+    return out
+
+
+async def _collect(stream: VStream, rows: int, seconds: float = 20.0) -> tuple[list[Change], list[EventGroup]]:
+    """Row changes until ``rows`` of them came (and the groups, journals among them)."""
+    changes: list[Change] = []
+    groups: list[EventGroup] = []
+    async with asyncio.timeout(seconds):
+        while len(changes) < rows:
+            group = await anext(stream)
+            groups.append(group)
+            changes.extend(_changes(group))
+    return changes, groups
+
+
+async def _nothing_more(stream: VStream, seconds: float = 1.0) -> list[Change]:
+    extra: list[Change] = []
+    try:
+        async with asyncio.timeout(seconds):
+            async for group in stream:
+                extra.extend(_changes(group))
+    except TimeoutError:
+        pass
+    return extra
+
+
+def _write(split: Split, shard: str, *statements: str) -> None:
+    run_sql(split.endpoint(shard), *statements)
+
+
+def _per_shard(changes: Sequence[Change]) -> dict[str, list[tuple[str, int]]]:
+    out: dict[str, list[tuple[str, int]]] = {}
+    for op, key, shard in changes:
+        out.setdefault(shard, []).append((op, key))
+    return out
+
+
+async def test_a_vstream_continues_across_a_split_with_nothing_lost_or_repeated(split: Split) -> None:
+    await split.prepare()
+    base = next(_ids)
+    moved = ids_on(split.vschema, "customer", SOURCE, 6, base)
+    stays = ids_on(split.vschema, "customer", "80-", 2, base)
+    stream = await _stream(split, include_reshard_journal_events=True)
+    try:
+        for i in moved[:4]:
+            await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({i}, 'a')")
+        await asyncio.to_thread(_write, split, SOURCE, f"update customer set email = 'b' where customer_id = {moved[0]}")
+        for i in stays:
+            await asyncio.to_thread(_write, split, "80-", f"insert into customer (customer_id, email) values ({i}, 'a')")
+        journal = await split.switch()
+        expected_after: list[Change] = []
+        for i in moved[:4]:
+            target = shard_of(split.vschema, "customer", i, TARGETS)
+            await asyncio.to_thread(_write, split, target, f"update customer set email = 'c' where customer_id = {i}")
+            expected_after.append(("update", i, target))
+        for i in moved[4:]:
+            target = shard_of(split.vschema, "customer", i, TARGETS)
+            await asyncio.to_thread(_write, split, target, f"insert into customer (customer_id, email) values ({i}, 'd')")
+            expected_after.append(("insert", i, target))
+        target = shard_of(split.vschema, "customer", moved[1], TARGETS)
+        await asyncio.to_thread(_write, split, target, f"delete from customer where customer_id = {moved[1]}")
+        expected_after.append(("delete", moved[1], target))
+        expected = [("insert", i, SOURCE) for i in moved[:4]] + [("update", moved[0], SOURCE)]
+        expected += [("insert", i, "80-") for i in stays] + expected_after
+        changes, groups = await _collect(stream, len(expected))
+        changes += await _nothing_more(stream)
+        vgtid = stream.vgtid
+    finally:
+        await stream.aclose()
+    assert sorted(changes) == sorted(expected)  # each once: the rows the split copied are not sent again
+    assert _per_shard(changes) == _per_shard(expected)  # in each shard's order
+    journals = [e for g in groups for e in g.events if isinstance(e, JournalEvent)]
+    assert len(journals) == 1 and journals[0].journal == journal
+    journal_at = next(n for n, g in enumerate(groups) if any(isinstance(e, JournalEvent) for e in g.events))
+    assert all(g.shard != SOURCE for g in groups[journal_at + 1 :])  # the source ends at its journal
+    assert all(g.shard not in TARGETS for g in groups[:journal_at])
+    assert sorted(s.shard for s in vgtid.shard_gtids if s.keyspace == KEYSPACE) == sorted([*TARGETS, "80-"])
+
+
+async def test_without_journal_events_the_switch_is_silent_and_stop_on_reshard_ends_the_stream(split: Split) -> None:
+    await split.prepare()
+    moved = ids_on(split.vschema, "customer", SOURCE, 2, next(_ids))
+    silent = await _stream(split)
+    stopping = await _stream(split, stop_on_reshard=True)
+    try:
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({moved[0]}, 'a')")
+        await split.switch()
+        target = shard_of(split.vschema, "customer", moved[1], TARGETS)
+        await asyncio.to_thread(_write, split, target, f"insert into customer (customer_id, email) values ({moved[1]}, 'a')")
+        changes, groups = await _collect(silent, 2)
+        assert changes == [("insert", moved[0], SOURCE), ("insert", moved[1], target)]
+        assert not any(isinstance(e, JournalEvent) for g in groups for e in g.events)
+        ended: list[EventGroup] = []
+        async with asyncio.timeout(20):
+            async for group in stopping:
+                ended.append(group)
+        assert [c for g in ended for c in _changes(g)] == [("insert", moved[0], SOURCE)]
+        assert isinstance(ended[-1].events[0], JournalEvent)  # forwarded, then the end
+        # Its position names the source before the journal: a consumer resuming from it moves on.
+        assert ended[-1].vgtid is not None and ended[-1].vgtid.position_of(KEYSPACE, SOURCE) is not None
+    finally:
+        await silent.aclose()
+        await stopping.aclose()
+
+
+async def test_a_vgtid_saved_before_the_switch_resumes_after_it(split: Split) -> None:
+    await split.prepare()
+    moved = ids_on(split.vschema, "customer", SOURCE, 6, next(_ids))
+    first = await _stream(split)
+    try:
+        for i in moved[:2]:
+            await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({i}, 'a')")
+        await _collect(first, 2)
+        saved = first.vgtid.to_json()
+    finally:
+        await first.aclose()
+    for i in moved[2:4]:  # after the save point, before the switch: on the source
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({i}, 'a')")
+    await split.switch()
+    expected = [("insert", i, SOURCE) for i in moved[2:4]]
+    for i in moved[4:]:
+        target = shard_of(split.vschema, "customer", i, TARGETS)
+        await asyncio.to_thread(_write, split, target, f"insert into customer (customer_id, email) values ({i}, 'a')")
+        expected.append(("insert", i, target))
+    # The saved VGTID names -80, which serves no more: read up to its journal, then the targets.
+    resumed = await _stream(split, start=Vgtid.from_json(saved), include_reshard_journal_events=True)
+    try:
+        changes, groups = await _collect(resumed, len(expected))
+        changes += await _nothing_more(resumed)
+    finally:
+        await resumed.aclose()
+    assert sorted(changes) == sorted(expected)
+    assert _per_shard(changes) == _per_shard(expected)
+    assert sum(isinstance(e, JournalEvent) for g in groups for e in g.events) == 1

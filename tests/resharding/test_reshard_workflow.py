@@ -1,0 +1,223 @@
+"""The Reshard workflow end to end on real local shards, driven by ``shardgate reshard`` against a
+``shardgate up`` process, while a writer keeps committing through the proxy."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from tests.conftest import mariadb_template_dir
+from tests.resharding.split import run_sql
+from tests.resharding.workflow_cluster import (
+    UpProcess,
+    Writer,
+    kill_shard,
+    reshard,
+    serving_shards,
+    shard_endpoints,
+    status,
+    write_cluster_file,
+)
+from vschema.keyrange import KeyRange
+from vschema.vindexes.hash import HashVindex
+
+SEED_ROWS = 3000
+
+
+@pytest.fixture
+def up(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpProcess]:
+    # Small copy chunks: a copy of a few thousand rows takes long enough to be killed halfway.
+    path = write_cluster_file(tmp_path, mariadb_template_dir(request.config, tmp_path), copy_chunk_rows=10)
+    process = UpProcess(path, tmp_path / "up.log")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        # Shown by pytest only when the test failed: what the workflow host did.
+        print("\n".join(line for line in process.log.read_text().splitlines() if "resharding" in line)[-20000:])
+
+
+def seed(up: UpProcess, first: int, count: int) -> set[int]:
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            for start in range(first, first + count, 500):
+                ids = range(start, min(start + 500, first + count))
+                cur.execute(
+                    "insert into customer (customer_id, email, tenant_id) values "
+                    + ", ".join(f"({i}, 'seed{i}', {i % 7})" for i in ids)
+                )
+    finally:
+        conn.close()
+    return set(range(first, first + count))
+
+
+def wait_for(predicate, timeout: float = 120.0, what: str = "condition") -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def assert_rows_placed(config_path: Path, expected: set[int]) -> None:
+    """Every expected customer on exactly the serving shard its hash names, and nothing else."""
+    vindex = HashVindex("hash")
+    seen: dict[int, str] = {}
+    endpoints = shard_endpoints(config_path)
+    for shard in serving_shards(config_path):
+        rng = KeyRange.parse(shard)
+        for (customer_id,) in run_sql(endpoints[shard], "select customer_id from customer"):
+            assert customer_id not in seen, f"customer {customer_id} on {seen[customer_id]} and {shard}"
+            seen[customer_id] = shard
+            ksid = vindex.keyspace_id(customer_id)
+            assert ksid is not None and rng.contains(ksid), f"customer {customer_id} on the wrong shard {shard}"
+    missing = expected - set(seen)
+    assert not missing, f"{len(missing)} committed rows lost, e.g. {sorted(missing)[:5]}"
+    extra = set(seen) - expected
+    assert not extra, f"rows nobody committed: {sorted(extra)[:5]}"
+
+
+def assert_only_held_writes_failed(writer: Writer) -> None:
+    """Writes may only fail at the switch, refused by the sources' deny rule (the serving side holds
+    them until the topology flips where it can); anything else is a bug."""
+    other = [e for e in writer.errors if "disallowed due to rule: enforce denied tables" not in e]
+    assert not other, other[:5]
+    assert len(writer.committed) > 100, "the writer hardly wrote"
+
+
+def run_ok(config_path: Path, workflow: str, *verb: str) -> str:
+    done = reshard(config_path, workflow, *verb)
+    assert done.returncode == 0, f"reshard {' '.join(verb)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> None:
+    path = up.config_path
+    expected = seed(up, 1, SEED_ROWS)
+    writer = Writer(up, 1_000_000)
+    writer.start()
+    try:
+        run_ok(path, "split", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+        assert status(path, "split")["state"] == "Running"
+        report = run_ok(path, "split", "vdiff")
+        assert "result: clean" in report, report
+        run_ok(path, "split", "switch-traffic")
+        assert serving_shards(path) == ("-40", "40-80", "80-")
+        time.sleep(1.0)  # writes after the switch go to the targets
+    finally:
+        writer.stop()
+    assert_only_held_writes_failed(writer)
+    expected |= writer.committed
+    run_ok(path, "split", "complete")
+    assert status(path, "split")["state"] == "Completed"
+    assert_rows_placed(path, expected)
+
+
+def test_bad_requests_are_refused_with_clear_errors(up: UpProcess) -> None:
+    path = up.config_path
+    gap = reshard(path, "bad", "create", "--source-shards", "-80", "--target-shards", "-40,50-80", "--no-wait")
+    assert gap.returncode == 2 and "gap between -40 and 50-80" in gap.stderr, gap.stderr
+    wide = reshard(path, "bad", "create", "--source-shards", "-80", "--target-shards", "-40,40-", "--no-wait")
+    assert wide.returncode == 2 and "do not cover exactly the key range" in wide.stderr, wide.stderr
+    unknown = reshard(path, "bad", "create", "--source-shards", "-40", "--target-shards", "-20,20-40", "--no-wait")
+    assert unknown.returncode == 2 and "source shard commerce/-40 does not serve" in unknown.stderr
+    partial = reshard(path, "bad", "switch-traffic", "--reads-only")
+    assert partial.returncode == 2 and "ERROR 1235 (42000)" in partial.stderr, partial.stderr
+    missing = reshard(path, "nope", "status")
+    assert missing.returncode == 2 and "workflow nope: not found" in missing.stderr
+    unsharded = reshard(path, "bad", "create", "--source-shards", "0", "--target-shards", "-80,80-", "--no-wait",
+                        keyspace="lookup")
+    assert unsharded.returncode == 2 and "ERROR 1235 (42000)" in unsharded.stderr, unsharded.stderr
+    assert "unsharded" in unsharded.stderr
+
+
+def rows_copied(up: UpProcess) -> int:
+    """Straight from the copy state on the store shard (lookup/0): a status command is too slow to
+    catch a copy halfway."""
+    store = shard_endpoints(up.config_path, "lookup")["0"]
+    try:
+        rows = run_sql(store, "select coalesce(sum(rows_copied), 0) from _shardgate.reshard_copy_state")
+    except pymysql.MySQLError:
+        return 0  # not created yet
+    return int(rows[0][0])
+
+
+def wait_caught_up(path: Path, workflow: str, timeout: float = 120.0) -> None:
+    def caught_up() -> bool:
+        st = status(path, workflow)
+        return st["state"] in ("Running", "Switched") and bool(st["lag"]) and all(
+            lag["lag_seconds"] <= 1.0 for lag in st["lag"]
+        )
+
+    wait_for(caught_up, timeout, f"workflow {workflow} to catch up")
+
+
+def test_kill_9_during_the_copy_resumes_and_a_killed_target_recovers(up: UpProcess) -> None:
+    path = up.config_path
+    expected = seed(up, 1, 8000)
+    run_ok(path, "split", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--no-wait")
+
+    wait_for(lambda: rows_copied(up) > 0, 60, "the copy to start")
+    up.kill()
+    up.start()
+    # The copy state survived the kill: the copy goes on from there, not from the start.
+    halfway = rows_copied(up)
+    source_rows = len(run_sql(shard_endpoints(path)["-80"], "select customer_id from customer"))
+    assert 0 < halfway < source_rows, (halfway, source_rows)
+    writer = Writer(up, 2_000_000)
+    writer.start()
+    try:
+        wait_caught_up(path, "split")
+        after = status(path, "split")
+        # Resumed after the last saved chunk: the -80 half of the rows, each copied once or twice
+        # at most for the chunk in flight at the kill.
+        assert sum(c["rows_copied"] for c in after["copy_state"] if c["table"] == "customer") < 8000
+        kill_shard(path, "-40")
+        time.sleep(2.0)  # writes meanwhile: the target misses them until it is back
+        wait_caught_up(path, "split")
+        report = run_ok(path, "split", "vdiff")
+        assert "result: clean" in report, report
+    finally:
+        writer.stop()
+    assert_only_held_writes_failed(writer)
+    expected |= writer.committed
+    run_ok(path, "split", "switch-traffic")
+    run_ok(path, "split", "complete")
+    assert_rows_placed(path, expected)
+
+
+def test_reverse_traffic_switch_again_then_merge_back(up: UpProcess) -> None:
+    path = up.config_path
+    expected = seed(up, 1, 2000)
+    writer = Writer(up, 3_000_000)
+    writer.start()
+    try:
+        run_ok(path, "split", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+        run_ok(path, "split", "switch-traffic")
+        assert serving_shards(path) == ("-40", "40-80", "80-")
+        time.sleep(1.0)
+        run_ok(path, "split", "reverse-traffic")
+        assert serving_shards(path) == ("-80", "80-")
+        time.sleep(1.0)  # the sources serve again, the targets follow them
+        wait_caught_up(path, "split")
+        run_ok(path, "split", "switch-traffic")
+        time.sleep(1.0)
+        run_ok(path, "split", "complete")
+        run_ok(path, "merge", "create", "--source-shards", "-40,40-80", "--target-shards", "-80", "--timeout", "120")
+        report = run_ok(path, "merge", "vdiff")
+        assert "result: clean" in report, report
+        run_ok(path, "merge", "switch-traffic")
+        assert serving_shards(path) == ("-80", "80-")
+        time.sleep(1.0)
+    finally:
+        writer.stop()
+    assert_only_held_writes_failed(writer)
+    expected |= writer.committed
+    run_ok(path, "merge", "complete")
+    assert_rows_placed(path, expected)
