@@ -13,6 +13,7 @@ The names in the file are an interface users script against (see issue 2)::
     twopc: {resolver_interval_seconds: 1}  # how often each proxy looks for in-doubt 2PC transactions
     vschema_store: {keyspace: commerce, shard: "-80", poll_seconds: 0.25}  # the live vschema's shard (default: first)
     transaction_timeout: 30             # seconds a session may idle inside a transaction; 0/absent: no limit
+    vschema_ddl_authorized_users: "%"   # who may run ALTER VSCHEMA / CREATE QUEUE: "%", "a,b" or [a, b]; absent: nobody
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -188,6 +189,9 @@ class ClusterConfig:
     # Seconds a session may stay idle inside a transaction before it is rolled back
     # (proxy.timeouts); 0: no limit.
     transaction_timeout: float = 0.0
+    # Vitess's --vschema_ddl_authorized_users: the users who may change the vschema through
+    # SQL (ALTER VSCHEMA, CREATE QUEUE); None: every user ('%'). Default, as Vitess: nobody.
+    vschema_ddl_authorized_users: frozenset[str] | None = frozenset()
 
     @property
     def has_local_shards(self) -> bool:
@@ -233,6 +237,7 @@ def load_config(
         {
             "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
             "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout",
+            "vschema_ddl_authorized_users",
         },
     )
 
@@ -270,6 +275,9 @@ def load_config(
     topics = reader.topics(doc.get("topics"))
     vschema_store = reader.vschema_store(doc.get("vschema_store"), keyspaces)
     transaction_timeout = reader.transaction_timeout(doc.get("transaction_timeout"))
+    vschema_ddl_authorized_users = reader.authorized_users(
+        doc.get("vschema_ddl_authorized_users"), "vschema_ddl_authorized_users"
+    )
 
     config = ClusterConfig(
         path=path,
@@ -286,6 +294,7 @@ def load_config(
         topics=topics,
         vschema_store=vschema_store,
         transaction_timeout=transaction_timeout,
+        vschema_ddl_authorized_users=vschema_ddl_authorized_users,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -458,6 +467,21 @@ class _Reader:
         if seconds < 0:
             raise self.error("schema_tracking.refresh_seconds", f"must be 0 (off) or more, got {seconds}")
         return SchemaTrackingConfig(refresh_seconds=float(seconds))
+
+    def authorized_users(self, value: Any, where: str) -> frozenset[str] | None:
+        """Vitess's user-list flags: ``"%"`` (everyone: None), ``"a, b"`` or a list of
+        names; absent or empty: nobody."""
+        if value is None:
+            return frozenset()
+        if isinstance(value, str):
+            names = [n.strip() for n in value.split(",")]
+        elif isinstance(value, list) and all(isinstance(n, str) for n in value):
+            names = [n.strip() for n in value]
+        else:
+            raise self.error(where, f"expected \"%\", a comma-separated string or a list of user names, got {_kind(value)}")
+        if "%" in names:
+            return None
+        return frozenset(n for n in names if n)
 
     def transaction_mode(self, value: Any) -> str:
         if value is None:

@@ -29,10 +29,17 @@ from mysql_mimic.stream import ConnectionClosed
 from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
 
 from proxy import running_statement, wire
-from proxy.engine.result import Result, split_packets
+from proxy.engine.result import Field, Result, split_packets
 from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
+from proxy.executor import Executor
 from proxy.observability.metrics import record_error, record_statement
-from proxy.prepared import PreparedStatement, bind_parameters, count_placeholders, read_execute
+from proxy.prepared import (
+    BinaryRowEncoder,
+    PreparedStatement,
+    bind_parameters,
+    count_placeholders,
+    read_execute,
+)
 from proxy.processlist import ClientProcess
 from proxy.running_statement import StatementKilled
 from proxy.session import ProxySession
@@ -82,6 +89,10 @@ class ClientGone(Exception):
 class ProxyConnection(Connection):
     session: ProxySession
     process: ClientProcess  # set by ProcessList.add when the connection is accepted
+
+    def __init__(self, executor: Executor, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.executor = executor  # runs every statement; the session only holds state
 
     # mimic reads and writes ``status_flags``; ours reflect the session live.
     @property  # type: ignore[override]
@@ -237,7 +248,7 @@ class ProxyConnection(Connection):
     async def _execute_and_write(self, sql: str, more: bool, binary: Any) -> bool:
         started = time.perf_counter()
         try:
-            outcome = await self.session.execute(sql)
+            outcome = await self.executor.execute(self.session, sql)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # reported to the client, never swallowed
@@ -441,8 +452,6 @@ class ProxyConnection(Connection):
         ok = b"\x00" + stmt_id.to_bytes(4, "little") + (0).to_bytes(2, "little") + n.to_bytes(2, "little") + b"\x00\x00\x00"
         pkts = [ok]
         if n:
-            from proxy.engine.result import Field
-
             pkts.extend(wire.column_definition(Field(name="?")) for _ in range(n))
             if not self.deprecate_eof():
                 pkts.append(wire.eof_packet(self._status(False)))
@@ -456,8 +465,6 @@ class ProxyConnection(Connection):
         except ProxyError as e:
             await self._write_error(e)
             return
-        from proxy.prepared import BinaryRowEncoder
-
         await self.run_and_write(sql, more=False, binary=BinaryRowEncoder())
 
     async def handle_stmt_reset(self, data: bytes) -> None:

@@ -57,7 +57,7 @@ from vschema.loader import build_vschema
 from vschema.model import VSchema
 
 if TYPE_CHECKING:
-    from proxy.server import Proxy
+    from proxy.cluster_state import ClusterState
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class VSchemaChangeConflict(ProxyError):
 class LiveVSchema:
     """This process's copy of the cluster vschema and the task that keeps it current."""
 
-    def __init__(self, proxy: Proxy, keyspace: str, shard: str, poll_seconds: float = 0.25) -> None:
+    def __init__(self, proxy: ClusterState, keyspace: str, shard: str, poll_seconds: float = 0.25) -> None:
         self.proxy = proxy
         self.poll_seconds = poll_seconds
         address = proxy.pools.get(keyspace, shard).address
@@ -305,6 +305,19 @@ class LiveVSchema:
                 if attempt == _CAS_ATTEMPTS - 1:
                     raise
                 logger.warning("vschema change raced an outside edit: again", extra={"keyspace": keyspace})
+
+    async def add_table(
+        self, keyspace: str, table: str, entry: dict[str, Any], vindexes: dict[str, Any], change_sql: str
+    ) -> None:
+        """Add a table (and the vindexes it needs) to a keyspace's vschema (``CREATE QUEUE``)."""
+
+        def add(doc: dict[str, Any]) -> dict[str, Any]:
+            known = doc.setdefault("vindexes", {})
+            known.update({k: v for k, v in vindexes.items() if k not in known})
+            doc.setdefault("tables", {})[table] = entry
+            return doc
+
+        await self.change(keyspace, add, change_sql)
 
     async def announce(self, keyspace: str, what: str) -> None:
         """Tell every proxy that something of ``keyspace`` changed that lives outside the vschema

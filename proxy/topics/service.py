@@ -33,7 +33,7 @@ from proxy.topics.statement import StartPosition
 from proxy.topics.store import ShardTopicStore, TopicRow, rows_of
 
 if TYPE_CHECKING:
-    from proxy.server import Proxy
+    from proxy.cluster_state import ClusterState
     from proxy.session import Outcome, ProxySession
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def _info(keyspace: str, shard: str, row: TopicRow) -> TopicInfo:
 
 
 class TopicService:
-    def __init__(self, proxy: Proxy, settings: TopicsConfig | None = None) -> None:
+    def __init__(self, proxy: ClusterState, settings: TopicsConfig | None = None) -> None:
         self.proxy = proxy
         self.settings = settings or TopicsConfig()
         addresses = [p.address for _, p in sorted(proxy.pools.pools.items())]
@@ -431,8 +431,9 @@ class TopicService:
         routed = routing.route(sql, kw, session.keyspace, self.lookup, self._sharded)
         if routed is None:
             return None
-        return await self.proxy.send(session, routed.keyspace, routed.shard, routed.sql,
-                                     stream=kw in ("select", "with", "(", "table", "values"))
+        if kw in ("select", "with", "(", "table", "values"):
+            return session.vcursor.stream_shard(routed.keyspace, routed.shard, routed.sql)
+        return await session.vcursor.execute_shard(routed.keyspace, routed.shard, routed.sql)
 
     async def after_unknown_table(self, session: ProxySession, sql: str, kw: str) -> Outcome | None:
         """A statement failed with 1146: a topic created through another proxy may be it."""

@@ -7,7 +7,7 @@
   ``SHOW UNRESOLVED TRANSACTIONS`` / ``SHOW TRANSACTION STATUS FOR '<dtid>'``.
 - ``faults``: test-only fault injection (``SHARDGATE_TWOPC_FAULT``).
 
-One ``TwoPCManager`` per ``Proxy`` (``manager_for``); its resolver starts with
+One ``TwoPCManager`` per ``ClusterState`` (``manager_for``); its resolver starts with
 ``start_for_proxy`` (at the proxy's start-up) or, at the latest, when a session first
 uses ``twopc``.
 """
@@ -28,7 +28,7 @@ _MANAGERS: weakref.WeakKeyDictionary[Any, TwoPCManager] = weakref.WeakKeyDiction
 
 
 def manager_for(proxy: Any) -> TwoPCManager:
-    """The 2PC manager of ``proxy`` (a ``proxy.server.Proxy``), made on first use."""
+    """The 2PC manager of ``proxy`` (a ``proxy.cluster_state.ClusterState``), made on first use."""
     m = _MANAGERS.get(proxy)
     if m is None:
         config = getattr(proxy.config, "twopc", None)
@@ -39,14 +39,14 @@ def manager_for(proxy: Any) -> TwoPCManager:
 
 
 def start_for_proxy(proxy: Any) -> TwoPCManager:
-    """Start the resolver of ``proxy``'s process (idempotent); call from ``Proxy.start``."""
+    """Start the resolver of ``proxy``'s process (idempotent); call from ``ClusterState.start``."""
     m = manager_for(proxy)
     m.start()
     return m
 
 
 async def stop_for_proxy(proxy: Any) -> None:
-    """Stop the resolver and close its connections; call from ``Proxy.close``."""
+    """Stop the resolver and close its connections; call from ``ClusterState.close``."""
     m = _MANAGERS.pop(proxy, None)
     if m is not None:
         await m.stop()
