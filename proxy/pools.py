@@ -22,7 +22,7 @@ from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
 from proxy import row_packets, running_statement
 from proxy.engine.result import Field, PacketBlock, Result
-from proxy.errors import ProxyError, ShardError, ShardUnavailable
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable
 from proxy.row_packets import Stop
 
 logger = logging.getLogger(__name__)
@@ -460,9 +460,7 @@ class ShardPools:
         try:
             return self.pools[(keyspace, shard)]
         except KeyError:
-            from proxy.errors import ProxyError
-
-            raise ProxyError(1105, f"no such shard: {keyspace}/{shard}") from None
+            raise ProxyError(ER_UNKNOWN_ERROR, f"no such shard: {keyspace}/{shard}") from None
 
     async def close(self) -> None:
         await asyncio.gather(*(p.close() for p in self.pools.values()), return_exceptions=False)

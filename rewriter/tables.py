@@ -15,6 +15,7 @@ from typing import Any
 from sqlglot import exp
 
 from rewriter import errors
+from vschema import errors as verr
 
 SYSTEM_SCHEMAS = frozenset({"information_schema", "performance_schema", "mysql", "sys"})
 
@@ -55,8 +56,6 @@ class TableRef:
 
 
 def _vschema_errors() -> tuple[type[Exception], type[Exception], type[Exception]]:
-    from vschema import errors as verr
-
     return verr.TableNotFound, verr.AmbiguousTable, verr.VSchemaError
 
 

@@ -26,6 +26,7 @@ from proxy.cdc.json_values import dumps
 from proxy.cdc.positions import GTID_BEGINNING, GTID_CURRENT, GTID_SNAPSHOT, Vgtid
 from proxy.cdc.start_positions import ShardKey
 from proxy.cdc.vstream import VStream
+from proxy.cluster import cluster_endpoints
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +66,6 @@ def parse_start(start: str) -> tuple[str | Vgtid, datetime | float | None]:
 
 
 def cluster_endpoints_of(config: object) -> dict[ShardKey, ShardEndpointLike]:
-    # Imported here: the cluster package imports config, which the CDC core need not load.
-    from proxy.cluster import cluster_endpoints
-
     return dict(cluster_endpoints(config))  # type: ignore[arg-type]
 
 

@@ -19,13 +19,14 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from mysql_mimic.types import ColumnType
 from sqlglot import exp
 
 from proxy.engine.result import Result, local_result
 from proxy.errors import ProxyError
+from proxy.messaging.change_watch import TableChangeWatch
 from proxy.messaging.errors import (
     MessageTableNotFound,
     MessagingClosed,
@@ -37,9 +38,6 @@ from proxy.messaging.receiver import Delivery, Receiver
 from proxy.messaging.schema import LoadedTable, load_message_tables
 from proxy.messaging.sql import literal
 from proxy.messaging.statement import StreamPredicate, compile_predicate, parse_stream
-
-if TYPE_CHECKING:
-    from proxy.messaging.change_watch import TableChangeWatch
 
 logger = logging.getLogger(__name__)
 
@@ -274,9 +272,6 @@ class MessagingService:
         watch, count = self._watches.get(key, (None, 0))
         count += delta
         if watch is None and count > 0:
-            # Imported here: the binlog machinery (proxy.cdc) loads only when a watch runs.
-            from proxy.messaging.change_watch import TableChangeWatch
-
             endpoints = {(keyspace, s): self.pools.get(keyspace, s).address for s in self.shards[keyspace]}  # type: ignore[attr-defined]
             on_ddl = self.on_ddl
             watch = TableChangeWatch(

@@ -24,9 +24,11 @@ from mysql_mimic.types import ColumnType
 from proxy.config import TopicsConfig
 from proxy.engine.result import PacketBlock, Result, local_result, split_packets
 from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
 from proxy.topics import routing, statement
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
+from proxy.topics.http import add_topic_routes
 from proxy.topics.names import check_name, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
@@ -416,8 +418,6 @@ class TopicService:
 
     def mount_http(self, app: Any) -> None:
         """Add the REST routes (CDAP's paths) to an aiohttp application."""
-        from proxy.topics.http import add_topic_routes
-
         add_topic_routes(app, self)
 
     # -- SQL hooks ------------------------------------------------------------------------------
@@ -459,8 +459,6 @@ class TopicService:
         """``STREAM * FROM topic [WHERE ...]``; None if the table is not a topic."""
         if self._pattern is None or self._pattern.search(sql) is None:
             return None
-        from proxy.messaging.statement import parse_stream
-
         st = parse_stream(sql)
         info = self.lookup(st.keyspace or session.keyspace, st.table)
         if info is None:

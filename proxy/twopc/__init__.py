@@ -18,6 +18,7 @@ import weakref
 from typing import Any
 
 from proxy.twopc.manager import TwoPCCounters, TwoPCManager
+from proxy.twopc.resolver import run_resolver
 
 SINGLE = "single"
 MULTI = "multi"
@@ -33,7 +34,9 @@ def manager_for(proxy: Any) -> TwoPCManager:
     if m is None:
         config = getattr(proxy.config, "twopc", None)
         interval = config.resolver_interval_seconds if config is not None else 1.0
-        m = TwoPCManager([p.address for p in proxy.pools.pools.values()], resolver_interval_s=interval)
+        m = TwoPCManager(
+            [p.address for p in proxy.pools.pools.values()], resolver_interval_s=interval, resolver=run_resolver
+        )
         _MANAGERS[proxy] = m
     return m
 
