@@ -461,7 +461,7 @@ class _Reader:
             return SchemaTrackingConfig()
         doc = self.mapping(value, "schema_tracking")
         self.no_unknown_keys(doc, "schema_tracking", {"refresh_seconds"})
-        seconds = doc.get("refresh_seconds", SchemaTrackingConfig.refresh_seconds)
+        seconds = doc.get("refresh_seconds", SchemaTrackingConfig().refresh_seconds)
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds:
             raise self.error("schema_tracking.refresh_seconds", f"expected a number of seconds, got {_kind(seconds)}")
         if seconds < 0:
@@ -503,7 +503,7 @@ class _Reader:
             return TwoPCConfig()
         doc = self.mapping(value, "twopc")
         self.no_unknown_keys(doc, "twopc", {"resolver_interval_seconds"})
-        seconds = doc.get("resolver_interval_seconds", TwoPCConfig.resolver_interval_seconds)
+        seconds = doc.get("resolver_interval_seconds", TwoPCConfig().resolver_interval_seconds)
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
             raise self.error("twopc.resolver_interval_seconds", f"expected a number of seconds > 0, got {seconds!r}")
         return TwoPCConfig(resolver_interval_seconds=float(seconds))
@@ -514,8 +514,8 @@ class _Reader:
         doc = self.mapping(value, "http")
         self.no_unknown_keys(doc, "http", {"host", "port"})
         return HttpConfig(
-            host=self.string(doc.get("host", HttpConfig.host), "http.host"),
-            port=self.port(doc.get("port", HttpConfig.port), "http.port"),
+            host=self.string(doc.get("host", HttpConfig().host), "http.host"),
+            port=self.port(doc.get("port", HttpConfig().port), "http.port"),
         )
 
     def topics(self, value: Any) -> TopicsConfig:
@@ -544,7 +544,7 @@ class _Reader:
         shards = keyspaces[keyspace or next(iter(keyspaces))].shards
         if shard is not None and shard not in shards:
             raise self.error("vschema_store.shard", f"no shard {shard!r} in keyspace {keyspace or next(iter(keyspaces))!r}")
-        seconds = doc.get("poll_seconds", VSchemaStoreConfig.poll_seconds)
+        seconds = doc.get("poll_seconds", VSchemaStoreConfig().poll_seconds)
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds or seconds <= 0:
             raise self.error("vschema_store.poll_seconds", f"expected a positive number of seconds, got {_kind(seconds)}")
         return VSchemaStoreConfig(keyspace=keyspace, shard=shard, poll_seconds=float(seconds))

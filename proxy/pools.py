@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +54,9 @@ def _text(v: str | bytes) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
-def _field(f: FieldDescriptorPacket) -> Field:
+def _field(f: Any) -> Field:
+    # f: a pymysql FieldDescriptorPacket, whose attributes are set as it parses (its stubs
+    # declare none of them).
     return Field(
         name=_text(f.name),
         type=f.type_code,
@@ -131,7 +133,7 @@ class RowPacketReader:
             count = len(starts)
             if limit and count >= limit:
                 return self._take(pos, count), None
-            if limit and count and not self.reader._buffer:
+            if limit and count and not self.reader._buffer:  # type: ignore[attr-defined]  # asyncio's private reader buffer (no public API)
                 return self._take(pos, count), None  # nothing more waiting: hand these over now
             chunk = await self.reader.read(self.READ_SIZE)
             if not chunk:
@@ -210,7 +212,7 @@ class ShardConnection:
 
     async def stream(
         self, sql: str, batch_rows: int = STREAM_BATCH_ROWS, keep_on_abandon: bool = False
-    ) -> AsyncIterator[Result]:
+    ) -> AsyncGenerator[Result, None]:
         """Run one statement; yield its result in chunks of at most ``batch_rows``
         rows (0: one chunk), the first carrying the fields.
 

@@ -68,12 +68,12 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
         rows = [(f"{ks}/{s}",) for ks in sorted(state.vschema.keyspaces) for s in state.shard_names(ks)]
         return local_result(["Shards"], [r for r in rows if keep(r[0])])
     if what == "vitess_tablets":
-        rows = []
+        tablets = []
         for (ks, shard), pool in sorted(state.pools.pools.items()):
             a = pool.address
-            rows.append(("local", ks, shard, "PRIMARY", "SERVING", f"{ks}-{shard}", f"{a.host}:{a.port}", ""))
+            tablets.append(("local", ks, shard, "PRIMARY", "SERVING", f"{ks}-{shard}", f"{a.host}:{a.port}", ""))
         return local_result(
-            ["Cell", "Keyspace", "Shard", "TabletType", "State", "Alias", "Hostname", "PrimaryTermStartTime"], rows
+            ["Cell", "Keyspace", "Shard", "TabletType", "State", "Alias", "Hostname", "PrimaryTermStartTime"], tablets
         )
     if what == "vitess_keyspaces":
         return local_result(["Keyspaces"], [(ks,) for ks in sorted(state.vschema.keyspaces) if keep(ks)])
@@ -93,12 +93,12 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
             return answered
     if what == "tables":
         fm = _FROM_KS.search(rest)
-        ks = fm.group("ks") if fm else session.keyspace
-        if ks is None:
+        named: str | None = fm.group("ks") if fm else session.keyspace
+        if named is None:
             raise ProxyError(ER_NO_DB_ERROR, "No database selected")
-        if ks not in state.vschema.keyspaces:
-            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{ks}' in vschema")
-        ks, shard = state.default_shard(ks, session.target)
+        if named not in state.vschema.keyspaces:
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{named}' in vschema")
+        ks, shard = state.default_shard(named, session.target)
         full = "full " if (m.group("full") or "").lower() == "full" else ""
         q = f"show {full}tables" + (f" like '{like.group('pat')}'" if like else "")
         res = await session.vcursor.execute_shard(ks, shard, q)

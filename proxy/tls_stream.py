@@ -48,11 +48,12 @@ class TlsUpgradableStream:
         loop = asyncio.get_running_loop()
         transport = self.writer.transport
         app_protocol = transport.get_protocol()
-        pending = bytes(self.reader._buffer)  # bytes read past the SSLRequest packet
-        self.reader._buffer.clear()
+        # bytes read past the SSLRequest packet
+        pending = bytes(self.reader._buffer)  # type: ignore[attr-defined]  # asyncio's private reader buffer (no public API)
+        self.reader._buffer.clear()  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
         waiter = loop.create_future()
         tls = sslproto.SSLProtocol(loop, app_protocol, ctx, waiter, server_side=True, call_connection_made=False)
-        transport.pause_reading()
+        transport.pause_reading()  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
         transport.set_protocol(tls)
 
         def connection_made() -> None:
@@ -63,7 +64,7 @@ class TlsUpgradableStream:
                 tls.buffer_updated(len(pending))
 
         made = loop.call_soon(connection_made)
-        resume = loop.call_soon(transport.resume_reading)
+        resume = loop.call_soon(transport.resume_reading)  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
         try:
             await waiter
         except BaseException:

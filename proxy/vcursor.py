@@ -8,7 +8,7 @@ in a ``finally``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -56,7 +56,7 @@ class SessionVCursor:
             return [await self.execute_shard(keyspace, shard, sql)]
         return list(await asyncio.gather(*(self.execute_shard(keyspace, s, q) for s, q in queries)))
 
-    async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncIterator[Result]:
+    async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncGenerator[Result, None]:
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)

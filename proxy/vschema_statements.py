@@ -81,9 +81,10 @@ def show_vschema(session: ProxySession, rest: str) -> Result | None:
                 v = vindexes[vname]
                 rows.append((ks_name, vname, v.get("type", ""), _params(v), v.get("owner") or ""))
         return local_result(VINDEX_COLUMNS, rows)
-    ks_name = m.group("ks") or session.keyspace
-    if ks_name is None:
+    named: str | None = m.group("ks") or session.keyspace
+    if named is None:
         raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+    ks_name = named
     if ks_name not in docs:
         raise _unknown_keyspace(ks_name)
     doc = docs[ks_name]

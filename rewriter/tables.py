@@ -142,7 +142,7 @@ def names_cte(t: exp.Table) -> bool:
                 inside_own_body = cte is node or any(a is cte for a in _ancestors(t))
                 if not inside_own_body or with_.args.get("recursive"):
                     return True
-        node = parent
+        node = parent  # type: ignore[assignment]  # sqlglot types parses and parents as Expr, Expression's base
     return False
 
 
@@ -152,4 +152,4 @@ def _ancestors(e: exp.Expression) -> list[exp.Expression]:
     while p is not None:
         out.append(p)
         p = p.parent
-    return out
+    return out  # type: ignore[return-value]  # sqlglot types parses and parents as Expr, Expression's base

@@ -68,11 +68,17 @@ ShardItem = ShardTransaction | ShardHeartbeat
 
 
 class ShardEndpointLike(Protocol):
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str
+    # Read-only: endpoints are frozen dataclasses (proxy.config.ShardEndpoint, BinlogSource).
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def password(self) -> str: ...
+    @property
+    def database(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +275,7 @@ class BinlogDecoder:
                 before = time.time()
                 cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
                 after = time.time()
-                (shard_now,) = cur.fetchone()
+                (shard_now,) = cur.fetchone()  # type: ignore[misc]  # pymysqlreplication is untyped
             self.clock_offset = float(shard_now) - (before + after) / 2
             self._assembler.clock_offset = self.clock_offset
         finally:

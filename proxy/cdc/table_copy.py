@@ -67,11 +67,11 @@ class ShardSnapshot:
                     "SELECT BINLOG_GTID_POS(%s, %s)",
                     (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])),
                 )
-                (gtid,) = cur.fetchone()
+                (gtid,) = cur.fetchone()  # type: ignore[misc]  # pymysql's stubs type fetchone as possibly None; the query returns one row
         except BaseException:
             conn.close()
             raise
-        return cls(key, conn, GtidPosition.parse(gtid or ""))
+        return cls(key, conn, GtidPosition.parse(gtid or ""))  # type: ignore[arg-type]  # an SSCursor connection is a Connection
 
     def tables(self, table_filter: TableFilter) -> list[str]:
         with self.conn.cursor() as cur:
@@ -86,7 +86,8 @@ class ShardSnapshot:
     def open_table(self, table: str) -> tuple[pymysql.cursors.SSCursor, tuple[Field, ...]]:
         cur = self.conn.cursor()
         cur.execute(f"SELECT * FROM {_quote(table)}")
-        columns = cur._result.fields  # noqa: SLF001  (flags and charset are not in description)
+        # flags and charset are not in description
+        columns = cur._result.fields  # type: ignore[attr-defined]  # noqa: SLF001  PyMySQL's private result (no public API)
         fields = tuple(
             Field(
                 name=column.name,
@@ -95,7 +96,7 @@ class ShardSnapshot:
             )
             for column in columns
         )
-        return cur, fields
+        return cur, fields  # type: ignore[return-value]  # an SSCursor connection is a Connection
 
     def close(self) -> None:
         self.conn.close()  # ends the read-only snapshot transaction with it
@@ -139,7 +140,7 @@ class TableCopy:
     async def groups(self) -> AsyncIterator[tuple[EventGroup, bool]]:
         """``(group, is_last)`` for every chunk of copied rows, in order."""
         held: EventGroup | None = None
-        async with aclosing(self._chunks()) as chunks:
+        async with aclosing(self._chunks()) as chunks:  # type: ignore[type-var]  # the iterator is an async generator
             async for group in chunks:
                 if held is not None:
                     yield held, False

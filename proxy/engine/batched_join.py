@@ -10,7 +10,7 @@ Left order is kept, each left row followed by its matches in the right input's o
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -67,14 +67,14 @@ class _Batches:
         return probe(node.cols, rows, self.left_key, table, node.left_join, len(right_fields))
 
 
-async def stream(node: BatchedJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: BatchedJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     batches = _Batches(node, vcursor, bindvars)
     source = dispatch.stream(node.left, vcursor, bindvars)
     left_fields: list[Field] | None = None
     pending: list[Row] = []
     sent_fields = False
 
-    async def emit(rows: list[Row]) -> AsyncIterator[Result]:
+    async def emit(rows: list[Row]) -> AsyncGenerator[Result, None]:
         nonlocal sent_fields
         assert left_fields is not None
         out = await batches.join(left_fields, rows)

@@ -20,7 +20,7 @@ dropped in a ``finally`` (a broken connection takes them with it).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 from mysql_mimic.types import ColumnType
@@ -50,7 +50,7 @@ async def execute(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> R
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     async with vcursor.scratch(node.keyspace, node.shard) as conn:
         created: list[str] = []
         try:
@@ -139,7 +139,7 @@ async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: Any,
                         await conn.execute(into + "VALUES " + ",".join(batch))
                         batch, size = [], 0
         finally:
-            await gen.aclose()
+            await gen.aclose()  # type: ignore[attr-defined]  # the shard streams are async generators
     if batch:
         await conn.execute(into + "VALUES " + ",".join(batch))
     out: dict[int, list[Any] | None] = {}

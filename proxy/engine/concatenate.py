@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -15,7 +15,7 @@ async def execute(node: Concatenate, vcursor: Any, bindvars: Mapping[str, Any]) 
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Concatenate, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Concatenate, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     first = True
     for src in node.sources:
         s = dispatch.stream(src, vcursor, bindvars)

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -33,7 +33,7 @@ async def execute(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
     return await module_for(plan).execute(plan, vcursor, bindvars)
 
 
-def stream(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+def stream(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     return module_for(plan).stream(plan, vcursor, bindvars)
 
 

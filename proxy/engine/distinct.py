@@ -3,7 +3,7 @@ Streams; memory grows with the number of distinct rows, not the input."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -17,7 +17,7 @@ async def execute(node: Distinct, vcursor: Any, bindvars: Mapping[str, Any]) -> 
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Distinct, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Distinct, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     seen: set[tuple[Any, ...]] = set()
     key = None

@@ -7,7 +7,7 @@ lookup rows, as Vitess does."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine.destinations import map_values, targets
@@ -55,8 +55,8 @@ async def _update_owned_lookups(node: Update, vcursor: Any, tg: list[tuple[str, 
             row_ksids.append(ksid)
         if not row_ksids:
             continue
-        await delete_rows(vcursor, cv.vindex, node.keyspace, old_from, row_ksids)
-        await create_rows(vcursor, cv.vindex, node.keyspace, new_from, row_ksids)
+        await delete_rows(vcursor, cv.vindex, node.keyspace, old_from, row_ksids)  # type: ignore[arg-type]  # owned rows always carry their keyspace id
+        await create_rows(vcursor, cv.vindex, node.keyspace, new_from, row_ksids)  # type: ignore[arg-type]  # owned rows always carry their keyspace id
 
 
 async def _targets(node: Update | Delete | ReferenceWrite, vcursor: Any,
@@ -91,5 +91,5 @@ async def execute(node: Update | Delete | ReferenceWrite, vcursor: Any, bindvars
     return out
 
 
-async def stream(node: Update | Delete, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Update | Delete, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

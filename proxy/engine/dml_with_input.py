@@ -8,7 +8,7 @@ a transaction all of it commits or rolls back together."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -45,5 +45,5 @@ async def execute(node: DMLWithInput, vcursor: Any, bindvars: Mapping[str, Any])
     return out
 
 
-async def stream(node: DMLWithInput, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: DMLWithInput, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -16,7 +16,7 @@ async def execute(node: Filter, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Filter, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Filter, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     fields = None
     picks: list[int] | None = None  # column per predicate value (when names are used)

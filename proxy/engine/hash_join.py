@@ -10,7 +10,7 @@ batch of left rows (rewriter.join_planner).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -24,7 +24,7 @@ async def execute(node: HashJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> 
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: HashJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: HashJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     right = await dispatch.execute(node.right, vcursor, bindvars)
     right_fields = right.fields or (await dispatch.field_result(node.right, vcursor, bindvars)).fields
     source = dispatch.stream(node.left, vcursor, bindvars)

@@ -9,7 +9,7 @@ of owned lookup vindexes; then send one INSERT per shard with that shard's rows
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine.destinations import map_values
@@ -93,6 +93,6 @@ def _render(node: Insert, rows: Any, bv: Mapping[str, Any]) -> str:
             + node.suffix.render(bv))
 
 
-async def stream(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)
 

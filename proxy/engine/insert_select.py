@@ -5,7 +5,7 @@ The SELECT (any plan) runs first; its rows become the rows of a multi-row Insert
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -55,5 +55,5 @@ async def execute(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any])
     return await insert_mod.execute(insert, vcursor, bv)
 
 
-async def stream(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

@@ -6,7 +6,7 @@ joins pad them with NULLs. Streams over the left input; slow but exact."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -35,7 +35,7 @@ async def _right_fields(node: Join, vcursor: Any, bindvars: Mapping[str, Any]) -
     return res.fields
 
 
-async def stream(node: Join, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Join, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.left, vcursor, bindvars)
     left_fields: list[Field] | None = None
     right_fields: list[Field] | None = None

@@ -5,7 +5,7 @@ each shard sends at most that many rows; closing the stream stops the shards."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -30,7 +30,7 @@ async def execute(node: Limit, vcursor: Any, bindvars: Mapping[str, Any]) -> Res
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Limit, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Limit, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     count, offset = _bounds(node, bindvars)
     bv = dict(bindvars)
     bv[UPPER_LIMIT] = count + offset

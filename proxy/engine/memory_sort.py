@@ -3,7 +3,7 @@ e.g. over aggregated values or a cross-shard join)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -20,6 +20,6 @@ async def execute(node: MemorySort, vcursor: Any, bindvars: Mapping[str, Any]) -
     return truncate_result(res, node.truncate)
 
 
-async def stream(node: MemorySort, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: MemorySort, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     async for chunk in from_result(await execute(node, vcursor, bindvars)):
         yield chunk

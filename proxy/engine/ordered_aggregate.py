@@ -16,7 +16,7 @@ A scalar aggregate over no rows still returns one row (COUNT 0, others NULL).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -189,7 +189,7 @@ _UNSET = object()
 
 def _number_text(v: Any, f: Field) -> bytes:
     if isinstance(v, float):
-        return encode_value(v)
+        return encode_value(v)  # type: ignore[return-value]  # a float encodes to bytes, never None
     if f.type == ColumnType.NEWDECIMAL or f.type == ColumnType.DECIMAL:
         d = Decimal(v)
         if f.decimals and f.decimals < 31:
@@ -202,7 +202,7 @@ async def execute(node: P.Aggregate, vcursor: Any, bindvars: Mapping[str, Any]) 
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: P.Aggregate, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: P.Aggregate, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     fields: list[Field] | None = None
     out_fields: list[Field] = []

@@ -4,7 +4,7 @@ ProjectNames (pick columns by name, for queries over derived tables)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -77,9 +77,9 @@ async def execute(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any
 
 
 async def stream(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any,
-                 bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+                 bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
-    by_name: tuple[list[int], list[Field]] | None = None
+    by_name: tuple[list[int | bytes | None], list[Field]] | None = None
     try:
         async for chunk in source:
             if isinstance(node, Truncate):
@@ -89,7 +89,7 @@ async def stream(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any,
                     by_name = _name_plan(node, chunk.fields, bindvars)
                 cols = by_name[0]
                 yield Result(fields=by_name[1] if chunk.fields else [],
-                             rows=[tuple(r[c] if type(c) is int else c for c in cols) for r in chunk.rows])
+                             rows=[tuple(r[c] if isinstance(c, int) else c for c in cols) for r in chunk.rows])
             else:
                 yield _project(chunk, node.columns)
     finally:

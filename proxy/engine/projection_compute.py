@@ -3,7 +3,7 @@ MySQL's result types (e.g. ``sum(price) / count(*)`` -> DECIMAL with scale + 4).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -72,7 +72,7 @@ async def execute(node: Projection, vcursor: Any, bindvars: Mapping[str, Any]) -
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Projection, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Projection, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     fields: list[Field] | None = None
     kinds: list[tuple[str, int]] = []

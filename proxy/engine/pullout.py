@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
@@ -35,7 +35,7 @@ async def execute(node: PulloutSubquery, vcursor: Any, bindvars: Mapping[str, An
     return await dispatch.execute(node.outer, vcursor, await _bind(node, vcursor, bindvars))
 
 
-async def stream(node: PulloutSubquery, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: PulloutSubquery, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     s = dispatch.stream(node.outer, vcursor, await _bind(node, vcursor, bindvars))
     try:
         async for chunk in s:

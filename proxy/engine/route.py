@@ -11,7 +11,7 @@ A consumer that stops early (Limit) closes the stream, which closes every shard 
 from __future__ import annotations
 
 import heapq
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 from proxy.engine.compare import row_key_fn
@@ -58,7 +58,7 @@ async def field_result(route: Route, vcursor: Any, bindvars: Mapping[str, Any]) 
 
 
 async def stream(route: Route, vcursor: Any, bindvars: Mapping[str, Any],
-                 shard_targets: Targets | None = None) -> AsyncIterator[Result]:
+                 shard_targets: Targets | None = None) -> AsyncGenerator[Result, None]:
     tg = route_targets(route, vcursor, bindvars) if shard_targets is None else shard_targets
     if not tg:
         yield await field_result(route, vcursor, bindvars)
@@ -96,7 +96,7 @@ async def stream(route: Route, vcursor: Any, bindvars: Mapping[str, Any],
         await gen.aclose()
 
 
-async def _merge_sorted(route: Route, streams: list[AsyncIterator[Result]]) -> AsyncIterator[Result]:
+async def _merge_sorted(route: Route, streams: list[AsyncIterator[Result]]) -> AsyncGenerator[Result, None]:
     cursors = [RowCursor(s) for s in streams]
     try:
         heap: list[tuple[Any, int, Row]] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine.result import Result
@@ -13,7 +13,7 @@ async def execute(node: Send, vcursor: Any, bindvars: Mapping[str, Any]) -> Resu
     return await vcursor.execute_shard(node.keyspace, node.shard, node.query.render(bindvars))
 
 
-async def stream(node: Send, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Send, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     if node.is_dml:
         yield await execute(node, vcursor, bindvars)
         return

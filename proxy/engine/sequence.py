@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 from mysql_mimic.types import ColumnType
@@ -90,7 +90,7 @@ async def execute(node: SequenceNext, vcursor: Any, bindvars: Mapping[str, Any])
     return local_result(["nextval"], [[first]], [ColumnType.LONGLONG])
 
 
-async def stream(node: SequenceNext, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: SequenceNext, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine.result import Result, local_result
@@ -13,5 +13,5 @@ async def execute(node: VExplain, vcursor: Any, bindvars: Mapping[str, Any]) -> 
     return local_result(["JSON"], [[node.json]])
 
 
-async def stream(node: VExplain, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: VExplain, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

@@ -3,7 +3,7 @@ then run the route on the shards of the keyspace ids found."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import route as route_mod
@@ -22,7 +22,7 @@ async def execute(node: VindexLookup, vcursor: Any, bindvars: Mapping[str, Any])
     return await route_mod.execute(node.route, vcursor, bindvars, await _targets(node, vcursor, bindvars))
 
 
-async def stream(node: VindexLookup, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: VindexLookup, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     tg = await _targets(node, vcursor, bindvars)
     s = route_mod.stream(node.route, vcursor, bindvars, tg)
     try:

@@ -439,7 +439,7 @@ class TopicService:
         """A statement failed with 1146: a topic created through another proxy may be it."""
         before = set(self.runtimes)
         for ks in ({session.keyspace} | set(re.findall(r"`?(\w+)`?\s*\.", sql))) & set(self.keyspaces):
-            await self.refresh_on_miss(ks)
+            await self.refresh_on_miss(ks)  # type: ignore[arg-type]  # intersected with the keyspace names: a str
         if set(self.runtimes) == before:
             return None
         return await self.route(session, sql, kw)

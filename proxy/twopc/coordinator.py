@@ -203,7 +203,7 @@ async def _two_phase(tx: ShardTransaction, m: TwoPCManager, b: _Branches, branch
         keys = list(rm_keys)
         if mm_sc is not None:
             record = record_insert(table, dtid, "COMMIT", rm_keys)
-            steps.append(pipeline(mm_sc, [record] if mm_key not in b.xa else [record, f"xa end {b.xid(mm_key)}"]))
+            steps.append(pipeline(mm_sc, [record] if mm_key not in b.xa else [record, f"xa end {b.xid(mm_key)}"]))  # type: ignore[arg-type]  # the steps' results are read as a list of outcomes
             keys.append(mm_key)
         failed = [(k, r) for k, r in zip(keys, await _all(steps), strict=True) if isinstance(r, BaseException)]
         if failed:

@@ -26,8 +26,9 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from proxy.errors import ProxyError, ShardError
 from proxy.pools import ShardAddress, ShardConnection, ShardPools
@@ -95,7 +96,7 @@ class TwoPCManager:
         self,
         addresses: Iterable[ShardAddress],
         resolver_interval_s: float = 1.0,
-        resolver: Callable[[TwoPCManager], Awaitable[None]] | None = None,
+        resolver: Callable[[TwoPCManager], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         # The resolver loop (proxy.twopc.resolver.run_resolver, which imports this module: handed
         # in by proxy.twopc.manager_for so the imports run one way); None: no resolver task.
@@ -195,7 +196,7 @@ class TwoPCManager:
         if not res.rows:
             return None
         state, parts = res.rows[0]
-        return Decision(bytes(state).decode(), parse_participants(bytes(parts or b"").decode()))
+        return Decision(bytes(state).decode(), parse_participants(bytes(parts or b"").decode()))  # type: ignore[arg-type]  # NOT NULL column
 
     async def decide_on(
         self, sc: ShardConnection, table: str, dtid: str, participants: list[ShardKey]
