@@ -40,6 +40,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check proxy rewriter vschema tests examples
+	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
@@ -47,6 +48,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check proxy rewriter vschema tests examples
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .shardgate

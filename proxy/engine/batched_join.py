@@ -17,17 +17,18 @@ from proxy.engine import dispatch
 from proxy.engine.join_keys import RowKey, build_table, combine_fields, key_functions, probe
 from proxy.engine.result import Field, Result, Row, decode_value
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import BatchedJoin
 
 
-async def execute(node: BatchedJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: BatchedJoin, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
 class _Batches:
     """The right side's fields, and the key functions once both sides' fields are known."""
 
-    def __init__(self, node: BatchedJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> None:
+    def __init__(self, node: BatchedJoin, vcursor: VCursor, bindvars: Mapping[str, Any]) -> None:
         self.node = node
         self.vcursor = vcursor
         self.bindvars = bindvars
@@ -67,7 +68,7 @@ class _Batches:
         return probe(node.cols, rows, self.left_key, table, node.left_join, len(right_fields))
 
 
-async def stream(node: BatchedJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: BatchedJoin, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     batches = _Batches(node, vcursor, bindvars)
     source = dispatch.stream(node.left, vcursor, bindvars)
     left_fields: list[Field] | None = None

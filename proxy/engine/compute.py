@@ -29,6 +29,7 @@ from proxy.engine import dispatch
 from proxy.engine.result import BINARY_CHARSET, Field, Result, decode_value
 from proxy.engine.route import route_targets
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Compute, Opcode, Plan, Route, TempInput
 from rewriter.sqltemplate import SqlTemplate, escape_string, quote_identifier
 
@@ -46,11 +47,11 @@ _UNQUOTED_TYPES = frozenset({
 })
 
 
-async def execute(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Compute, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: Compute, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     async with vcursor.scratch(node.keyspace, node.shard) as conn:
         created: list[str] = []
         try:
@@ -78,7 +79,7 @@ async def stream(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> As
                                    + ", ".join(quote_identifier(n) for n in created))
 
 
-async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: Any,
+async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: VCursor,
                 bindvars: Mapping[str, Any], values: Mapping[tuple[int, int], list[Any] | None],
                 keep: list[int], created: list[str]) -> dict[int, list[Any] | None]:
     """Fill ``inp``'s temporary table; returns the distinct values of the ``keep``

@@ -8,14 +8,15 @@ from typing import Any
 from proxy.engine import dispatch
 from proxy.engine.result import Result
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Concatenate
 
 
-async def execute(node: Concatenate, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Concatenate, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Concatenate, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: Concatenate, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     first = True
     for src in node.sources:
         s = dispatch.stream(src, vcursor, bindvars)

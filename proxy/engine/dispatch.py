@@ -10,6 +10,7 @@ from typing import Any
 
 from proxy.engine import route
 from proxy.engine.result import Result
+from proxy.engine.vcursor import VCursor
 from rewriter import nodes as P
 
 # Plan node type -> primitive module; filled by ``proxy.engine`` (the package imports every
@@ -29,15 +30,15 @@ def module_for(plan: P.Plan) -> ModuleType:
     return mod
 
 
-async def execute(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(plan: P.Plan, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await module_for(plan).execute(plan, vcursor, bindvars)
 
 
-def stream(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+def stream(plan: P.Plan, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     return module_for(plan).stream(plan, vcursor, bindvars)
 
 
-async def field_result(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def field_result(plan: P.Plan, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     """The columns a (route-like) plan returns, without rows."""
     if isinstance(plan, P.Route):
         return await route.field_result(plan, vcursor, bindvars)

@@ -15,11 +15,12 @@ from typing import Any
 from proxy.engine.destinations import map_values
 from proxy.engine.lookup import create_rows
 from proxy.engine.result import Result
+from proxy.engine.vcursor import VCursor
 from proxy.errors import ProxyError
 from rewriter.nodes import DMLOpcode, Insert
 
 
-async def _fill_auto_increment(node: Insert, vcursor: Any, bv: dict[str, Any]) -> int:
+async def _fill_auto_increment(node: Insert, vcursor: VCursor, bv: dict[str, Any]) -> int:
     auto = node.auto_increment
     if auto is None:
         return 0
@@ -38,7 +39,7 @@ async def _fill_auto_increment(node: Insert, vcursor: Any, bv: dict[str, Any]) -
     return first
 
 
-async def execute(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Insert, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     bv = dict(bindvars)
     generated = await _fill_auto_increment(node, vcursor, bv)
     vs = vcursor.vschema
@@ -71,7 +72,7 @@ async def execute(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
 
     per_shard: dict[str, list[int]] = {}
     for i, k in enumerate(ksids):
-        per_shard.setdefault(vs.shard_for(node.keyspace, k), []).append(i)
+        per_shard.setdefault(vs.shard_for(node.keyspace, k), []).append(i)  # type: ignore[arg-type]  # a None ksid raised VT09020 above
     queries = [(shard, _render(node, rows, bv)) for shard, rows in per_shard.items()]
     if len(queries) == 1:
         results = [await vcursor.execute_shard(node.keyspace, queries[0][0], queries[0][1])]
@@ -93,6 +94,6 @@ def _render(node: Insert, rows: Any, bv: Mapping[str, Any]) -> str:
             + node.suffix.render(bv))
 
 
-async def stream(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: Insert, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)
 

@@ -11,12 +11,13 @@ from typing import Any
 from proxy.engine import dispatch
 from proxy.engine import insert as insert_mod
 from proxy.engine.result import Result, decode_value
+from proxy.engine.vcursor import VCursor
 from proxy.errors import ProxyError
 from rewriter.nodes import AutoIncrement, DMLOpcode, Insert, InsertSelect, Val, VindexValues
 from rewriter.sqltemplate import SqlTemplate
 
 
-async def execute(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: InsertSelect, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     rows = await dispatch.execute(node.source, vcursor, bindvars)
     n_given = len(node.columns) - (1 if node.auto_appended else 0)
     if rows.fields and len(rows.fields) != n_given:
@@ -55,5 +56,5 @@ async def execute(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any])
     return await insert_mod.execute(insert, vcursor, bv)
 
 
-async def stream(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: InsertSelect, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

@@ -11,6 +11,7 @@ from typing import Any
 from proxy.engine import dispatch
 from proxy.engine.result import Result
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from proxy.errors import ProxyError
 from rewriter.nodes import UPPER_LIMIT, Limit
 
@@ -26,11 +27,11 @@ def _bounds(node: Limit, bindvars: Mapping[str, Any]) -> tuple[int, int]:
     return count, offset
 
 
-async def execute(node: Limit, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Limit, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Limit, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: Limit, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     count, offset = _bounds(node, bindvars)
     bv = dict(bindvars)
     bv[UPPER_LIMIT] = count + offset

@@ -36,6 +36,7 @@ from proxy.engine.result import (
     encode_value,
 )
 from proxy.engine.stream_util import CHUNK_ROWS, collect
+from proxy.engine.vcursor import VCursor
 from rewriter import nodes as P
 from rewriter.sqltemplate import parse_template
 
@@ -198,11 +199,11 @@ def _number_text(v: Any, f: Field) -> bytes:
     return str(v).encode()
 
 
-async def execute(node: P.Aggregate, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: P.Aggregate, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: P.Aggregate, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: P.Aggregate, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     fields: list[Field] | None = None
     out_fields: list[Field] = []

@@ -21,6 +21,7 @@ from proxy.engine.result import (
     encode_value,
 )
 from proxy.engine.stream_util import collect, truncate_result
+from proxy.engine.vcursor import VCursor
 from proxy.errors import ProxyError
 from rewriter.nodes import ProjectNames, SimpleProjection, Truncate, Val
 from rewriter.sqltemplate import parse_template
@@ -71,12 +72,12 @@ def _project(chunk: Result, cols: list[int]) -> Result:
     return Result(fields=fields, rows=[tuple(r[c] for c in cols) for r in chunk.rows])
 
 
-async def execute(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any,
+async def execute(node: SimpleProjection | Truncate | ProjectNames, vcursor: VCursor,
                   bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any,
+async def stream(node: SimpleProjection | Truncate | ProjectNames, vcursor: VCursor,
                  bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     by_name: tuple[list[int | bytes | None], list[Field]] | None = None

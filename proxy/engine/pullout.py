@@ -7,11 +7,12 @@ from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.result import Result, decode_value
+from proxy.engine.vcursor import VCursor
 from proxy.errors import ProxyError
 from rewriter.nodes import PulloutSubquery
 
 
-async def _bind(node: PulloutSubquery, vcursor: Any, bindvars: Mapping[str, Any]) -> dict[str, Any]:
+async def _bind(node: PulloutSubquery, vcursor: VCursor, bindvars: Mapping[str, Any]) -> dict[str, Any]:
     res = await dispatch.execute(node.subquery, vcursor, bindvars)
     bv = dict(bindvars)
     bv[node.has_values_var] = 1 if res.rows else 0
@@ -31,11 +32,11 @@ async def _bind(node: PulloutSubquery, vcursor: Any, bindvars: Mapping[str, Any]
     return bv
 
 
-async def execute(node: PulloutSubquery, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: PulloutSubquery, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await dispatch.execute(node.outer, vcursor, await _bind(node, vcursor, bindvars))
 
 
-async def stream(node: PulloutSubquery, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: PulloutSubquery, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     s = dispatch.stream(node.outer, vcursor, await _bind(node, vcursor, bindvars))
     try:
         async for chunk in s:

@@ -26,6 +26,7 @@ from typing import Any
 from mysql_mimic.types import ColumnType
 
 from proxy.engine.result import Result, local_result
+from proxy.engine.vcursor import VCursor
 from proxy.errors import ProxyError
 from rewriter.nodes import SequenceNext
 from rewriter.sqltemplate import quote_identifier
@@ -84,13 +85,13 @@ class SequenceAllocator:
 DEFAULT_ALLOCATOR = SequenceAllocator()
 
 
-async def execute(node: SequenceNext, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: SequenceNext, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     n = int(node.count.resolve(bindvars))
     first = await vcursor.next_sequence_values(node.keyspace, node.table, n)
     return local_result(["nextval"], [[first]], [ColumnType.LONGLONG])
 
 
-async def stream(node: SequenceNext, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+async def stream(node: SequenceNext, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)
 
 
