@@ -39,7 +39,7 @@ run: $(STAMP)
 	$(BIN)/shardgate up -c $(CONFIG)
 
 test: $(STAMP)
-	$(BIN)/ruff check proxy rewriter vschema tests examples
+	$(BIN)/ruff check proxy rewriter vschema sqltext tests examples
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
@@ -47,7 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks
 
 lint: $(STAMP)
-	$(BIN)/ruff check proxy rewriter vschema tests examples
+	$(BIN)/ruff check proxy rewriter vschema sqltext tests examples
 	$(BIN)/mypy
 
 clean:

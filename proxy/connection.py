@@ -43,7 +43,7 @@ from proxy.prepared import (
 from proxy.processlist import ClientProcess
 from proxy.running_statement import StatementKilled
 from proxy.session import ProxySession
-from proxy.sqltext import split_statements
+from sqltext.lexer import split_statements
 
 logger = logging.getLogger(__name__)
 

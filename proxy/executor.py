@@ -37,11 +37,11 @@ from proxy.observability.metrics import plan_label
 from proxy.planning import plan_statement
 from proxy.session import Outcome, ProxySession
 from proxy.show import handle_show
-from proxy.sqltext import first_keyword, strip_leading_comments
 from proxy.system_variables import select_variables, set_statement, with_proxy_functions
 from proxy.twopc import TWOPC
 from proxy.vschema_statements import alter_vschema
 from proxy.vstream_statement import vstream
+from sqltext.lexer import first_keyword, strip_leading_comments
 from vschema.ddl import is_vschema_ddl
 
 logger = logging.getLogger(__name__)

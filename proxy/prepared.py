@@ -31,7 +31,8 @@ from mysql_mimic.types import (
 
 from proxy.engine.result import Field
 from proxy.errors import ProxyError
-from rewriter.sqltemplate import sql_literal
+from sqltext.lexer import QUOTES, comment_end, quoted_end
+from sqltext.quoting import sql_literal
 
 _STRING_TYPES = {
     ColumnType.VARCHAR,
@@ -68,17 +69,16 @@ def _placeholder_positions(sql: str) -> list[int]:
     i, n = 0, len(sql)
     while i < n:
         c = sql[i]
-        if c in "'\"`":
-            i += 1
-            while i < n and sql[i] != c:
-                i += 2 if sql[i] == "\\" and c != "`" else 1
-        elif c == "-" and sql.startswith("-- ", i) or c == "#":
-            j = sql.find("\n", i)
-            i = n if j < 0 else j
-        elif c == "/" and sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j < 0 else j + 1
-        elif c == "?":
+        if c in QUOTES:
+            end = quoted_end(sql, i)
+            i = n if end < 0 else end
+            continue
+        if c in "-#/":
+            past = comment_end(sql, i)
+            if past is not None:
+                i = n if past < 0 else past
+                continue
+        if c == "?":
             out.append(i)
         i += 1
     return out

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from proxy.engine.result import Result
 from proxy.errors import ShardError
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -27,16 +28,12 @@ class SqlRunner(Protocol):
     async def execute(self, sql: str) -> Result: ...
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 async def ensure_sidecar_table(sc: SqlRunner, database: str, table: str, create: Callable[[str], str]) -> str:
     """The qualified name of sidecar ``table`` on ``sc``'s shard (whose own database is
     ``database``), created with ``create(qualified_name)`` where it is missing."""
-    preferred = f"{_quoted(SIDECAR_DB)}.{_quoted(table)}"
+    preferred = f"{quote_identifier(SIDECAR_DB)}.{quote_identifier(table)}"
     fallback_table = f"_shardgate_{table}"
-    fallback = f"{_quoted(database)}.{_quoted(fallback_table)}"
+    fallback = f"{quote_identifier(database)}.{quote_identifier(fallback_table)}"
     res = await sc.execute(
         "select table_schema from information_schema.tables where "
         f"(table_schema = '{SIDECAR_DB}' and table_name = '{table}') or "
@@ -48,7 +45,7 @@ async def ensure_sidecar_table(sc: SqlRunner, database: str, table: str, create:
     if found:
         return fallback
     try:
-        await sc.execute(f"create database if not exists {_quoted(SIDECAR_DB)}")
+        await sc.execute(f"create database if not exists {quote_identifier(SIDECAR_DB)}")
         name = preferred
     except ShardError as e:
         if e.code not in _DENIED:

@@ -28,7 +28,7 @@ from proxy.session import SERVER_VERSION, ProxySession
 from proxy.set_statement import literal_value, parse_set
 from proxy.twopc import MODES as TRANSACTION_MODES
 from proxy.twopc import TWOPC, manager_for
-from rewriter.sqltemplate import quote_identifier, sql_literal
+from sqltext.quoting import quote_identifier, sql_literal
 
 _SYSVAR_SELECT = re.compile(
     r"^select\s+(?P<items>@@[\w.]+(?:\s+(?:as\s+)?`?\w+`?)?(?:\s*,\s*@@[\w.]+(?:\s+(?:as\s+)?`?\w+`?)?)*)\s*;?\s*$",

@@ -30,8 +30,9 @@ from rewriter.semantics import (
     simplify_exists,
     tag_tables,
 )
-from rewriter.sqltemplate import parse_template, quote_identifier
+from rewriter.sqltemplate import parse_template
 from rewriter.tables import TableRef
+from sqltext.quoting import quote_identifier
 
 TEMP_PREFIX = "_sg_tmp_"
 

@@ -31,16 +31,11 @@ from proxy.cdc.events import EventGroup, Field, FieldEvent, RowChange, RowEvent,
 from proxy.cdc.positions import GtidPosition
 from proxy.cdc.table_filter import TableFilter
 from proxy.cdc.transaction_assembler import field_type_name
+from sqltext.quoting import quote_identifier
 
 ShardKey = tuple[str, str]
 BINARY_CHARSET = 63
 DEFAULT_CHUNK_ROWS = 1000
-
-
-def _quote(identifier: str) -> str:
-    # As rewriter.sqltemplate.quote_identifier, without loading the rewriter (and sqlglot,
-    # ~0.3 s) into the CDC core, which every decoder zygote imports.
-    return "`" + identifier.replace("`", "``") + "`"
 
 
 @dataclass
@@ -85,7 +80,7 @@ class ShardSnapshot:
 
     def open_table(self, table: str) -> tuple[pymysql.cursors.SSCursor, tuple[Field, ...]]:
         cur = self.conn.cursor()
-        cur.execute(f"SELECT * FROM {_quote(table)}")
+        cur.execute(f"SELECT * FROM {quote_identifier(table)}")
         # flags and charset are not in description
         columns = cur._result.fields  # type: ignore[attr-defined]  # noqa: SLF001  PyMySQL's private result (no public API)
         fields = tuple(

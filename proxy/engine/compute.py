@@ -31,7 +31,8 @@ from proxy.engine.route import route_targets
 from proxy.engine.stream_util import collect
 from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Compute, Opcode, Plan, Route, TempInput
-from rewriter.sqltemplate import SqlTemplate, escape_string, quote_identifier
+from rewriter.sqltemplate import SqlTemplate
+from sqltext.quoting import escape_string, quote_identifier
 
 # Distinct values of a join key up to which a later input is fetched by IN list
 # rather than whole (an IN list of 50k integers is ~0.4 MB of SQL; a 600k-row TPC-H

@@ -16,7 +16,7 @@ from typing import Any
 from proxy.engine.result import Field, Result, decode_value
 from proxy.engine.vcursor import VCursor
 from proxy.errors import ProxyError, ShardError
-from rewriter.sqltemplate import sql_literal
+from sqltext.quoting import sql_literal
 
 ER_DUP_ENTRY = 1062
 logger = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from proxy.engine.result import Result, local_result
 from proxy.engine.vcursor import VCursor
 from proxy.errors import ProxyError
 from rewriter.nodes import SequenceNext
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 
 RunSQL = Callable[[str], Awaitable[Result]]
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 from proxy.errors import ProxyError, SyntaxError_
 from proxy.messaging.errors import MessageTableError
 from proxy.messaging.table import parse_message_table
-from proxy.sqltext import split_parenthesised, split_top_level
+from sqltext.lexer import split_parenthesised, split_top_level
 
 DEFAULT_PARAMETERS: dict[str, str] = {
     "vt_ack_wait": "30",

@@ -49,7 +49,3 @@ def _connection_kwargs(address: ProxyAddress, database: str, autocommit: bool) -
         "charset": "utf8mb4",
         "autocommit": autocommit,
     }
-
-
-def quote_name(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

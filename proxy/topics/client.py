@@ -25,10 +25,7 @@ import aiomysql
 
 from proxy.topics.ids import first_id_at, is_id
 from proxy.topics.service import Message
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+from sqltext.quoting import quote_identifier
 
 
 def _start_condition(after: str | None, inclusive: bool, from_time: int | None) -> str:
@@ -64,7 +61,7 @@ class TopicFollower:
             async with conn.cursor() as cur:
                 await cur.execute("SET WORKLOAD = OLAP")
             cursor = await conn.cursor(aiomysql.SSCursor)
-            await cursor.execute(f"STREAM * FROM {_quote(self._topic)} WHERE {self._condition}")
+            await cursor.execute(f"STREAM * FROM {quote_identifier(self._topic)} WHERE {self._condition}")
         except BaseException:
             conn.close()
             raise
@@ -124,7 +121,7 @@ class TopicClient:
         rows = ",".join(f"(X'{v.hex()}'{ttl})" if v else f"(''{ttl})" for v in values)
         cols = "payload" if ttl_seconds is None else "payload, ttl_seconds"
         async with await self._cursor() as cur:
-            return int(await cur.execute(f"INSERT INTO {_quote(topic)} ({cols}) VALUES {rows}"))
+            return int(await cur.execute(f"INSERT INTO {quote_identifier(topic)} ({cols}) VALUES {rows}"))
 
     async def poll(
         self, topic: str, *, after: str | None = None, inclusive: bool = False, from_time: int | None = None,
@@ -133,7 +130,7 @@ class TopicClient:
         """Up to ``limit`` messages after (or at, ``inclusive``) an id, or from a time in ms."""
         cond = _start_condition(after, inclusive, from_time)
         async with await self._cursor() as cur:
-            await cur.execute(f"SELECT message_id, publish_time, payload FROM {_quote(topic)} WHERE {cond}"
+            await cur.execute(f"SELECT message_id, publish_time, payload FROM {quote_identifier(topic)} WHERE {cond}"
                               f" ORDER BY message_id LIMIT {int(limit)}")
             return [Message(r[0], int(r[1]), bytes(r[2])) for r in await cur.fetchall()]
 

@@ -46,10 +46,6 @@ def log_table(name: str) -> str:
     return LOG_PREFIX + name
 
 
-def quote(ident: str) -> str:
-    return "`" + ident.replace("`", "``") + "`"
-
-
 def place(keyspace: str, shards: Sequence[str], sharded: bool, name: str) -> str:
     """The shard of ``keyspace`` that holds topic ``name``."""
     if not sharded or len(shards) == 1:

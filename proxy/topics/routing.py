@@ -23,9 +23,9 @@ from sqlglot.errors import ParseError
 
 from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.topics.errors import ER_NON_UPDATABLE
-from proxy.topics.names import quote
 from rewriter.dialect import DIALECT
 from rewriter.errors import PlanningError
+from sqltext.quoting import quote_identifier
 
 if TYPE_CHECKING:
     from proxy.topics.sequencer import TopicInfo
@@ -79,7 +79,7 @@ def route(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup, shard
                     raise ProxyError(ER_NON_UPDATABLE, f"The target table {info.name} of the REPLACE is not updatable"
                                      " (topics are append-only)", "HY000")
                 if not _SELECT_WORD.search(sql, m.end()):
-                    text = sql if qualifier is None else sql[: m.start("target")] + quote(info.name) + sql[m.end("target"):]
+                    text = sql if qualifier is None else sql[: m.start("target")] + quote_identifier(info.name) + sql[m.end("target"):]
                     return Routed(info.keyspace, info.shard, text, info)
     return _route_parsed(sql, kw, session_keyspace, lookup, sharded)
 

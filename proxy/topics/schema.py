@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from proxy.topics.names import META_TABLE, log_table, quote
+from proxy.topics.names import META_TABLE, log_table
+from sqltext.quoting import quote_identifier
 
 # Columns of the log table the proxy owns; user columns may not take these names.
 INTERNAL_COLUMNS = frozenset(
@@ -52,7 +53,7 @@ META_DDL = f"""CREATE TABLE IF NOT EXISTS {META_TABLE} (
 
 def log_ddl(name: str, user_definitions: Sequence[str]) -> str:
     user = "".join(f",\n  {d}" for d in user_definitions)
-    return f"""CREATE TABLE {quote(log_table(name))} (
+    return f"""CREATE TABLE {quote_identifier(log_table(name))} (
   _pk BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   publish_time BIGINT NULL,
   seq INT NULL,
@@ -78,10 +79,10 @@ def view_columns(user_columns: Sequence[str]) -> list[str]:
 
 
 def view_ddl(name: str, user_columns: Sequence[str], ttl_seconds: int) -> str:
-    cols = ", ".join(quote(c) for c in view_columns(user_columns))
+    cols = ", ".join(quote_identifier(c) for c in view_columns(user_columns))
     return (
-        f"CREATE OR REPLACE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW {quote(name)} AS SELECT {cols}"
-        f" FROM {quote(log_table(name))} WHERE message_id IS NOT NULL"
+        f"CREATE OR REPLACE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW {quote_identifier(name)} AS SELECT {cols}"
+        f" FROM {quote_identifier(log_table(name))} WHERE message_id IS NOT NULL"
         f" AND publish_time >= {NOW_MS} - {int(ttl_seconds) * 1000}"
         f" AND (expire_ms IS NULL OR expire_ms > {NOW_MS})"
     )

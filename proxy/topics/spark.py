@@ -35,6 +35,7 @@ from pyspark.sql.datasource import (
 from proxy.addresses import is_loopback
 from proxy.spark.options import ProxyAddress
 from proxy.topics.ids import MAX_SEQ, is_id, make_id
+from sqltext.quoting import quote_identifier
 
 SCHEMA = "message_id STRING, publish_time BIGINT, payload BINARY"
 DEFAULT_MAX_PER_BATCH = 10000
@@ -49,10 +50,6 @@ def _topic(value: str | None) -> tuple[str, str]:
     if not dot or not keyspace or not name:
         raise TopicOptionError(f"option 'topic' must be keyspace.topic, got {value!r}")
     return keyspace.strip("`"), name.strip("`")
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class _Topic:
@@ -76,12 +73,12 @@ class _Topic:
 
     def messages(self, after: str, upto: str | None = None) -> Iterator[tuple[str, int, bytes]]:
         cond = f"message_id > '{after}'" + (f" AND message_id <= '{upto}'" if upto is not None else "")
-        for r in self.query(f"SELECT message_id, publish_time, payload FROM {_quote(self.name)} WHERE {cond}"
+        for r in self.query(f"SELECT message_id, publish_time, payload FROM {quote_identifier(self.name)} WHERE {cond}"
                             " ORDER BY message_id"):
             yield str(r[0]), int(r[1]), bytes(r[2])
 
     def last_id(self, after: str, limit: int | None = None) -> str | None:
-        inner = f"SELECT message_id FROM {_quote(self.name)} WHERE message_id > '{after}' ORDER BY message_id"
+        inner = f"SELECT message_id FROM {quote_identifier(self.name)} WHERE message_id > '{after}' ORDER BY message_id"
         if limit is not None:
             inner += f" LIMIT {int(limit)}"
         rows = self.query(f"SELECT MAX(message_id) FROM ({inner}) s")

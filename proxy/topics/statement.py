@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass, field
 
 from proxy.errors import ER_WRONG_VALUE_FOR_VAR, ProxyError, SyntaxError_
-from proxy.sqltext import split_parenthesised, split_top_level
 from proxy.topics.ids import first_id_at, is_id
 from proxy.topics.names import check_name
 from proxy.topics.schema import DEFAULT_TTL_SECONDS, INTERNAL_COLUMNS, MAX_TTL_SECONDS
+from sqltext.lexer import split_parenthesised, split_top_level
 
 _IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$-]+)"
 _QUALIFIED = rf"(?:(?P<ks>{_IDENT})\s*\.\s*)?(?P<name>{_IDENT})"

@@ -24,8 +24,9 @@ from proxy.errors import ProxyError
 from proxy.pools import ShardConnection, ShardPool
 from proxy.topics import ids
 from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
-from proxy.topics.names import META_TABLE, log_table, quote
+from proxy.topics.names import META_TABLE, log_table
 from proxy.topics.schema import META_DDL, NOW_MS, log_ddl, properties_json, sql_string, view_ddl
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class ShardTopicStore:
                     return None
                 raise TopicExists(self.keyspace, name)
             generation = -int(old[0][0]) + 1 if old else 1
-            table, view = quote(log_table(name)), quote(name)
+            table, view = quote_identifier(log_table(name)), quote_identifier(name)
             # A crash half-way through an earlier create/drop may have left these behind.
             await sc.execute(f"DROP VIEW IF EXISTS {view}")
             await sc.execute(f"DROP TABLE IF EXISTS {table}")
@@ -214,8 +215,8 @@ class ShardTopicStore:
                 f"UPDATE {META_TABLE} SET generation = -generation, messages = 0, bytes = 0,"
                 f" updated_ms = {int(time.time() * 1000)} WHERE name = {sql_string(name)}"
             )
-            await sc.execute(f"DROP VIEW IF EXISTS {quote(name)}")
-            await sc.execute(f"DROP TABLE IF EXISTS {quote(log_table(name))}")
+            await sc.execute(f"DROP VIEW IF EXISTS {quote_identifier(name)}")
+            await sc.execute(f"DROP TABLE IF EXISTS {quote_identifier(log_table(name))}")
         logger.info("topic dropped", extra={"keyspace": self.keyspace, "shard": self.shard, "topic": name})
         return True
 
@@ -250,7 +251,7 @@ class ShardTopicStore:
         previous one left; a pass that lost the race changes nothing and reads again. Rows are
         reached by primary key only (FORCE INDEX): a scan would lock, and wait for, the rows of
         open transactions."""
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         quoted = sql_string(name)
         for _ in range(CAS_ATTEMPTS):
             async with self.connection() as sc:
@@ -288,7 +289,7 @@ class ShardTopicStore:
         """The high-water mark and whether committed rows wait for a pass (one round trip)."""
         try:
             rows = await self.query(
-                f"SELECT m.generation, m.last_ms, m.last_seq, EXISTS(SELECT 1 FROM {quote(log_table(name))}"
+                f"SELECT m.generation, m.last_ms, m.last_seq, EXISTS(SELECT 1 FROM {quote_identifier(log_table(name))}"
                 f" FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0) FROM {META_TABLE} m WHERE m.name = {sql_string(name)}"
             )
         except ProxyError as e:
@@ -307,7 +308,7 @@ class ShardTopicStore:
     ) -> int:
         if not payloads:
             return 0
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         if pointer is None:
             values = ",".join(f"({hex_literal(p)})" for p in payloads)
             sql = f"INSERT INTO {table} (payload) VALUES {values}"
@@ -321,7 +322,7 @@ class ShardTopicStore:
     async def commit_pointer(self, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
         """CDAP's commit marker: ``payloads`` and everything stored under ``pointer`` become
         sequencable at once, atomically (one transaction), in the order they were stored."""
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         async with self.transaction() as sc:
             if payloads:
                 values = ",".join(f"({hex_literal(p)}, {int(pointer)}, 1, {NOW_MS})" for p in payloads)
@@ -330,7 +331,7 @@ class ShardTopicStore:
         return res.affected_rows
 
     async def rollback_pointer(self, name: str, pointer: int) -> int:
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         async with self.transaction() as sc:
             res = await sc.execute(f"DELETE FROM {table} WHERE tx_pointer = {int(pointer)} AND pending = 1")
             if res.affected_rows == 0:
@@ -345,7 +346,7 @@ class ShardTopicStore:
         """Sequenced, unexpired messages (the view) matching ``condition``, in id order."""
         async with self.connection() as sc:
             return await sc.execute(
-                f"SELECT {columns} FROM {quote(name)} WHERE {condition} ORDER BY message_id LIMIT {int(limit)}"
+                f"SELECT {columns} FROM {quote_identifier(name)} WHERE {condition} ORDER BY message_id LIMIT {int(limit)}"
             )
 
     # -- TTL ----------------------------------------------------------------------------------
@@ -353,7 +354,7 @@ class ShardTopicStore:
         """Delete expired messages (topic TTL or their own), in batches, under a named lock so
         only one proxy purges a topic at a time; returns how many. Stored-but-never-published
         rows older than ``pending_max_age_s`` go too (a REST transaction past its lifetime)."""
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         lock = sql_string(f"shardgate_topic_purge:{self.keyspace}:{name}")
         total = 0
         async with self.connection() as sc:
@@ -399,8 +400,8 @@ class ShardTopicStore:
     async def recent_stats(self, name: str) -> tuple[int | None, int | None, int]:
         """(oldest, newest publish time of visible messages, messages sequenced in the last 60 s)."""
         rows = await self.query(
-            f"SELECT (SELECT MIN(publish_time) FROM {quote(name)}), (SELECT MAX(publish_time) FROM {quote(name)}),"
-            f" (SELECT COUNT(*) FROM {quote(log_table(name))} WHERE publish_time >= {NOW_MS} - 60000"
+            f"SELECT (SELECT MIN(publish_time) FROM {quote_identifier(name)}), (SELECT MAX(publish_time) FROM {quote_identifier(name)}),"
+            f" (SELECT COUNT(*) FROM {quote_identifier(log_table(name))} WHERE publish_time >= {NOW_MS} - 60000"
             f" AND seq IS NOT NULL)"
         )
         oldest, newest, recent = rows[0]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("proxy", "rewriter", "vschema")
+PACKAGES = ("proxy", "rewriter", "vschema", "sqltext")
 
 FRONT_END = ("proxy.server", "proxy.connection", "proxy.prepared", "proxy.cli")
 EXECUTOR = (
@@ -140,6 +140,12 @@ def test_the_engine_imports_the_plan_model_but_no_planner_and_nothing_above_it()
 
 def test_the_planner_and_vschema_do_not_import_the_proxy() -> None:
     assert _violations(("rewriter", "vschema"), ("proxy",)) == []
+
+
+def test_sql_text_helpers_import_nothing_of_the_project() -> None:
+    """The lexer, quoter and literal renderer sit under everything (the CDC core and Spark use
+    them without loading the planner)."""
+    assert _violations(("sqltext",), ("proxy", "rewriter", "vschema")) == []
 
 
 def test_the_shard_pools_import_nothing_above_them() -> None:
