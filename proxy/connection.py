@@ -30,7 +30,15 @@ from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
 
 from proxy import running_statement, wire
 from proxy.engine.result import Field, Result, split_packets
-from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
+from proxy.errors import (
+    ER_EMPTY_QUERY,
+    ER_NOT_SUPPORTED_YET,
+    ER_QUERY_INTERRUPTED,
+    ER_UNKNOWN_COM,
+    ER_UNKNOWN_ERROR,
+    ER_UNKNOWN_STMT_HANDLER,
+    ProxyError,
+)
 from proxy.executor import Executor
 from proxy.observability.metrics import record_error, record_statement
 from proxy.prepared import (
@@ -178,7 +186,7 @@ class ProxyConnection(Connection):
             handler = handlers.get(data[0])
             try:
                 if handler is None:
-                    await self._write_error(ProxyError(1047, f"Unknown command {data[0]:#x}"))
+                    await self._write_error(ProxyError(ER_UNKNOWN_COM, f"Unknown command {data[0]:#x}"))
                 else:
                     await handler(data[1:])
             except (ConnectionClosed, ConnectionError):
@@ -220,7 +228,7 @@ class ProxyConnection(Connection):
         else:
             statements = [sql]
         if not statements:
-            await self._write_error(ProxyError(1065, "Query was empty"))
+            await self._write_error(ProxyError(ER_EMPTY_QUERY, "Query was empty"))
             return
         last = len(statements) - 1
         for i, stmt in enumerate(statements):
@@ -441,7 +449,7 @@ class ProxyConnection(Connection):
         await self.stream.write(self.ok())
 
     async def handle_field_list(self, data: bytes) -> None:
-        await self._write_error(ProxyError(1047, "COM_FIELD_LIST is not supported; use SHOW COLUMNS"))
+        await self._write_error(ProxyError(ER_UNKNOWN_COM, "COM_FIELD_LIST is not supported; use SHOW COLUMNS"))
 
     # -- prepared statements ---------------------------------------------------------
     async def handle_stmt_prepare(self, data: bytes) -> None:
@@ -471,13 +479,13 @@ class ProxyConnection(Connection):
         # Resets one statement's long-data buffers, not the session (mimic reset the session).
         stmt = self.prepared_stmts.get(int.from_bytes(data[0:4], "little"))
         if stmt is None:
-            await self._write_error(ProxyError(1243, "Unknown prepared statement handler given to mysqld_stmt_reset"))
+            await self._write_error(ProxyError(ER_UNKNOWN_STMT_HANDLER, "Unknown prepared statement handler given to mysqld_stmt_reset"))
             return
         stmt.param_buffers = None
         await self.stream.write(self.ok())
 
     async def handle_stmt_fetch(self, data: bytes) -> None:
-        await self._write_error(ProxyError(1235, "server-side cursors (COM_STMT_FETCH) are not supported"))
+        await self._write_error(ProxyError(ER_NOT_SUPPORTED_YET, "server-side cursors (COM_STMT_FETCH) are not supported"))
 
     async def handle_stmt_send_long_data(self, data: bytes) -> None:
         stmt_id = int.from_bytes(data[0:4], "little")

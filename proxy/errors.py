@@ -71,6 +71,14 @@ ER_ERROR_DURING_COMMIT = 1180  # a 2PC commit whose outcome is not known yet (th
 ER_XAER_NOTA = 1397  # XA COMMIT/ROLLBACK of an xid the shard does not hold (finished, or attached elsewhere)
 ER_XA_RBROLLBACK = 1402  # a 2PC commit that was rolled back (a participant failed to prepare)
 ER_CANT_CHANGE_TX_CHARACTERISTICS = 1568  # SET transaction_mode inside a transaction that touched a shard
+ER_DUP_ENTRY = 1062
+ER_DUP_FIELDNAME = 1060
+ER_WRONG_VALUE_COUNT_ON_ROW = 1136
+ER_LOCK_WAIT_TIMEOUT = 1205
+ER_WRONG_ARGUMENTS = 1210  # COM_STMT_EXECUTE with the wrong number of parameters
+ER_OPERAND_COLUMNS = 1241
+ER_SUBQUERY_NO_1_ROW = 1242
+ER_UNKNOWN_STMT_HANDLER = 1243
 ER_INTERNAL_ERROR = 1815  # Vitess's Code_INTERNAL errors (ALTER VSCHEMA that cannot apply)
 
 

@@ -31,7 +31,7 @@ from proxy.errors import (
     ER_NOT_SUPPORTED_YET,
     ProxyError,
 )
-from proxy.messaging.dml import message_dml
+from proxy.messaging.dml import MessageDml, acked_ids, message_dml
 from proxy.messaging.queue_ddl import is_create_queue, translate_create_queue
 from proxy.observability.metrics import plan_label
 from proxy.planning import plan_statement
@@ -41,6 +41,7 @@ from proxy.system_variables import select_variables, set_statement, with_proxy_f
 from proxy.twopc import TWOPC
 from proxy.vschema_statements import alter_vschema
 from proxy.vstream_statement import vstream
+from rewriter.nodes import Insert, InsertSelect, Update
 from sqltext.lexer import first_keyword, strip_leading_comments
 from vschema.ddl import is_vschema_ddl
 
@@ -84,7 +85,7 @@ class Executor:
     async def execute(self, session: ProxySession, sql: str) -> Outcome:
         """Run one statement; returns a whole Result or a stream of Result chunks."""
         kw = first_keyword(sql)
-        session.statement_keyword, session.route = kw, None
+        session.statement_keyword, session.route, session.written_table = kw, None, None
         if not kw:
             raise ProxyError(ER_EMPTY_QUERY, "Query was empty")
         if session.tx is not None:
@@ -178,6 +179,8 @@ class Executor:
         if session.tx is not None and session.tx.implicit and not reaches_shards_at_once(plan):
             session.tx.in_steps = True  # atomic only if its first step does not commit alone
         session.route = (plan_label(plan), getattr(plan, "keyspace", None) or session.keyspace or "")
+        if isinstance(plan, Insert | InsertSelect | Update):
+            session.written_table = (plan.keyspace, plan.table)
         if kw in _STREAMED:
             return engine.stream(plan, session.vcursor, bindvars)
         return await engine.execute(plan, session.vcursor, bindvars)
@@ -243,7 +246,7 @@ class Executor:
                 session.after_commit.append((topic.keyspace, topic))
             else:
                 self.state.topics.committed(topic)
-        dml = message_dml(sql)
+        dml = self._message_write(session, sql)
         if dml is None:
             return
         ks = dml.keyspace or session.keyspace
@@ -253,6 +256,20 @@ class Executor:
             session.after_commit.append((ks, dml))
         else:
             self.state.committed(ks, dml)
+
+    def _message_write(self, session: ProxySession, sql: str) -> MessageDml | None:
+        """The message-table write of a DML statement: its table from its plan; only an
+        ack's ids (UPDATE ... WHERE id IN (...)) and statements sent unplanned (unsharded
+        keyspace, targeted session) are read from the text."""
+        if session.written_table is None:
+            return message_dml(sql)
+        keyspace, table = session.written_table
+        if not self.state.messaging.is_message_table(keyspace, table):
+            return None
+        if session.statement_keyword == "update":
+            ack = acked_ids(sql)
+            return None if ack is None else MessageDml("ack", keyspace, table, ack.ids)
+        return MessageDml("insert", keyspace, table)
 
     # -- the proxy's own statements ------------------------------------------------------
     async def _use(self, session: ProxySession, sql: str) -> Outcome | None:

@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
+from proxy.errors import ER_BAD_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
 from proxy.sidecar_tables import ensure_sidecar_table
 from rewriter import DEFAULT_CACHE
@@ -296,7 +296,7 @@ class LiveVSchema:
         proxy that something of the keyspace changed); validated by building the whole vschema
         first. Raises the mutation's or the build's error with nothing changed."""
         if keyspace not in self.proxy.config.keyspaces:
-            raise ProxyError(1049, f"VT05003: unknown database '{keyspace}' in vschema")
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{keyspace}' in vschema")
         for attempt in range(_CAS_ATTEMPTS):
             try:
                 await self._change_once(keyspace, mutate, change_sql)

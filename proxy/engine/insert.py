@@ -16,7 +16,7 @@ from proxy.engine.destinations import map_values
 from proxy.engine.lookup import create_rows
 from proxy.engine.result import Result
 from proxy.engine.vcursor import VCursor
-from proxy.errors import ProxyError
+from proxy.errors import ER_NOT_SUPPORTED_YET, ER_UNKNOWN_ERROR, ProxyError
 from rewriter.nodes import DMLOpcode, Insert
 
 
@@ -57,12 +57,12 @@ async def execute(node: Insert, vcursor: VCursor, bindvars: Mapping[str, Any]) -
     else:
         primary = node.vindex_values[0]
         if getattr(primary.vindex, "needs_lookup", False):
-            raise ProxyError(1235, "VT12001: unsupported: a lookup vindex as the primary vindex of an inserted table")
+            raise ProxyError(ER_NOT_SUPPORTED_YET, "VT12001: unsupported: a lookup vindex as the primary vindex of an inserted table")
         values = [row[0].resolve(bv) for row in primary.rows]
         ksids = map_values(primary.vindex, values)
         for value, k in zip(values, ksids, strict=True):
             if k is None:
-                raise ProxyError(1105, f"VT09020: could not map [{value!r}] to a keyspace id")
+                raise ProxyError(ER_UNKNOWN_ERROR, f"VT09020: could not map [{value!r}] to a keyspace id")
     # owned lookup vindexes: their rows go in before the owner rows
     for vv in node.vindex_values[1:]:
         if not vv.owned:

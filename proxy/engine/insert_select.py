@@ -12,7 +12,7 @@ from proxy.engine import dispatch
 from proxy.engine import insert as insert_mod
 from proxy.engine.result import Result, decode_value
 from proxy.engine.vcursor import VCursor
-from proxy.errors import ProxyError
+from proxy.errors import ER_WRONG_VALUE_COUNT_ON_ROW, ProxyError
 from rewriter.nodes import AutoIncrement, DMLOpcode, Insert, InsertSelect, Val, VindexValues
 from rewriter.sqltemplate import SqlTemplate
 
@@ -21,7 +21,7 @@ async def execute(node: InsertSelect, vcursor: VCursor, bindvars: Mapping[str, A
     rows = await dispatch.execute(node.source, vcursor, bindvars)
     n_given = len(node.columns) - (1 if node.auto_appended else 0)
     if rows.fields and len(rows.fields) != n_given:
-        raise ProxyError(1136, "Column count doesn't match value count at row 1")
+        raise ProxyError(ER_WRONG_VALUE_COUNT_ON_ROW, "Column count doesn't match value count at row 1")
     if not rows.rows:
         return Result()
     bv: dict[str, Any] = dict(bindvars)

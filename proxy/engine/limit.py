@@ -12,7 +12,7 @@ from proxy.engine import dispatch
 from proxy.engine.result import Result
 from proxy.engine.stream_util import collect
 from proxy.engine.vcursor import VCursor
-from proxy.errors import ProxyError
+from proxy.errors import ER_WRONG_ARGUMENTS, ProxyError
 from rewriter.nodes import UPPER_LIMIT, Limit
 
 
@@ -21,9 +21,9 @@ def _bounds(node: Limit, bindvars: Mapping[str, Any]) -> tuple[int, int]:
         count = int(node.count.resolve(bindvars))
         offset = int(node.offset.resolve(bindvars)) if node.offset is not None else 0
     except (TypeError, ValueError) as e:
-        raise ProxyError(1210, "Incorrect arguments to LIMIT") from e
+        raise ProxyError(ER_WRONG_ARGUMENTS, "Incorrect arguments to LIMIT") from e
     if count < 0 or offset < 0:
-        raise ProxyError(1210, "Incorrect arguments to LIMIT")
+        raise ProxyError(ER_WRONG_ARGUMENTS, "Incorrect arguments to LIMIT")
     return count, offset
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from proxy.engine.result import Field, Result, decode_value
 from proxy.engine.vcursor import VCursor
-from proxy.errors import ProxyError, ShardError
+from proxy.errors import ER_NOT_SUPPORTED_YET, ER_UNKNOWN_ERROR, ProxyError, ShardError
 from sqltext.quoting import sql_literal
 
 ER_DUP_ENTRY = 1062
@@ -26,7 +26,7 @@ def render_params(sql: str, params: Sequence[Any]) -> str:
     """Substitute ``%s`` placeholders (the vindex builders' paramstyle) with literals."""
     parts = sql.split("%s")
     if len(parts) != len(params) + 1:
-        raise ProxyError(1105, f"lookup query expects {len(parts) - 1} values, got {len(params)}")
+        raise ProxyError(ER_UNKNOWN_ERROR, f"lookup query expects {len(parts) - 1} values, got {len(params)}")
     out = [parts[0]]
     for p, rest in zip(params, parts[1:], strict=True):
         out.append(sql_literal(p))
@@ -152,5 +152,5 @@ async def delete_rows(vcursor: VCursor, vindex: Any, owner_keyspace: str,
 async def _run_write(vcursor: VCursor, keyspace: str, sql: str) -> None:
     shards = vcursor.vschema.shards(keyspace)
     if len(shards) != 1:
-        raise ProxyError(1235, f"VT12001: unsupported: lookup table in sharded keyspace {keyspace}")
+        raise ProxyError(ER_NOT_SUPPORTED_YET, f"VT12001: unsupported: lookup table in sharded keyspace {keyspace}")
     await vcursor.execute_shard(keyspace, shards[0], sql)

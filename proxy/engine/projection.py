@@ -22,7 +22,7 @@ from proxy.engine.result import (
 )
 from proxy.engine.stream_util import collect, truncate_result
 from proxy.engine.vcursor import VCursor
-from proxy.errors import ProxyError
+from proxy.errors import ER_BAD_FIELD_ERROR, ProxyError
 from rewriter.nodes import ProjectNames, SimpleProjection, Truncate, Val
 from rewriter.sqltemplate import parse_template
 
@@ -33,7 +33,7 @@ def column_by_name(fields: list[Field], name: str) -> int:
     for i, f in enumerate(fields):
         if f.name.lower() == low:
             return i
-    raise ProxyError(1054, f"Unknown column '{name}' in 'field list'")
+    raise ProxyError(ER_BAD_FIELD_ERROR, f"Unknown column '{name}' in 'field list'")
 
 
 def _constant(value: Any, name: str) -> tuple[bytes | None, Field]:

@@ -8,7 +8,7 @@ from typing import Any
 from proxy.engine import dispatch
 from proxy.engine.result import Result, decode_value
 from proxy.engine.vcursor import VCursor
-from proxy.errors import ProxyError
+from proxy.errors import ER_OPERAND_COLUMNS, ER_SUBQUERY_NO_1_ROW, ProxyError
 from rewriter.nodes import PulloutSubquery
 
 
@@ -19,12 +19,12 @@ async def _bind(node: PulloutSubquery, vcursor: VCursor, bindvars: Mapping[str, 
     if node.kind == "exists":
         return bv
     if res.fields and len(res.fields) != 1:
-        raise ProxyError(1241, "Operand should contain 1 column(s)")
+        raise ProxyError(ER_OPERAND_COLUMNS, "Operand should contain 1 column(s)")
     f = res.fields[0] if res.fields else None
     values = [decode_value(f, r[0]) if f is not None and not f.is_binary else r[0] for r in res.rows]
     if node.kind == "value":
         if len(values) > 1:
-            raise ProxyError(1242, "Subquery returns more than 1 row")
+            raise ProxyError(ER_SUBQUERY_NO_1_ROW, "Subquery returns more than 1 row")
         bv[node.values_var] = values[0] if values else None
     else:
         # one NULL keeps "x IN (...)" valid SQL when empty; the has-values flag decides

@@ -25,7 +25,7 @@ from mysql_mimic.types import ColumnType
 from sqlglot import exp
 
 from proxy.engine.result import Result, local_result
-from proxy.errors import ProxyError
+from proxy.errors import ER_BAD_DB_ERROR, ER_NO_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
 from proxy.messaging.change_watch import TableChangeWatch
 from proxy.messaging.errors import (
     MessageTableNotFound,
@@ -205,9 +205,9 @@ class MessagingService:
         statement = parse_stream(sql)
         ks = statement.keyspace or keyspace
         if ks is None:
-            raise ProxyError(1046, "No database selected")
+            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
         if ks not in self.shards:
-            raise ProxyError(1049, f"Unknown database '{ks}'")
+            raise ProxyError(ER_BAD_DB_ERROR, f"Unknown database '{ks}'")
         shards = [target_shard] if target_shard is not None and ks == keyspace else None
         return self.subscribe(ks, statement.table, shards, statement.where)
 
@@ -220,10 +220,10 @@ class MessagingService:
     ) -> AsyncIterator[Result]:
         """Fields first, then one chunk per batch sent to this subscriber, until closed."""
         if keyspace not in self.shards:
-            raise ProxyError(1049, f"Unknown database '{keyspace}'")
+            raise ProxyError(ER_BAD_DB_ERROR, f"Unknown database '{keyspace}'")
         for s in shards or []:
             if s not in self.shards[keyspace]:
-                raise ProxyError(1105, f"no such shard: {keyspace}/{s}")
+                raise ProxyError(ER_UNKNOWN_ERROR, f"no such shard: {keyspace}/{s}")
         managers = await self._resolve(keyspace, shards or self.shards[keyspace], table)
         spec = managers[0].spec
         predicate: StreamPredicate | None = None

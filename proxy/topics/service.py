@@ -23,7 +23,7 @@ from mysql_mimic.types import ColumnType
 
 from proxy.config import TopicsConfig
 from proxy.engine.result import PacketBlock, Result, local_result, split_packets
-from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.errors import ER_NO_DB_ERROR, ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
 from proxy.topics import routing, statement
@@ -464,7 +464,7 @@ class TopicService:
         if info is None:
             return None
         if session.workload != "olap":
-            raise ProxyError(1235, "STREAM is supported only for OLAP workload: run SET WORKLOAD = OLAP first")
+            raise ProxyError(ER_NOT_SUPPORTED_YET, "STREAM is supported only for OLAP workload: run SET WORKLOAD = OLAP first")
         return self.follow(info, statement.stream_start(st.where_sql))
 
     async def _ddl(self, session: ProxySession, sql: str) -> Result:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.engine.result import Result, decode_value
-from proxy.errors import ProxyError
+from proxy.errors import ER_LOCK_WAIT_TIMEOUT, ProxyError
 from proxy.pools import ShardConnection, ShardPool
 from proxy.topics import ids
 from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
@@ -154,7 +154,7 @@ class ShardTopicStore:
         async with self.connection() as sc:
             got = rows_of(await sc.execute(f"SELECT GET_LOCK({lock}, {ADMIN_LOCK_WAIT_S})"))
             if not got or got[0][0] != 1:
-                raise ProxyError(1205, f"Lock wait timeout exceeded on topic {name} (another admin operation)", "HY000")
+                raise ProxyError(ER_LOCK_WAIT_TIMEOUT, f"Lock wait timeout exceeded on topic {name} (another admin operation)", "HY000")
             try:
                 yield sc
             finally:
@@ -283,7 +283,7 @@ class ShardTopicStore:
                 )
                 if res.affected_rows > 0:
                     return PassResult(len(pks), ids.make_id(new_ms, new_seq))
-        raise ProxyError(1205, f"topic {name}: sequencer pass lost {CAS_ATTEMPTS} races in a row", "HY000")
+        raise ProxyError(ER_LOCK_WAIT_TIMEOUT, f"topic {name}: sequencer pass lost {CAS_ATTEMPTS} races in a row", "HY000")
 
     async def probe(self, name: str) -> Probe:
         """The high-water mark and whether committed rows wait for a pass (one round trip)."""

@@ -38,6 +38,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from proxy.errors import (
+    ER_DUP_ENTRY,
     ER_ERROR_DURING_COMMIT,
     ER_XA_RBROLLBACK,
     ProxyError,
@@ -293,7 +294,7 @@ async def _record_decision(
             await sc.execute(record_insert(table, dtid, "COMMIT", rm_keys))
         return "COMMIT", ""
     except ShardError as e:
-        cause = "decided by a resolver" if e.code == 1062 else e.message
+        cause = "decided by a resolver" if e.code == ER_DUP_ENTRY else e.message
         return await m.decide(dtid, mm_key, rm_keys), cause
     except ProxyError as e:
         return await m.decide(dtid, mm_key, rm_keys), e.message

@@ -30,7 +30,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from proxy.errors import ProxyError, ShardError
+from proxy.errors import ER_DUP_ENTRY, ER_LOCK_WAIT_TIMEOUT, ProxyError, ShardError
 from proxy.pools import ShardAddress, ShardConnection, ShardPools
 from proxy.sidecar_tables import ensure_sidecar_table
 from proxy.twopc.faults import Faults
@@ -215,9 +215,9 @@ class TwoPCManager:
                     + record_insert(table, dtid, "ROLLBACK", participants)
                 )
             except ShardError as e:
-                if e.code == 1062:  # decided meanwhile: read it
+                if e.code == ER_DUP_ENTRY:  # decided meanwhile: read it
                     continue
-                if e.code == 1205:  # the MM branch is committing right now
+                if e.code == ER_LOCK_WAIT_TIMEOUT:  # the MM branch is committing right now
                     return None
                 raise
             logger.info("twopc decision recorded", extra={"dtid": dtid, "state": "ROLLBACK"})

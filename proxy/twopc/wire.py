@@ -22,7 +22,7 @@ from pymysql.constants import COMMAND
 from pymysql.protocol import OKPacketWrapper
 
 from proxy.engine.result import Result
-from proxy.errors import ProxyError, ShardUnavailable
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardUnavailable
 from proxy.pools import ShardConnection
 
 _MAX_PAYLOAD = 0xFFFFFF
@@ -31,7 +31,7 @@ _MAX_PAYLOAD = 0xFFFFFF
 def _packet(sql: bytes) -> bytes:
     payload = bytes([COMMAND.COM_QUERY]) + sql
     if len(payload) >= _MAX_PAYLOAD:
-        raise ProxyError(1105, "statement too long to pipeline")
+        raise ProxyError(ER_UNKNOWN_ERROR, "statement too long to pipeline")
     return len(payload).to_bytes(3, "little") + b"\x00" + payload  # sequence id 0: a new command
 
 
@@ -69,7 +69,7 @@ async def pipeline(
         if not packet.is_ok_packet():
             # Only statements answering OK are pipelined; anything else leaves rows unread.
             sc.broken = True
-            raise ProxyError(1105, f"unexpected result set from shard {sc.pool.name} in a pipelined statement")
+            raise ProxyError(ER_UNKNOWN_ERROR, f"unexpected result set from shard {sc.pool.name} in a pipelined statement")
         ok = OKPacketWrapper(packet)
         conn.server_status = ok.server_status
         results.append(Result(affected_rows=ok.affected_rows, warnings=ok.warning_count))
