@@ -17,10 +17,9 @@ from typing import Any
 
 import aiomysql
 import pymysql
-from pymysql.constants import COMMAND
 from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
-from proxy import row_packets, running_statement
+from proxy import aiomysql_wire, row_packets, running_statement
 from proxy.engine.result import Field, PacketBlock, Result
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable
 from proxy.row_packets import Stop
@@ -30,7 +29,6 @@ logger = logging.getLogger(__name__)
 # Client-side codes meaning "the connection, not the statement, failed".
 _CONNECTION_ERRORS = {2002, 2003, 2006, 2013, 2014, 2055}
 STREAM_BATCH_ROWS = 1000
-_NO_SETTINGS: dict[str, str] = {}
 # A KILL QUERY goes over a connection of its own: the pool may be exhausted by the very
 # queries being killed.
 KILL_CONNECT_TIMEOUT_S = 5
@@ -101,7 +99,7 @@ class RowPacketReader:
     READ_SIZE = 256 * 1024
 
     def __init__(self, conn: aiomysql.Connection) -> None:
-        self.reader: asyncio.StreamReader = conn._reader
+        self.reader = aiomysql_wire.socket_reader(conn)
         self.buf = bytearray()
 
     async def read(self, limit: int) -> tuple[PacketBlock | None, bytes | None]:
@@ -171,14 +169,14 @@ class ShardConnection:
         """Make this connection's session variables exactly ``settings`` (name -> SQL
         literal), changing only what differs from what it had: pooled connections
         carry the settings of the session that used them last."""
-        current: dict[str, str] = getattr(self.conn, "_shardgate_settings", _NO_SETTINGS)
+        current = aiomysql_wire.settings_of(self.conn)
         if current == settings:
             return
         parts = [f"@@session.{name} = DEFAULT" for name in current if name not in settings]
         parts += [f"@@session.{name} = {value}" for name, value in settings.items() if current.get(name) != value]
-        self.conn._shardgate_settings = _NO_SETTINGS  # unknown until the SET succeeds
+        aiomysql_wire.record_settings(self.conn, aiomysql_wire.NO_SETTINGS)  # unknown until the SET succeeds
         await self.execute("set " + ", ".join(parts))
-        self.conn._shardgate_settings = dict(settings)
+        aiomysql_wire.record_settings(self.conn, dict(settings))
 
     @property
     def shard(self) -> str:
@@ -233,11 +231,11 @@ class ShardConnection:
             statement.shard_query_started(self)  # raises if that statement was killed
         try:
             try:
-                await conn._execute_command(COMMAND.COM_QUERY, sql)
+                await aiomysql_wire.send_query(conn, sql)
                 if keep_on_abandon:
                     first = await self._first_packet_keeping_connection(conn)
                 else:
-                    first = await conn._read_packet()
+                    first = await aiomysql_wire.read_packet(conn)
                 if first.is_ok_packet():
                     pending = False
                     ok = OKPacketWrapper(first)
@@ -252,9 +250,9 @@ class ShardConnection:
                 ncols = first.read_length_encoded_integer()
                 fields = []
                 for _ in range(ncols):
-                    fp = await conn._read_packet()
-                    fields.append(_field_of(fp._data, conn._encoding))
-                await conn._read_packet()  # EOF after the column definitions
+                    fp = await aiomysql_wire.read_packet(conn)
+                    fields.append(_field_of(aiomysql_wire.packet_payload(fp), aiomysql_wire.text_encoding(conn)))
+                await aiomysql_wire.read_packet(conn)  # EOF after the column definitions
                 reading = True
                 self._rows = rows_reader = RowPacketReader(conn)
                 first_chunk = True
@@ -289,7 +287,7 @@ class ShardConnection:
         cancelled, so the read is shielded: on cancellation (a killed statement, a failed
         sibling of a scatter) the query is stopped with KILL QUERY and its response read
         to the end, then the cancellation goes on with the connection clean."""
-        read = asyncio.ensure_future(conn._read_packet())
+        read = asyncio.ensure_future(aiomysql_wire.read_packet(conn))
         try:
             return await asyncio.shield(read)
         except asyncio.CancelledError:
@@ -314,8 +312,8 @@ class ShardConnection:
         if first.is_ok_packet():
             return
         for _ in range(first.read_length_encoded_integer()):
-            await self.conn._read_packet()  # column definitions
-        await self.conn._read_packet()  # EOF after them
+            await aiomysql_wire.read_packet(self.conn)  # column definitions
+        await aiomysql_wire.read_packet(self.conn)  # EOF after them
         rows = RowPacketReader(self.conn)
         while (await rows.read(0))[1] is None:
             pass

@@ -21,6 +21,7 @@ import pymysql
 from pymysql.constants import COMMAND
 from pymysql.protocol import OKPacketWrapper
 
+from proxy import aiomysql_wire
 from proxy.engine.result import Result
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardUnavailable
 from proxy.pools import ShardConnection
@@ -44,17 +45,16 @@ async def pipeline(
     try:
         # One write for all: one TCP segment on the wire, whatever the socket's options.
         data = b"".join(_packet(sql.encode()) for sql in statements)
-        conn._ensure_alive()
-        conn._write_bytes(data)
+        aiomysql_wire.write_commands(conn, data)
     except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
         sc.broken = True
         raise sc.pool.translate(e, sc) from e
     results: list[Result | ProxyError] = []
     first_error: ProxyError | None = None
     for _ in statements:
-        conn._next_seq_id = 1  # every answer starts a new packet sequence
+        aiomysql_wire.expect_new_answer(conn)  # every answer starts a new packet sequence
         try:
-            packet = await conn._read_packet()
+            packet = await aiomysql_wire.read_packet(conn)
         except pymysql.err.MySQLError as e:
             error = sc.pool.translate(e, sc)
             if isinstance(error, ShardUnavailable) or not isinstance(error, ProxyError):
