@@ -36,7 +36,7 @@ from proxy.errors import (
     ER_WRONG_ARGUMENTS,
     ProxyError,
 )
-from sqltext.lexer import QUOTES, comment_end, quoted_end
+from sqltext.lexer import code_chars
 from sqltext.quoting import sql_literal
 
 _STRING_TYPES = {
@@ -70,23 +70,7 @@ def count_placeholders(sql: str) -> int:
 
 
 def _placeholder_positions(sql: str) -> list[int]:
-    out = []
-    i, n = 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c in QUOTES:
-            end = quoted_end(sql, i)
-            i = n if end < 0 else end
-            continue
-        if c in "-#/":
-            past = comment_end(sql, i)
-            if past is not None:
-                i = n if past < 0 else past
-                continue
-        if c == "?":
-            out.append(i)
-        i += 1
-    return out
+    return [i for i, c in code_chars(sql) if c == "?"]
 
 
 def bind_parameters(sql: str, params: list[Any]) -> str:

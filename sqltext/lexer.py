@@ -7,6 +7,7 @@ regex-free on the hot path."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 QUOTES = "'\"`"
 
@@ -45,6 +46,25 @@ def comment_end(text: str, i: int) -> int | None:
     return None
 
 
+def code_chars(text: str) -> Iterator[tuple[int, str]]:
+    """Each character of ``text`` outside quoted strings, quoted identifiers and comments,
+    with its index: what every split below (and the prepared statements' ``?``) reads."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in QUOTES:
+            end = quoted_end(text, i)
+            i = n if end < 0 else end
+            continue
+        if c in "-#/":
+            past = comment_end(text, i)
+            if past is not None:
+                i = n if past < 0 else past
+                continue
+        yield i, c
+        i += 1
+
+
 def split_statements(sql: str) -> list[str]:
     """Split on top-level ``;``, ignoring those in quotes or comments. Empty pieces dropped."""
     if ";" not in sql:
@@ -52,25 +72,12 @@ def split_statements(sql: str) -> list[str]:
         return [s] if s else []
     out: list[str] = []
     start = 0
-    i = 0
-    n = len(sql)
-    while i < n:
-        c = sql[i]
-        if c in QUOTES:
-            end = quoted_end(sql, i)
-            i = n if end < 0 else end
-            continue
-        if c in "-#/":
-            past = comment_end(sql, i)
-            if past is not None:
-                i = n if past < 0 else past
-                continue
+    for i, c in code_chars(sql):
         if c == ";":
             piece = sql[start:i].strip()
             if piece:
                 out.append(piece)
             start = i + 1
-        i += 1
     piece = sql[start:].strip()
     if piece:
         out.append(piece)
@@ -78,15 +85,11 @@ def split_statements(sql: str) -> list[str]:
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside parentheses and quotes; parts stripped, a trailing empty one dropped."""
+    """Split on ``sep`` outside parentheses, quotes and comments; parts stripped, a trailing
+    empty one dropped."""
     parts: list[str] = []
-    depth, start, i, n = 0, 0, 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in QUOTES:
-            end = quoted_end(text, i)
-            i = n if end < 0 else end
-            continue
+    depth, start = 0, 0
+    for i, c in code_chars(text):
         if c == "(":
             depth += 1
         elif c == ")":
@@ -94,7 +97,6 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
         elif c == sep and depth == 0:
             parts.append(text[start:i].strip())
             start = i + 1
-        i += 1
     last = text[start:].strip()
     if last:
         parts.append(last)
@@ -102,24 +104,16 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
 
 
 def split_parenthesised(text: str) -> tuple[str, str] | None:
-    """Split ``(inner) rest`` at the parenthesis matching the first one (quotes
-    respected); None when it is unbalanced."""
-    depth, i, n = 0, 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in QUOTES:
-            end = quoted_end(text, i)
-            if end < 0:
-                return None
-            i = end
-            continue
+    """Split ``(inner) rest`` at the parenthesis matching the first one (quotes and
+    comments respected); None when it is unbalanced."""
+    depth = 0
+    for i, ch in code_chars(text):
         if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
             if depth == 0:
                 return text[1:i], text[i + 1 :].strip()
-        i += 1
     return None
 
 
@@ -140,6 +134,7 @@ def first_keyword(sql: str) -> str:
 
 __all__ = [
     "QUOTES",
+    "code_chars",
     "comment_end",
     "first_keyword",
     "quoted_end",

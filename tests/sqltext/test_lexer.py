@@ -44,6 +44,7 @@ def test_statements_split_only_on_semicolons_outside_quotes_and_comments() -> No
 
 def test_top_level_lists_keep_parentheses_and_quotes_together() -> None:
     assert split_top_level("a, 'b,c', f(d, e), 'it\\'s, x'") == ["a", "'b,c'", "f(d, e)", "'it\\'s, x'"]
+    assert split_top_level("a int, /* b, c */ d int") == ["a int", "/* b, c */ d int"]
 
 
 def test_the_parenthesised_head_ends_at_its_matching_parenthesis_past_escaped_quotes() -> None:
