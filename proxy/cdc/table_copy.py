@@ -25,6 +25,7 @@ import pymysql
 import pymysql.cursors
 from pymysql.constants import FLAG
 
+from proxy import pymysql_internals
 from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
 from proxy.cdc.errors import ShardUnavailableError
 from proxy.cdc.events import EventGroup, Field, FieldEvent, RowChange, RowEvent, RowOp
@@ -81,8 +82,7 @@ class ShardSnapshot:
     def open_table(self, table: str) -> tuple[pymysql.cursors.SSCursor, tuple[Field, ...]]:
         cur = self.conn.cursor()
         cur.execute(f"SELECT * FROM {quote_identifier(table)}")
-        # flags and charset are not in description
-        columns = cur._result.fields  # type: ignore[attr-defined]  # noqa: SLF001  PyMySQL's private result (no public API)
+        columns = pymysql_internals.result_fields(cur)  # flags and charset are not in description
         fields = tuple(
             Field(
                 name=column.name,

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pymysql
 
-from proxy import row_packets
+from proxy import pymysql_internals, row_packets
 from proxy.row_packets import Stop
 from proxy.spark.column_types import ColumnSpec
 
@@ -183,7 +183,7 @@ def query_record_batches(conn: pymysql.Connection, sql: str, columns: Sequence[C
     as record batches, read straight off the connection's socket."""
     decoder = TextRowDecoder(columns)
     conn.query(sql, unbuffered=True)
-    result = conn._result  # type: ignore[attr-defined]  # PyMySQL's private result (no public API)
+    result = pymysql_internals.unbuffered_result(conn)
     if result is None or not result.unbuffered_active:
         return  # not a result set (an OK packet): no rows
     if result.field_count != len(columns):
@@ -191,7 +191,7 @@ def query_record_batches(conn: pymysql.Connection, sql: str, columns: Sequence[C
     # PyMySQL read the column definitions; the rows are ours. Its buffered reader may already
     # hold some of them, so read through it rather than the raw socket.
     try:
-        for block, starts in read_row_blocks(conn._rfile, block_rows):  # type: ignore[attr-defined]  # PyMySQL's private result (no public API)
+        for block, starts in read_row_blocks(pymysql_internals.buffered_reader(conn), block_rows):
             yield decoder.decode(block, starts)
     finally:
         # The rows are consumed (or abandoned, and the caller closes the connection): PyMySQL
