@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 from mysql_mimic.session import BaseSession
 from mysql_mimic.variables import GlobalVariables, SessionVariables
@@ -28,6 +28,12 @@ logger = logging.getLogger(__name__)
 SERVER_VERSION = "8.0.31-shardgate"
 
 Outcome = Result | AsyncIterator[Result]
+
+class ClientConnection(Protocol):
+    """What the session knows of its connection (the front end's ``ProxyConnection``)."""
+
+    connection_id: int
+
 
 _TARGET = re.compile(r"^`?(?P<ks>[^`:@/]*)(?:[:/](?P<shard>[^`@]+))?(?:@(?P<tt>\w+))?`?$")
 
@@ -60,7 +66,7 @@ class ProxySession(BaseSession):
         self.user_vars: dict[str, Any] = {}
         # Messaging events of this transaction's writes, told to the service at commit.
         self.after_commit: list[tuple[str, MessageDml | TopicWrite]] = []
-        self.connection: Any = None
+        self.connection: ClientConnection | None = None
         # What the running statement is, for the metrics (proxy.observability.metrics): its
         # first keyword, and where it went (plan variant, keyspace) once that is known.
         self.statement_keyword = ""
@@ -92,7 +98,7 @@ class ProxySession(BaseSession):
             return e
         return None
 
-    async def init(self, connection: Any) -> None:
+    async def init(self, connection: ClientConnection) -> None:
         self.connection = connection
         self.state.observability.session_opened(self)
 

@@ -237,7 +237,7 @@ def _proxy_function_literal(session: ProxySession, m: re.Match[str]) -> str:
     if fn == "version":
         value = sql_literal(SERVER_VERSION)
     elif fn == "connection_id":
-        value = f"cast({int(getattr(session.connection, 'connection_id', 0))} as unsigned)"
+        value = f"cast({session.connection.connection_id if session.connection is not None else 0} as unsigned)"
     else:
         # nullif(...): a nullable column, as MySQL's DATABASE() is (NULL with no database).
         value = "NULL" if session.keyspace is None else f"nullif({sql_literal(session.keyspace)}, NULL)"
