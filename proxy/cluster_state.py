@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from proxy import twopc
 from proxy.config import ClusterConfig, ShardEndpoint
-from proxy.engine.result import decode_value
 from proxy.engine.sequence import SequenceAllocator
 from proxy.errors import ProxyError
 from proxy.http_listener import HttpListener, start_http_listener
@@ -84,8 +83,8 @@ class ClusterState:
         self.topics = TopicService(self, config.topics)
         self.observability = Observability(self)
         self.http: HttpListener | None = None  # when config.http is set
-        # Global variables read from a shard once (SELECT @@version_compile_os, ...).
-        self._global_vars: dict[str, Any] = {}
+        # Global variables as a shard has them, read once (proxy.system_variables).
+        self.global_variables: dict[str, Any] = {}
 
     @property
     def schema(self) -> TrackedSchema:
@@ -146,16 +145,6 @@ class ClusterState:
         t = self.vschema.find_table(table, keyspace)
         ks = t.keyspace if isinstance(t.keyspace, str) else t.keyspace.name
         return self.default_shard(ks)
-
-    async def global_variables(self, names: list[str]) -> dict[str, Any]:
-        """Global variables (``@@version_compile_os``...) as a shard has them; read once."""
-        missing = [n for n in names if n.lower() not in self._global_vars]
-        if missing:
-            async with self.pools.get(*self.default_shard(None)).connection() as sc:
-                res = await sc.execute("select " + ", ".join(missing))
-            for n, f, v in zip(missing, res.fields, res.rows[0], strict=True):
-                self._global_vars[n.lower()] = decode_value(f, v)
-        return {n.lower(): self._global_vars[n.lower()] for n in names}
 
     # -- keeping current -------------------------------------------------------------
     async def schema_changed(self, keyspace: str, ddl: str) -> None:

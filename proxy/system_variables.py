@@ -15,7 +15,8 @@ from typing import Any
 
 from mysql_mimic.types import ColumnType
 
-from proxy.engine.result import Result, is_numeric, local_result
+from proxy.cluster_state import ClusterState
+from proxy.engine.result import Result, decode_value, is_numeric, local_result
 from proxy.errors import (
     ER_CANT_CHANGE_TX_CHARACTERISTICS,
     ER_PARSE_ERROR,
@@ -197,13 +198,25 @@ async def select_variables(session: ProxySession, sql: str) -> Result | None:
     keys = [_SETTING_ALIASES.get(n, n) for n in (var[2:].lower().split(".")[-1] for var, _ in items)]
     local = [k in _LOCAL_VARS or k in session.settings for k in keys]
     remote = sorted({f"@@{k}" for k, is_local in zip(keys, local, strict=True) if not is_local})
-    remote_vals = await session.state.global_variables(remote) if remote else {}
+    remote_vals = await _global_variables(session.state, remote) if remote else {}
     types = []
     for key, is_local in zip(keys, local, strict=True):
         v = _local_var(session, key) if is_local else remote_vals.get(f"@@{key}")
         values.append(v)
         types.append(ColumnType.LONGLONG if isinstance(v, int) else ColumnType.VAR_STRING)
     return local_result(names, [values], types)
+
+
+async def _global_variables(state: ClusterState, names: list[str]) -> dict[str, Any]:
+    """Global variables (``@@version_compile_os``...) as a shard has them; read once per process."""
+    known = state.global_variables
+    missing = [n for n in names if n.lower() not in known]
+    if missing:
+        async with state.pools.get(*state.default_shard(None)).connection() as sc:
+            res = await sc.execute("select " + ", ".join(missing))
+        for n, f, v in zip(missing, res.fields, res.rows[0], strict=True):
+            known[n.lower()] = decode_value(f, v)
+    return {n.lower(): known[n.lower()] for n in names}
 
 
 def _local_var(session: ProxySession, name: str) -> Any:
