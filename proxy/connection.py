@@ -330,7 +330,7 @@ class ProxyConnection(Connection):
             if seq.value == block.first_seq:
                 # Our header mirrors the shard's packet for packet, so its row packets
                 # carry the very sequence ids the client expects: forward them whole.
-                self.stream._buffer.extend(block.data)
+                self.stream.buffer.extend(block.data)
                 seq.value = (block.first_seq + block.count) % 256
             else:
                 self.stream.write_many(split_packets(block.data))
@@ -408,7 +408,7 @@ class ProxyConnection(Connection):
         stream = self.stream
         if self._client_gone():
             raise ClientGone()
-        if len(stream._buffer) >= self._FLUSH_NOW_BYTES:
+        if len(stream.buffer) >= self._FLUSH_NOW_BYTES:
             try:
                 await stream.drain()
             except (ConnectionError, OSError) as e:
@@ -423,9 +423,9 @@ class ProxyConnection(Connection):
     def _flush_pending(self) -> None:
         self._flush_scheduled = False
         stream = self.stream
-        if stream._buffer and not stream.writer.is_closing():
-            stream.writer.write(stream._buffer)
-            stream._buffer = bytearray()
+        if stream.buffer and not stream.writer.is_closing():
+            stream.writer.write(stream.buffer)
+            stream.buffer = bytearray()
 
     def _client_gone(self) -> bool:
         reader = self.stream.reader

@@ -32,12 +32,14 @@ class TlsUpgradableStream:
         self.drain = self.inner.drain
         self.reset_seq = self.inner.reset_seq
 
+    # mysql-mimic's write buffer (private in mimic): the connection appends forwarded row
+    # packets to it and flushes it itself.
     @property
-    def _buffer(self) -> bytearray:
+    def buffer(self) -> bytearray:
         return self.inner._buffer
 
-    @_buffer.setter
-    def _buffer(self, value: bytearray) -> None:
+    @buffer.setter
+    def buffer(self, value: bytearray) -> None:
         self.inner._buffer = value
 
     @property
