@@ -21,13 +21,30 @@ from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
 from proxy import aiomysql_wire, row_packets, running_statement
 from proxy.engine.result import Field, PacketBlock, Result
-from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable
+from proxy.errors import (
+    CR_COMMANDS_OUT_OF_SYNC,
+    CR_CONN_HOST_ERROR,
+    CR_CONNECTION_ERROR,
+    CR_SERVER_GONE_ERROR,
+    CR_SERVER_LOST,
+    CR_SERVER_LOST_EXTENDED,
+    ER_CONNECTION_KILLED,
+    ER_NO_SUCH_THREAD,
+    ER_QUERY_INTERRUPTED,
+    ER_UNKNOWN_ERROR,
+    ProxyError,
+    ShardError,
+    ShardUnavailable,
+)
 from proxy.row_packets import Stop
 
 logger = logging.getLogger(__name__)
 
 # Client-side codes meaning "the connection, not the statement, failed".
-_CONNECTION_ERRORS = {2002, 2003, 2006, 2013, 2014, 2055}
+_CONNECTION_ERRORS = {
+    CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_COMMANDS_OUT_OF_SYNC,
+    CR_SERVER_LOST_EXTENDED,
+}
 STREAM_BATCH_ROWS = 1000
 # A KILL QUERY goes over a connection of its own: the pool may be exhausted by the very
 # queries being killed.
@@ -135,7 +152,7 @@ class RowPacketReader:
                 return self._take(pos, count), None  # nothing more waiting: hand these over now
             chunk = await self.reader.read(self.READ_SIZE)
             if not chunk:
-                raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+                raise pymysql.err.OperationalError(CR_SERVER_LOST, "Lost connection to MySQL server during query")
             buf += chunk
 
     def _take(self, pos: int, count: int) -> PacketBlock | None:
@@ -330,7 +347,7 @@ class ShardConnection:
         except ProxyError:
             self.broken = True
         except pymysql.err.MySQLError as e:
-            if not (e.args and e.args[0] in (1317, 1927)):  # interrupted, as intended
+            if not (e.args and e.args[0] in (ER_QUERY_INTERRUPTED, ER_CONNECTION_KILLED)):  # interrupted, as intended
                 self.broken = True
         except (OSError, asyncio.IncompleteReadError):
             self.broken = True
@@ -390,7 +407,7 @@ class ShardPool:
         try:
             await conn.query(f"kill query {int(thread_id)}")
         except pymysql.err.MySQLError as e:
-            if not (e.args and e.args[0] == 1094):  # "Unknown thread id": the query ended meanwhile
+            if not (e.args and e.args[0] == ER_NO_SUCH_THREAD):  # "Unknown thread id": the query ended meanwhile
                 raise
         finally:
             conn.close()

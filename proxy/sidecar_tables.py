@@ -13,7 +13,13 @@ from collections.abc import Callable
 from typing import Protocol
 
 from proxy.engine.result import Result
-from proxy.errors import ShardError
+from proxy.errors import (
+    ER_ACCESS_DENIED,
+    ER_DBACCESS_DENIED,
+    ER_SPECIFIC_ACCESS_DENIED,
+    ER_TABLEACCESS_DENIED,
+    ShardError,
+)
 from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
@@ -21,7 +27,7 @@ logger = logging.getLogger(__name__)
 SIDECAR_DB = "_shardgate"
 # No privilege to create the sidecar database: ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
 # ER_TABLEACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR.
-_DENIED = frozenset({1044, 1045, 1142, 1227})
+_DENIED = frozenset({ER_DBACCESS_DENIED, ER_ACCESS_DENIED, ER_TABLEACCESS_DENIED, ER_SPECIFIC_ACCESS_DENIED})
 
 
 class SqlRunner(Protocol):

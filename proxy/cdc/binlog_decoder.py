@@ -55,11 +55,18 @@ from proxy.cdc.transaction_assembler import (
     TransactionAssembler,
 )
 from proxy.cdc.xa_branch_reader import PreparedGroupReader
+from proxy.errors import (
+    CR_CONN_HOST_ERROR,
+    CR_CONNECTION_ERROR,
+    CR_SERVER_GONE_ERROR,
+    CR_SERVER_LOST,
+    CR_SERVER_LOST_EXTENDED,
+    ER_MASTER_FATAL_ERROR_READING_BINLOG,
+)
 
 logger = logging.getLogger(__name__)
 
-ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
-_CONNECTION_ERRORS = frozenset({2002, 2003, 2006, 2013, 2055})
+_CONNECTION_ERRORS = frozenset({CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED})
 _CONTROL_EVENTS = [MariadbGtidEvent, QueryEvent, XidEvent, XAPrepareEvent, HeartbeatLogEvent]
 ROW_EVENTS_BY_OP = {"insert": WriteRowsEvent, "update": UpdateRowsEvent, "delete": DeleteRowsEvent}
 ALL_ROW_OPS = frozenset(ROW_EVENTS_BY_OP)
@@ -332,7 +339,7 @@ class BinlogDecoder:
                 event = fetch()
                 if event is None:
                     # The server ended the dump (shutdown): reconnect like a lost link.
-                    raise pymysql.OperationalError(2013, "binlog dump ended by the server")
+                    raise pymysql.OperationalError(CR_SERVER_LOST, "binlog dump ended by the server")
                 item = assembler.on_event(event, clock())
                 if item is not None:
                     if isinstance(item, ShardHeartbeat):

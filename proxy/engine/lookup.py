@@ -15,10 +15,15 @@ from typing import Any
 
 from proxy.engine.result import Field, Result, decode_value
 from proxy.engine.vcursor import VCursor
-from proxy.errors import ER_NOT_SUPPORTED_YET, ER_UNKNOWN_ERROR, ProxyError, ShardError
+from proxy.errors import (
+    ER_DUP_ENTRY,
+    ER_NOT_SUPPORTED_YET,
+    ER_UNKNOWN_ERROR,
+    ProxyError,
+    ShardError,
+)
 from sqltext.quoting import sql_literal
 
-ER_DUP_ENTRY = 1062
 logger = logging.getLogger(__name__)
 
 

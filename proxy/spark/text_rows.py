@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pymysql
 
 from proxy import pymysql_internals, row_packets
+from proxy.errors import CR_SERVER_LOST
 from proxy.row_packets import Stop
 from proxy.spark.column_types import ColumnSpec
 
@@ -146,7 +147,7 @@ def read_row_blocks(rfile: Any, block_rows: int) -> Iterator[tuple[bytes, list[i
     while True:
         chunk = rfile.read1(READ_SIZE)
         if not chunk:
-            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+            raise pymysql.err.OperationalError(CR_SERVER_LOST, "Lost connection to MySQL server during query")
         buf += chunk
         while True:
             pos, stop = row_packets.scan(buf, pos, starts)

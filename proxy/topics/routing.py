@@ -21,8 +21,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
-from proxy.topics.errors import ER_NON_UPDATABLE
+from proxy.errors import ER_NON_UPDATABLE_TABLE, ER_NOT_SUPPORTED_YET, ProxyError
 from rewriter.dialect import DIALECT
 from rewriter.errors import PlanningError
 from sqltext.quoting import quote_identifier
@@ -76,7 +75,7 @@ def route(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup, shard
             info = lookup(qualifier or session_keyspace, _unq(m, "t") or "")
             if info is not None:
                 if m.group("verb").lower() == "replace":
-                    raise ProxyError(ER_NON_UPDATABLE, f"The target table {info.name} of the REPLACE is not updatable"
+                    raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {info.name} of the REPLACE is not updatable"
                                      " (topics are append-only)", "HY000")
                 if not _SELECT_WORD.search(sql, m.end()):
                     text = sql if qualifier is None else sql[: m.start("target")] + quote_identifier(info.name) + sql[m.end("target"):]
@@ -121,7 +120,7 @@ def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Looku
     if isinstance(tree, (exp.Update, exp.Delete)) or (isinstance(tree, exp.Insert) and tree.args.get("overwrite")):
         verb = "UPDATE" if isinstance(tree, exp.Update) else "DELETE"
         if target_topic is not None:
-            raise ProxyError(ER_NON_UPDATABLE, f"The target table {target_topic.name} of the {verb} is not updatable"
+            raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {target_topic.name} of the {verb} is not updatable"
                              " (topics are append-only)", "HY000")
         raise ProxyError(ER_NOT_SUPPORTED_YET, f"{verb} reading a topic is not supported")
     if others:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.engine.result import Result, decode_value
-from proxy.errors import ER_LOCK_WAIT_TIMEOUT, ProxyError
+from proxy.errors import ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, ProxyError
 from proxy.pools import ShardConnection, ShardPool
 from proxy.topics import ids
 from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
@@ -35,7 +35,6 @@ PASS_LIMIT = 5000  # rows per sequencer pass (one UPDATE); a backlog takes sever
 PURGE_BATCH = 1000
 CAS_ATTEMPTS = 50
 ADMIN_LOCK_WAIT_S = 10
-ER_NO_SUCH_TABLE = 1146
 
 
 def rows_of(res: Result) -> list[tuple[Any, ...]]:
