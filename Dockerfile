@@ -11,6 +11,7 @@ COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY rewriter ./rewriter
 COPY vschema ./vschema
+COPY sqltext ./sqltext
 COPY examples ./examples
 RUN pip install --no-cache-dir .
 

@@ -39,14 +39,16 @@ run: $(STAMP)
 	$(BIN)/shardgate up -c $(CONFIG)
 
 test: $(STAMP)
-	$(BIN)/ruff check proxy rewriter vschema tests examples
+	$(BIN)/ruff check proxy rewriter vschema sqltext tests examples
+	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks
 
 lint: $(STAMP)
-	$(BIN)/ruff check proxy rewriter vschema tests examples
+	$(BIN)/ruff check proxy rewriter vschema sqltext tests examples
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .shardgate

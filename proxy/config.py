@@ -15,6 +15,7 @@ The names in the file are an interface users script against (see issue 2)::
     transaction_timeout: 30             # seconds a session may idle inside a transaction; 0/absent: no limit
     resharding: {write_hold_seconds: 10, copy_chunk_rows: 2000}  # a write waits out a switch this long;
                                         # rows per chunk of a Reshard copy (lastpk saved after each)
+    vschema_ddl_authorized_users: "%"   # who may run ALTER VSCHEMA / CREATE QUEUE: "%", "a,b" or [a, b]; absent: nobody
     keyspaces:
       commerce:
         vschema: commerce_vschema.json
@@ -208,6 +209,9 @@ class ClusterConfig:
     # (proxy.timeouts); 0: no limit.
     transaction_timeout: float = 0.0
     resharding: ReshardingConfig = field(default_factory=ReshardingConfig)
+    # Vitess's --vschema_ddl_authorized_users: the users who may change the vschema through
+    # SQL (ALTER VSCHEMA, CREATE QUEUE); None: every user ('%'). Default, as Vitess: nobody.
+    vschema_ddl_authorized_users: frozenset[str] | None = frozenset()
 
     @property
     def has_local_shards(self) -> bool:
@@ -254,6 +258,7 @@ def load_config(
             "listen", "users", "local", "routing_rules", "keyspaces", "messaging", "schema_tracking",
             "transaction_mode", "twopc", "http", "topics", "vschema_store", "transaction_timeout",
             "resharding",
+            "vschema_ddl_authorized_users",
         },
     )
 
@@ -292,6 +297,9 @@ def load_config(
     vschema_store = reader.vschema_store(doc.get("vschema_store"), keyspaces)
     transaction_timeout = reader.transaction_timeout(doc.get("transaction_timeout"))
     resharding = reader.resharding(doc.get("resharding"))
+    vschema_ddl_authorized_users = reader.authorized_users(
+        doc.get("vschema_ddl_authorized_users"), "vschema_ddl_authorized_users"
+    )
 
     config = ClusterConfig(
         path=path,
@@ -309,6 +317,7 @@ def load_config(
         vschema_store=vschema_store,
         transaction_timeout=transaction_timeout,
         resharding=resharding,
+        vschema_ddl_authorized_users=vschema_ddl_authorized_users,
     )
     if config.has_local_shards and local is None:
         first = next(ks for ks in keyspaces.values() if ks.local_shards)
@@ -475,12 +484,27 @@ class _Reader:
             return SchemaTrackingConfig()
         doc = self.mapping(value, "schema_tracking")
         self.no_unknown_keys(doc, "schema_tracking", {"refresh_seconds"})
-        seconds = doc.get("refresh_seconds", SchemaTrackingConfig.refresh_seconds)
+        seconds = doc.get("refresh_seconds", SchemaTrackingConfig().refresh_seconds)
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds:
             raise self.error("schema_tracking.refresh_seconds", f"expected a number of seconds, got {_kind(seconds)}")
         if seconds < 0:
             raise self.error("schema_tracking.refresh_seconds", f"must be 0 (off) or more, got {seconds}")
         return SchemaTrackingConfig(refresh_seconds=float(seconds))
+
+    def authorized_users(self, value: Any, where: str) -> frozenset[str] | None:
+        """Vitess's user-list flags: ``"%"`` (everyone: None), ``"a, b"`` or a list of
+        names; absent or empty: nobody."""
+        if value is None:
+            return frozenset()
+        if isinstance(value, str):
+            names = [n.strip() for n in value.split(",")]
+        elif isinstance(value, list) and all(isinstance(n, str) for n in value):
+            names = [n.strip() for n in value]
+        else:
+            raise self.error(where, f"expected \"%\", a comma-separated string or a list of user names, got {_kind(value)}")
+        if "%" in names:
+            return None
+        return frozenset(n for n in names if n)
 
     def transaction_mode(self, value: Any) -> str:
         if value is None:
@@ -516,7 +540,7 @@ class _Reader:
             return TwoPCConfig()
         doc = self.mapping(value, "twopc")
         self.no_unknown_keys(doc, "twopc", {"resolver_interval_seconds"})
-        seconds = doc.get("resolver_interval_seconds", TwoPCConfig.resolver_interval_seconds)
+        seconds = doc.get("resolver_interval_seconds", TwoPCConfig().resolver_interval_seconds)
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
             raise self.error("twopc.resolver_interval_seconds", f"expected a number of seconds > 0, got {seconds!r}")
         return TwoPCConfig(resolver_interval_seconds=float(seconds))
@@ -527,8 +551,8 @@ class _Reader:
         doc = self.mapping(value, "http")
         self.no_unknown_keys(doc, "http", {"host", "port"})
         return HttpConfig(
-            host=self.string(doc.get("host", HttpConfig.host), "http.host"),
-            port=self.port(doc.get("port", HttpConfig.port), "http.port"),
+            host=self.string(doc.get("host", HttpConfig().host), "http.host"),
+            port=self.port(doc.get("port", HttpConfig().port), "http.port"),
         )
 
     def topics(self, value: Any) -> TopicsConfig:

@@ -29,15 +29,30 @@ from mysql_mimic.stream import ConnectionClosed
 from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
 
 from proxy import running_statement, wire
-from proxy.engine.result import Result, split_packets
-from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
+from proxy.engine.result import Field, Result, split_packets
+from proxy.errors import (
+    ER_EMPTY_QUERY,
+    ER_NOT_SUPPORTED_YET,
+    ER_QUERY_INTERRUPTED,
+    ER_UNKNOWN_COM,
+    ER_UNKNOWN_ERROR,
+    ER_UNKNOWN_STMT_HANDLER,
+    ProxyError,
+)
+from proxy.executor import Executor
 from proxy.fast_path.protocol import ClientFastPath, install_fast_path
 from proxy.observability.metrics import record_error, record_statement
-from proxy.prepared import PreparedStatement, bind_parameters, count_placeholders, read_execute
+from proxy.prepared import (
+    BinaryRowEncoder,
+    PreparedStatement,
+    bind_parameters,
+    count_placeholders,
+    read_execute,
+)
 from proxy.processlist import ClientProcess
 from proxy.running_statement import StatementKilled
 from proxy.session import ProxySession
-from proxy.sqltext import split_statements
+from sqltext.lexer import split_statements
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +100,10 @@ class ProxyConnection(Connection):
     process: ClientProcess  # set by ProcessList.add when the connection is accepted
     fast_path: ClientFastPath | None = None  # proxy.fast_path: answers what it can before command_phase
 
+    def __init__(self, executor: Executor, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.executor = executor  # runs every statement; the session only holds state
+
     # mimic reads and writes ``status_flags``; ours reflect the session live.
     @property  # type: ignore[override]
     def status_flags(self) -> ServerStatus:
@@ -115,7 +134,7 @@ class ProxyConnection(Connection):
             logger.exception("handshake failed", extra={"connection_id": self.connection_id})
             await self.stream.write(self.error(msg=e))
             raise
-        self.fast_path = install_fast_path(self, self.session.proxy.fast_links)
+        self.fast_path = install_fast_path(self, self.session.state.fast_links)
         try:
             await self.command_phase()
         finally:
@@ -170,7 +189,7 @@ class ProxyConnection(Connection):
             handler = handlers.get(data[0])
             try:
                 if handler is None:
-                    await self._write_error(ProxyError(1047, f"Unknown command {data[0]:#x}"))
+                    await self._write_error(ProxyError(ER_UNKNOWN_COM, f"Unknown command {data[0]:#x}"))
                 else:
                     await handler(data[1:])
             except (ConnectionClosed, ConnectionError):
@@ -214,7 +233,7 @@ class ProxyConnection(Connection):
         else:
             statements = [sql]
         if not statements:
-            await self._write_error(ProxyError(1065, "Query was empty"))
+            await self._write_error(ProxyError(ER_EMPTY_QUERY, "Query was empty"))
             return
         last = len(statements) - 1
         for i, stmt in enumerate(statements):
@@ -242,7 +261,7 @@ class ProxyConnection(Connection):
     async def _execute_and_write(self, sql: str, more: bool, binary: Any) -> bool:
         started = time.perf_counter()
         try:
-            outcome = await self.session.execute(sql)
+            outcome = await self.executor.execute(self.session, sql)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # reported to the client, never swallowed
@@ -316,7 +335,7 @@ class ProxyConnection(Connection):
             if seq.value == block.first_seq:
                 # Our header mirrors the shard's packet for packet, so its row packets
                 # carry the very sequence ids the client expects: forward them whole.
-                self.stream._buffer.extend(block.data)
+                self.stream.buffer.extend(block.data)
                 seq.value = (block.first_seq + block.count) % 256
             else:
                 self.stream.write_many(split_packets(block.data))
@@ -394,7 +413,7 @@ class ProxyConnection(Connection):
         stream = self.stream
         if self._client_gone():
             raise ClientGone()
-        if len(stream._buffer) >= self._FLUSH_NOW_BYTES:
+        if len(stream.buffer) >= self._FLUSH_NOW_BYTES:
             try:
                 await stream.drain()
             except (ConnectionError, OSError) as e:
@@ -409,9 +428,9 @@ class ProxyConnection(Connection):
     def _flush_pending(self) -> None:
         self._flush_scheduled = False
         stream = self.stream
-        if stream._buffer and not stream.writer.is_closing():
-            stream.writer.write(stream._buffer)
-            stream._buffer = bytearray()
+        if stream.buffer and not stream.writer.is_closing():
+            stream.writer.write(stream.buffer)
+            stream.buffer = bytearray()
 
     def _client_gone(self) -> bool:
         reader = self.stream.reader
@@ -435,7 +454,7 @@ class ProxyConnection(Connection):
         await self.stream.write(self.ok())
 
     async def handle_field_list(self, data: bytes) -> None:
-        await self._write_error(ProxyError(1047, "COM_FIELD_LIST is not supported; use SHOW COLUMNS"))
+        await self._write_error(ProxyError(ER_UNKNOWN_COM, "COM_FIELD_LIST is not supported; use SHOW COLUMNS"))
 
     # -- prepared statements ---------------------------------------------------------
     async def handle_stmt_prepare(self, data: bytes) -> None:
@@ -446,8 +465,6 @@ class ProxyConnection(Connection):
         ok = b"\x00" + stmt_id.to_bytes(4, "little") + (0).to_bytes(2, "little") + n.to_bytes(2, "little") + b"\x00\x00\x00"
         pkts = [ok]
         if n:
-            from proxy.engine.result import Field
-
             pkts.extend(wire.column_definition(Field(name="?")) for _ in range(n))
             if not self.deprecate_eof():
                 pkts.append(wire.eof_packet(self._status(False)))
@@ -461,21 +478,19 @@ class ProxyConnection(Connection):
         except ProxyError as e:
             await self._write_error(e)
             return
-        from proxy.prepared import BinaryRowEncoder
-
         await self.run_and_write(sql, more=False, binary=BinaryRowEncoder())
 
     async def handle_stmt_reset(self, data: bytes) -> None:
         # Resets one statement's long-data buffers, not the session (mimic reset the session).
         stmt = self.prepared_stmts.get(int.from_bytes(data[0:4], "little"))
         if stmt is None:
-            await self._write_error(ProxyError(1243, "Unknown prepared statement handler given to mysqld_stmt_reset"))
+            await self._write_error(ProxyError(ER_UNKNOWN_STMT_HANDLER, "Unknown prepared statement handler given to mysqld_stmt_reset"))
             return
         stmt.param_buffers = None
         await self.stream.write(self.ok())
 
     async def handle_stmt_fetch(self, data: bytes) -> None:
-        await self._write_error(ProxyError(1235, "server-side cursors (COM_STMT_FETCH) are not supported"))
+        await self._write_error(ProxyError(ER_NOT_SUPPORTED_YET, "server-side cursors (COM_STMT_FETCH) are not supported"))
 
     async def handle_stmt_send_long_data(self, data: bytes) -> None:
         stmt_id = int.from_bytes(data[0:4], "little")

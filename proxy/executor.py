@@ -1,109 +1,418 @@
-"""The session's ``VCursor``: how engine primitives reach shards.
+"""One entry point for a client statement: ``Executor.execute(session, sql)`` (Vitess's
+``executor.go``).
 
-Inside a transaction every statement runs on the shard connection pinned for it;
-outside one each statement borrows a pooled connection (autocommit) and returns it
-in a ``finally``.
+The proxy's own statements (USE, SET, BEGIN/COMMIT/ROLLBACK, SHOW, KILL, VEXPLAIN, ALTER
+VSCHEMA, CREATE QUEUE, STREAM, VSTREAM) are recognised from raw text first: sqlglot parses
+none of them, and they must not pay for a parse. Everything else goes to the session's
+target shard verbatim (``USE ks:-80``), to the one shard of an unsharded keyspace, to every
+shard of a keyspace (DDL), or through the planner (``proxy.planning``) to the engine. After
+a write, the messaging and topic services are told (at commit inside a transaction).
+
+The executor holds no state of its own: the session's is in ``proxy.session``, the
+cluster's in ``proxy.cluster_state``. The front end (``proxy.connection``) calls only this.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+import logging
+import re
+from collections.abc import Awaitable, Callable
 
+from proxy import engine
+from proxy.cluster_state import ClusterState
 from proxy.engine.result import Result
-from proxy.engine.sequence import SequenceAllocator
-from proxy.pools import ShardConnection, ShardPools
-from proxy.transaction import ShardTransaction
+from proxy.engine.statement_steps import reaches_shards_at_once
+from proxy.errors import (
+    ER_ACCESS_DENIED,
+    ER_BAD_DB_ERROR,
+    ER_EMPTY_QUERY,
+    ER_NO_DB_ERROR,
+    ER_NO_SUCH_TABLE,
+    ER_NOT_SUPPORTED_YET,
+    ProxyError,
+    ShardError,
+)
+from proxy.messaging.dml import MessageDml, acked_ids, message_dml
+from proxy.messaging.queue_ddl import is_create_queue, translate_create_queue
+from proxy.observability.metrics import plan_label, record_write_hold
+from proxy.planning import Catalog, plan_statement
+from proxy.resharding.write_hold import denied_shard_error, transaction_refused
+from proxy.session import Outcome, ProxySession
+from proxy.show import handle_show
+from proxy.system_variables import select_variables, set_statement, with_proxy_functions
+from proxy.topics.service import PlanWithTopics
+from proxy.twopc import TWOPC
+from proxy.vschema_statements import alter_vschema
+from proxy.vstream_statement import vstream
+from rewriter.nodes import Insert, InsertSelect, Update
+from sqltext.lexer import first_keyword, strip_leading_comments
+from vschema.ddl import is_vschema_ddl
 
-if TYPE_CHECKING:
-    from vschema.model import VSchema
+logger = logging.getLogger(__name__)
+
+# Statement kinds whose result is read as a stream (rows flow as the shard sends them).
+_STREAMED = {"select", "with", "show", "explain", "describe", "desc", "table", "values", "("}
+_DDL = {"create", "drop", "alter", "truncate", "rename"}
+_WRITES = {"insert", "replace", "update"}
+# Autocommit statements that a twopc session makes atomic across shards (an implicit transaction).
+_DML = {"insert", "replace", "update", "delete"}
+# Statements that only read: a twopc transaction does not prepare a shard that only these reached.
+_READS = {"select", "show", "describe", "desc", "explain"}
+
+_BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
+_COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
+_ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
+_USE = re.compile(r"^use\s+(?P<target>.+?)\s*;?$", re.I | re.S)
+# The first table name a DDL statement acts on, with its keyspace qualifier if any.
+_DDL_TARGET = re.compile(
+    r"\b(?:table|view|on|into)\s+(?:if\s+(?:not\s+)?exists\s+)?(?P<qual>`?(?P<ks>[\w-]+)`?\.)(?=`?\w)",
+    re.I,
+)
+
+# A handler of the proxy's own statements; None: not such a statement after all, route it.
+Handler = Callable[["Executor", ProxySession, str], Awaitable[Outcome | None]]
 
 
-class SessionVCursor:
-    def __init__(
-        self,
-        vschema_getter: Callable[[], VSchema],
-        pools: ShardPools,
-        transaction_getter: Callable[[], ShardTransaction | None],
-        sequences: SequenceAllocator,
-        settings: Callable[[], Mapping[str, str]] = dict,
-    ) -> None:
-        self._vschema = vschema_getter
-        self.pools = pools
-        self._tx = transaction_getter
-        self.sequences = sequences
-        self.settings = settings
-        # The shards the session's current statement reached (the session clears it): whether a
-        # write refused at a resharding switch can run again whole (proxy/resharding/write_hold.py).
-        self.reached: set[tuple[str, str]] = set()
+def vschema_ddl_authorized(users: frozenset[str] | None, username: str | None) -> bool:
+    """Vitess's ``--vschema_ddl_authorized_users``: None allows every user ('%'), else
+    only the users named."""
+    return users is None or (username is not None and username in users)
 
-    @property
-    def vschema(self) -> VSchema:
-        return self._vschema()
 
-    async def execute_shard(self, keyspace: str, shard: str, sql: str) -> Result:
-        self.reached.add((keyspace, shard))
-        tx = self._tx()
-        if tx is not None:
-            sc = await tx.connection(keyspace, shard)
-            return await sc.execute(sql)
-        pool = self.pools.get(keyspace, shard)
-        async with pool.connection() as sc:
-            await sc.apply_settings(self.settings())
-            return await sc.execute(sql)
+class Executor:
+    """Runs client statements against the cluster; one per proxy process."""
 
-    async def execute_multi(self, keyspace: str, queries: Sequence[tuple[str, str]]) -> list[Result]:
-        if len(queries) == 1:
-            shard, sql = queries[0]
-            return [await self.execute_shard(keyspace, shard, sql)]
-        return list(await asyncio.gather(*(self.execute_shard(keyspace, s, q) for s, q in queries)))
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
 
-    async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncIterator[Result]:
-        self.reached.add((keyspace, shard))
-        tx = self._tx()
-        if tx is not None:
-            sc = await tx.connection(keyspace, shard)
-            gen = sc.stream(sql, keep_on_abandon=True)
-            try:
-                async for chunk in gen:
-                    yield chunk
-            finally:
-                await gen.aclose()
-            return
-        pool = self.pools.get(keyspace, shard)
-        sc = await pool.acquire()
+    async def execute(self, session: ProxySession, sql: str) -> Outcome:
+        """Run one statement; returns a whole Result or a stream of Result chunks."""
+        kw = first_keyword(sql)
+        session.statement_keyword, session.route, session.written_table = kw, None, None
+        if not kw:
+            raise ProxyError(ER_EMPTY_QUERY, "Query was empty")
+        if session.tx is not None:
+            if session.tx.aborted:
+                session.tx, session.after_commit = None, []  # rolled back by the proxy (single mode)
+            else:
+                session.tx.writing = kw not in _READS
+        handler = _HANDLERS.get(kw)
+        if handler is not None:
+            out = await handler(self, session, strip_leading_comments(sql).strip())
+            if out is not None:
+                return out
+        if not session.autocommit and session.tx is None:
+            session.begin_transaction()  # autocommit=0: every statement opens one implicitly
+            assert session.tx is not None
+            session.tx.writing = kw not in _READS
+        elif session.tx is None and kw in _DML and session.transaction_mode == TWOPC:
+            return await self._write_holding(session, lambda: self._atomic_statement(session, sql, kw))
+        if kw in _DML:
+            out = await self._write_holding(session, lambda: self._routed(session, sql, kw))
+        else:
+            out = await self._routed(session, sql, kw)
+        if kw in _WRITES:
+            self._wrote(session, sql)
+        return out
+
+    async def _routed(self, session: ProxySession, sql: str, kw: str) -> Outcome:
         try:
-            await sc.apply_settings(self.settings())
-            gen = sc.stream(sql)
+            return await self._route(session, sql, kw)
+        except ProxyError:
+            if session.tx is not None and session.tx.aborted:
+                session.tx, session.after_commit = None, []
+            raise
+
+    async def _write_holding(self, session: ProxySession, run: Callable[[], Awaitable[Outcome]]) -> Outcome:
+        """Run a DML statement; one refused by a source shard at a resharding switch is held
+        until the topology changes and run again on the new shards
+        (proxy/resharding/write_hold.py says which statements can be, and why)."""
+        opened: set[tuple[str, str]] = set()
+
+        async def attempt() -> Outcome:
+            opened.clear()
+            if session.tx is not None:
+                opened.update(session.tx.conns)
+            session.vcursor.reached.clear()
+            return await run()
+
+        async def may_hold(error: ShardError) -> bool:
+            key = (error.keyspace, error.shard)
+            others = {k for k in session.vcursor.reached if k[0] == error.keyspace} - {key}
+            if session.tx is None:  # autocommit; a twopc statement's implicit transaction rolled back whole
+                return session.transaction_mode == TWOPC or not others
+            if session.tx.mode != TWOPC and key not in opened and not others:
+                await session.tx.forget(*key)  # the transaction never used the shard: it goes on without it
+                return True
             try:
-                async for chunk in gen:
-                    yield chunk
-            finally:
-                await gen.aclose()
-        finally:
-            pool.release(sc)
+                await session.rollback()
+            except ProxyError as e:
+                logger.warning("rollback of a transaction refused by a resharding switch failed",
+                               extra={"error": e.message})
+            record_write_hold(error.keyspace, "refused", 0.0)
+            raise transaction_refused(error) from error
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._tx() is not None
+        try:
+            return await attempt()
+        except ProxyError as e:
+            denied = denied_shard_error(e)
+            if denied is None:
+                raise
+            return await self.state.write_hold.hold(denied, attempt, may_hold)
 
-    @asynccontextmanager
-    async def scratch(self, keyspace: str, shard: str) -> AsyncIterator[ShardConnection]:
-        self.reached.add((keyspace, shard))
-        pool = self.pools.get(keyspace, shard)
-        async with pool.connection() as sc:
-            await sc.apply_settings(self.settings())
-            yield sc
+    async def _atomic_statement(self, session: ProxySession, sql: str, kw: str) -> Outcome:
+        """An autocommit DML statement of a twopc session: in an implicit transaction, so
+        that shards it reaches together commit atomically (one shard: plain autocommit)."""
+        session.begin_transaction(implicit=True)
+        try:
+            out = await self._route(session, sql, kw)
+            if kw in _WRITES:
+                self._wrote(session, sql)
+        except BaseException:
+            try:
+                await session.rollback()
+            except ProxyError as e:
+                logger.warning("rollback of a failed statement failed", extra={"error": e.message})
+            raise
+        await session.commit()
+        return out
 
-    async def next_sequence_values(self, keyspace: str, table: str, count: int) -> int:
-        shard = self.vschema.shards(keyspace)[0]
-        pool = self.pools.get(keyspace, shard)
+    # -- routing ---------------------------------------------------------------------
+    async def _route(self, session: ProxySession, sql: str, kw: str, any_shard: bool = False) -> Outcome:
+        state = self.state
+        topic_out = None if any_shard else await state.topics.route(session, sql, kw)
+        if isinstance(topic_out, PlanWithTopics):
+            return await self._planned(session, sql, kw, topic_out.catalog)
+        if topic_out is not None:
+            session.route = ("Topic", session.keyspace or "")
+            return topic_out
+        target = session.target
+        if target is not None or any_shard:
+            ks, shard = state.default_shard(session.keyspace, target)
+            session.route = ("Targeted" if target is not None else "AnyShard", ks)
+            out = await self._send(session, ks, shard, sql, stream=kw in _STREAMED)
+            if kw in _DDL:
+                state.ddl_seen(ks)  # DDL on one shard: the tracker reads the keyspace again
+            return out
+        try:
+            return await self._planned_or_direct(session, sql, kw)
+        except ProxyError as e:
+            if e.code != ER_NO_SUCH_TABLE:
+                raise
+            retried = await state.topics.after_unknown_table(session, sql, kw)  # a topic made elsewhere?
+            if retried is None:
+                raise
+            return retried
 
-        async def run_autocommit(sql: str) -> Result:
-            # A reservation must not roll back with the session's transaction.
-            async with pool.connection() as sc:
-                return await sc.execute(sql)
+    @staticmethod
+    async def _send(session: ProxySession, keyspace: str, shard: str, sql: str, stream: bool) -> Outcome:
+        """Send a statement verbatim to one shard."""
+        if stream:
+            return session.vcursor.stream_shard(keyspace, shard, sql)
+        return await session.vcursor.execute_shard(keyspace, shard, sql)
 
-        return await self.sequences.next_values(keyspace, table, count, run_autocommit)
+    async def _planned_or_direct(self, session: ProxySession, sql: str, kw: str) -> Outcome:
+        if kw in _DDL:
+            return await self._ddl(session, sql)
+        ks = session.keyspace
+        if ks is not None and not self.state.is_sharded(ks):
+            # An unsharded keyspace holds every table it names: the statement goes
+            # as written, and the shard's own errors (1146, ...) reach the client.
+            session.route = ("Unsharded", ks)
+            return await self._send(session, *self.state.default_shard(ks), sql, stream=kw in _STREAMED)
+        return await self._planned(session, sql, kw)
+
+    async def _planned(self, session: ProxySession, sql: str, kw: str, catalog: Catalog | None = None) -> Outcome:
+        plan, bindvars = plan_statement(self.state, session.database, sql, catalog)
+        if session.tx is not None and session.tx.implicit and not reaches_shards_at_once(plan):
+            session.tx.in_steps = True  # atomic only if its first step does not commit alone
+        session.route = (plan_label(plan), getattr(plan, "keyspace", None) or session.keyspace or "")
+        if isinstance(plan, Insert | InsertSelect | Update):
+            session.written_table = (plan.keyspace, plan.table)
+        if kw in _STREAMED:
+            return engine.stream(plan, session.vcursor, bindvars)
+        return await engine.execute(plan, session.vcursor, bindvars)
+
+    async def _ddl(self, session: ProxySession, sql: str) -> Result:
+        """DDL goes to every shard of its keyspace, as Vitess's direct DDL does.
+
+        DDL commits implicitly in MySQL, so an open transaction is committed first."""
+        if is_create_queue(sql):
+            return await self._create_queue(session, sql)
+        m = _DDL_TARGET.search(sql)
+        keyspace = m.group("ks") if m and m.group("ks") in self.state.vschema.keyspaces else session.keyspace
+        if keyspace is None:
+            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+        session.route = ("DDL", keyspace)
+        if m and m.group("ks") == keyspace:
+            # Shards name their database themselves; drop the keyspace qualifier.
+            sql = sql[: m.start("qual")] + sql[m.end("qual") :]
+        if session.in_transaction:
+            await session.commit()
+        shards = self.state.shard_names(keyspace)
+        results = await session.vcursor.execute_multi(keyspace, [(shard, sql) for shard in shards])
+        await self.state.schema_changed(keyspace, sql)
+        return Result(affected_rows=results[0].affected_rows if results else 0)
+
+    async def _create_queue(self, session: ProxySession, sql: str) -> Result:
+        """``CREATE QUEUE`` (beyond Vitess): the message table on every shard, and in a
+        sharded keyspace its vschema entry (hash vindex on id), in the cluster's vschema store
+        (every proxy process follows it)."""
+        self._check_vschema_ddl(session)
+        state = self.state
+        head = translate_create_queue(sql, sharded=False)
+        keyspace = head.keyspace or session.keyspace
+        if keyspace is None:
+            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+        if keyspace not in state.vschema.keyspaces:
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{keyspace}' in vschema")
+        queue = translate_create_queue(sql, sharded=state.is_sharded(keyspace))
+        if session.in_transaction:
+            await session.commit()
+        shards = state.shard_names(keyspace)
+        await session.vcursor.execute_multi(keyspace, [(shard, queue.create_table) for shard in shards])
+        if queue.vschema_table is not None:
+            await state.live_vschema.add_table(keyspace, queue.name, queue.vschema_table, queue.vindexes, sql)
+        else:  # no vschema entry, but the other proxies must still load the new message table
+            await state.live_vschema.announce(keyspace, sql)
+        await state.schema_changed(keyspace, queue.create_table)
+        return Result()
+
+    def _check_vschema_ddl(self, session: ProxySession) -> None:
+        if not vschema_ddl_authorized(self.state.config.vschema_ddl_authorized_users, session.username):
+            raise ProxyError(
+                ER_ACCESS_DENIED, f"User '{session.username or ''}' is not authorized to perform vschema operations"
+            )
+
+    # -- after a write ---------------------------------------------------------------
+    def after_write(self, session: ProxySession, sql: str) -> None:
+        """A write answered outside ``execute`` (the fast path's INSERT) succeeded."""
+        self._wrote(session, sql)
+
+    def _wrote(self, session: ProxySession, sql: str) -> None:
+        """A DML statement succeeded: tell messaging and topics now, or at commit inside a
+        transaction."""
+        topic = self.state.topics.written(session, sql)
+        if topic is not None:
+            if session.in_transaction:
+                session.after_commit.append((topic.keyspace, topic))
+            else:
+                self.state.topics.committed(topic)
+        dml = self._message_write(session, sql)
+        if dml is None:
+            return
+        ks = dml.keyspace or session.keyspace
+        if ks is None:
+            return
+        if session.in_transaction:
+            session.after_commit.append((ks, dml))
+        else:
+            self.state.committed(ks, dml)
+
+    def _message_write(self, session: ProxySession, sql: str) -> MessageDml | None:
+        """The message-table write of a DML statement: its table from its plan; only an
+        ack's ids (UPDATE ... WHERE id IN (...)) and statements sent unplanned (unsharded
+        keyspace, targeted session) are read from the text."""
+        if session.written_table is None:
+            return message_dml(sql)
+        keyspace, table = session.written_table
+        if not self.state.messaging.is_message_table(keyspace, table):
+            return None
+        if session.statement_keyword == "update":
+            ack = acked_ids(sql)
+            return None if ack is None else MessageDml("ack", keyspace, table, ack.ids)
+        return MessageDml("insert", keyspace, table)
+
+    # -- the proxy's own statements ------------------------------------------------------
+    async def _use(self, session: ProxySession, sql: str) -> Outcome | None:
+        m = _USE.match(sql)
+        if not m:
+            return None
+        session.use_target(m.group("target"))
+        return Result()
+
+    async def _begin(self, session: ProxySession, sql: str) -> Outcome | None:
+        m = _BEGIN.match(sql)
+        if not m:
+            return None
+        if session.tx is not None:
+            await session.commit()  # MySQL commits an open transaction on BEGIN
+        session.begin_transaction(m.group("opts") or "")
+        return Result()
+
+    async def _commit(self, session: ProxySession, sql: str) -> Outcome | None:
+        if not _COMMIT.match(sql):
+            return None
+        await session.commit()
+        return Result()
+
+    async def _rollback(self, session: ProxySession, sql: str) -> Outcome | None:
+        if not _ROLLBACK.match(sql):
+            return None  # ROLLBACK TO SAVEPOINT goes to the shards
+        await session.rollback()
+        return Result()
+
+    async def _set(self, session: ProxySession, sql: str) -> Outcome | None:
+        return await set_statement(session, sql)
+
+    async def _select(self, session: ProxySession, sql: str) -> Outcome | None:
+        answered = await select_variables(session, sql)
+        if answered is not None:
+            return answered
+        rewritten = with_proxy_functions(session, sql)
+        if rewritten is not None:
+            return await self._route(session, rewritten, "select", any_shard=True)
+        return None
+
+    async def _show(self, session: ProxySession, sql: str) -> Outcome | None:
+        return await handle_show(session, sql)
+
+    async def _alter(self, session: ProxySession, sql: str) -> Outcome | None:
+        if not is_vschema_ddl(sql):
+            return None  # ALTER TABLE ...: DDL
+        self._check_vschema_ddl(session)
+        return await alter_vschema(self.state, session, sql)
+
+    async def _vexplain(self, session: ProxySession, sql: str) -> Outcome | None:
+        # Planned with the session's target (USE ks:-80): what it shows is where it goes.
+        return await self._planned(session, sql, "select")
+
+    async def _stream(self, session: ProxySession, sql: str) -> Outcome | None:
+        followed = await self.state.topics.stream(session, sql)
+        if followed is not None:
+            return followed
+        _require_olap(session, "STREAM")
+        return self.state.messaging.stream(sql, session.keyspace, session.target_shard)
+
+    async def _vstream(self, session: ProxySession, sql: str) -> Outcome | None:
+        _require_olap(session, "VSTREAM")
+        return vstream(self.state, session, sql)
+
+    async def _kill(self, session: ProxySession, sql: str) -> Outcome | None:
+        return await self.state.processlist.kill_statement(sql)
+
+
+def _require_olap(session: ProxySession, what: str) -> None:
+    if session.workload != "olap":
+        raise ProxyError(
+            ER_NOT_SUPPORTED_YET, f"{what} is supported only for OLAP workload: run SET WORKLOAD = OLAP first"
+        )
+
+
+_HANDLERS: dict[str, Handler] = {
+    "use": Executor._use,
+    "begin": Executor._begin,
+    "start": Executor._begin,
+    "commit": Executor._commit,
+    "rollback": Executor._rollback,
+    "set": Executor._set,
+    "select": Executor._select,
+    "show": Executor._show,
+    "vexplain": Executor._vexplain,
+    "alter": Executor._alter,  # ALTER VSCHEMA (other ALTERs fall through to DDL)
+    "stream": Executor._stream,
+    "vstream": Executor._vstream,
+    "kill": Executor._kill,
+}
+
+__all__ = ["Executor", "vschema_ddl_authorized"]

@@ -55,7 +55,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
+from proxy.errors import ER_BAD_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
 from proxy.resharding.topology import KeyspaceTopology, load_topology, topology_table
 from proxy.sidecar_tables import ensure_sidecar_table
@@ -65,7 +65,7 @@ from vschema.loader import build_vschema
 from vschema.model import VSchema
 
 if TYPE_CHECKING:
-    from proxy.server import Proxy
+    from proxy.cluster_state import ClusterState
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class VSchemaChangeConflict(ProxyError):
 class LiveVSchema:
     """This process's copy of the cluster vschema and the task that keeps it current."""
 
-    def __init__(self, proxy: Proxy, keyspace: str, shard: str, poll_seconds: float = 0.25) -> None:
+    def __init__(self, proxy: ClusterState, keyspace: str, shard: str, poll_seconds: float = 0.25) -> None:
         self.proxy = proxy
         self.poll_seconds = poll_seconds
         address = proxy.pools.get(keyspace, shard).address
@@ -336,7 +336,7 @@ class LiveVSchema:
         proxy that something of the keyspace changed); validated by building the whole vschema
         first. Raises the mutation's or the build's error with nothing changed."""
         if keyspace not in self.proxy.config.keyspaces:
-            raise ProxyError(1049, f"VT05003: unknown database '{keyspace}' in vschema")
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{keyspace}' in vschema")
         for attempt in range(_CAS_ATTEMPTS):
             try:
                 await self._change_once(keyspace, mutate, change_sql)
@@ -345,6 +345,19 @@ class LiveVSchema:
                 if attempt == _CAS_ATTEMPTS - 1:
                     raise
                 logger.warning("vschema change raced an outside edit: again", extra={"keyspace": keyspace})
+
+    async def add_table(
+        self, keyspace: str, table: str, entry: dict[str, Any], vindexes: dict[str, Any], change_sql: str
+    ) -> None:
+        """Add a table (and the vindexes it needs) to a keyspace's vschema (``CREATE QUEUE``)."""
+
+        def add(doc: dict[str, Any]) -> dict[str, Any]:
+            known = doc.setdefault("vindexes", {})
+            known.update({k: v for k, v in vindexes.items() if k not in known})
+            doc.setdefault("tables", {})[table] = entry
+            return doc
+
+        await self.change(keyspace, add, change_sql)
 
     async def announce(self, keyspace: str, what: str) -> None:
         """Tell every proxy that something of ``keyspace`` changed that lives outside the vschema

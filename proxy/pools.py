@@ -10,27 +10,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import aiomysql
 import pymysql
-from pymysql.constants import COMMAND
 from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
-from proxy import row_packets, running_statement
+from proxy import aiomysql_wire, row_packets, running_statement
 from proxy.engine.result import Field, PacketBlock, Result
-from proxy.errors import ProxyError, ShardError, ShardUnavailable
+from proxy.errors import (
+    CR_COMMANDS_OUT_OF_SYNC,
+    CR_CONN_HOST_ERROR,
+    CR_CONNECTION_ERROR,
+    CR_SERVER_GONE_ERROR,
+    CR_SERVER_LOST,
+    CR_SERVER_LOST_EXTENDED,
+    ER_CONNECTION_KILLED,
+    ER_NO_SUCH_THREAD,
+    ER_QUERY_INTERRUPTED,
+    ER_UNKNOWN_ERROR,
+    ProxyError,
+    ShardError,
+    ShardUnavailable,
+)
 from proxy.row_packets import Stop
 
 logger = logging.getLogger(__name__)
 
 # Client-side codes meaning "the connection, not the statement, failed".
-_CONNECTION_ERRORS = {2002, 2003, 2006, 2013, 2014, 2055}
+_CONNECTION_ERRORS = {
+    CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_COMMANDS_OUT_OF_SYNC,
+    CR_SERVER_LOST_EXTENDED,
+}
 STREAM_BATCH_ROWS = 1000
-_NO_SETTINGS: dict[str, str] = {}
 # A KILL QUERY goes over a connection of its own: the pool may be exhausted by the very
 # queries being killed.
 KILL_CONNECT_TIMEOUT_S = 5
@@ -54,7 +69,9 @@ def _text(v: str | bytes) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
-def _field(f: FieldDescriptorPacket) -> Field:
+def _field(f: Any) -> Field:
+    # f: a pymysql FieldDescriptorPacket, whose attributes are set as it parses (its stubs
+    # declare none of them).
     return Field(
         name=_text(f.name),
         type=f.type_code,
@@ -99,7 +116,7 @@ class RowPacketReader:
     READ_SIZE = 256 * 1024
 
     def __init__(self, conn: aiomysql.Connection) -> None:
-        self.reader: asyncio.StreamReader = conn._reader
+        self.reader = aiomysql_wire.socket_reader(conn)
         self.buf = bytearray()
 
     async def read(self, limit: int) -> tuple[PacketBlock | None, bytes | None]:
@@ -131,11 +148,11 @@ class RowPacketReader:
             count = len(starts)
             if limit and count >= limit:
                 return self._take(pos, count), None
-            if limit and count and not self.reader._buffer:
+            if limit and count and not self.reader._buffer:  # type: ignore[attr-defined]  # asyncio's private reader buffer (no public API)
                 return self._take(pos, count), None  # nothing more waiting: hand these over now
             chunk = await self.reader.read(self.READ_SIZE)
             if not chunk:
-                raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+                raise pymysql.err.OperationalError(CR_SERVER_LOST, "Lost connection to MySQL server during query")
             buf += chunk
 
     def _take(self, pos: int, count: int) -> PacketBlock | None:
@@ -169,14 +186,14 @@ class ShardConnection:
         """Make this connection's session variables exactly ``settings`` (name -> SQL
         literal), changing only what differs from what it had: pooled connections
         carry the settings of the session that used them last."""
-        current: dict[str, str] = getattr(self.conn, "_shardgate_settings", _NO_SETTINGS)
+        current = aiomysql_wire.settings_of(self.conn)
         if current == settings:
             return
         parts = [f"@@session.{name} = DEFAULT" for name in current if name not in settings]
         parts += [f"@@session.{name} = {value}" for name, value in settings.items() if current.get(name) != value]
-        self.conn._shardgate_settings = _NO_SETTINGS  # unknown until the SET succeeds
+        aiomysql_wire.record_settings(self.conn, aiomysql_wire.NO_SETTINGS)  # unknown until the SET succeeds
         await self.execute("set " + ", ".join(parts))
-        self.conn._shardgate_settings = dict(settings)
+        aiomysql_wire.record_settings(self.conn, dict(settings))
 
     @property
     def shard(self) -> str:
@@ -210,7 +227,7 @@ class ShardConnection:
 
     async def stream(
         self, sql: str, batch_rows: int = STREAM_BATCH_ROWS, keep_on_abandon: bool = False
-    ) -> AsyncIterator[Result]:
+    ) -> AsyncGenerator[Result, None]:
         """Run one statement; yield its result in chunks of at most ``batch_rows``
         rows (0: one chunk), the first carrying the fields.
 
@@ -231,11 +248,11 @@ class ShardConnection:
             statement.shard_query_started(self)  # raises if that statement was killed
         try:
             try:
-                await conn._execute_command(COMMAND.COM_QUERY, sql)
+                await aiomysql_wire.send_query(conn, sql)
                 if keep_on_abandon:
                     first = await self._first_packet_keeping_connection(conn)
                 else:
-                    first = await conn._read_packet()
+                    first = await aiomysql_wire.read_packet(conn)
                 if first.is_ok_packet():
                     pending = False
                     ok = OKPacketWrapper(first)
@@ -250,9 +267,9 @@ class ShardConnection:
                 ncols = first.read_length_encoded_integer()
                 fields = []
                 for _ in range(ncols):
-                    fp = await conn._read_packet()
-                    fields.append(_field_of(fp._data, conn._encoding))
-                await conn._read_packet()  # EOF after the column definitions
+                    fp = await aiomysql_wire.read_packet(conn)
+                    fields.append(_field_of(aiomysql_wire.packet_payload(fp), aiomysql_wire.text_encoding(conn)))
+                await aiomysql_wire.read_packet(conn)  # EOF after the column definitions
                 reading = True
                 self._rows = rows_reader = RowPacketReader(conn)
                 first_chunk = True
@@ -287,7 +304,7 @@ class ShardConnection:
         cancelled, so the read is shielded: on cancellation (a killed statement, a failed
         sibling of a scatter) the query is stopped with KILL QUERY and its response read
         to the end, then the cancellation goes on with the connection clean."""
-        read = asyncio.ensure_future(conn._read_packet())
+        read = asyncio.ensure_future(aiomysql_wire.read_packet(conn))
         try:
             return await asyncio.shield(read)
         except asyncio.CancelledError:
@@ -312,8 +329,8 @@ class ShardConnection:
         if first.is_ok_packet():
             return
         for _ in range(first.read_length_encoded_integer()):
-            await self.conn._read_packet()  # column definitions
-        await self.conn._read_packet()  # EOF after them
+            await aiomysql_wire.read_packet(self.conn)  # column definitions
+        await aiomysql_wire.read_packet(self.conn)  # EOF after them
         rows = RowPacketReader(self.conn)
         while (await rows.read(0))[1] is None:
             pass
@@ -330,7 +347,7 @@ class ShardConnection:
         except ProxyError:
             self.broken = True
         except pymysql.err.MySQLError as e:
-            if not (e.args and e.args[0] in (1317, 1927)):  # interrupted, as intended
+            if not (e.args and e.args[0] in (ER_QUERY_INTERRUPTED, ER_CONNECTION_KILLED)):  # interrupted, as intended
                 self.broken = True
         except (OSError, asyncio.IncompleteReadError):
             self.broken = True
@@ -390,7 +407,7 @@ class ShardPool:
         try:
             await conn.query(f"kill query {int(thread_id)}")
         except pymysql.err.MySQLError as e:
-            if not (e.args and e.args[0] == 1094):  # "Unknown thread id": the query ended meanwhile
+            if not (e.args and e.args[0] == ER_NO_SUCH_THREAD):  # "Unknown thread id": the query ended meanwhile
                 raise
         finally:
             conn.close()
@@ -494,9 +511,7 @@ class ShardPools:
         try:
             return self.pools[(keyspace, shard)]
         except KeyError:
-            from proxy.errors import ProxyError
-
-            raise ProxyError(1105, f"no such shard: {keyspace}/{shard}") from None
+            raise ProxyError(ER_UNKNOWN_ERROR, f"no such shard: {keyspace}/{shard}") from None
 
     async def close(self) -> None:
         await asyncio.gather(*(p.close() for p in self.pools.values()), return_exceptions=False)

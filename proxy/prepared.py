@@ -30,8 +30,14 @@ from mysql_mimic.types import (
 )
 
 from proxy.engine.result import Field
-from proxy.errors import ProxyError
-from rewriter.sqltemplate import sql_literal
+from proxy.errors import (
+    ER_NOT_SUPPORTED_YET,
+    ER_UNKNOWN_STMT_HANDLER,
+    ER_WRONG_ARGUMENTS,
+    ProxyError,
+)
+from sqltext.lexer import code_chars
+from sqltext.quoting import sql_literal
 
 _STRING_TYPES = {
     ColumnType.VARCHAR,
@@ -64,30 +70,13 @@ def count_placeholders(sql: str) -> int:
 
 
 def _placeholder_positions(sql: str) -> list[int]:
-    out = []
-    i, n = 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c in "'\"`":
-            i += 1
-            while i < n and sql[i] != c:
-                i += 2 if sql[i] == "\\" and c != "`" else 1
-        elif c == "-" and sql.startswith("-- ", i) or c == "#":
-            j = sql.find("\n", i)
-            i = n if j < 0 else j
-        elif c == "/" and sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j < 0 else j + 1
-        elif c == "?":
-            out.append(i)
-        i += 1
-    return out
+    return [i for i, c in code_chars(sql) if c == "?"]
 
 
 def bind_parameters(sql: str, params: list[Any]) -> str:
     positions = _placeholder_positions(sql)
     if len(positions) != len(params):
-        raise ProxyError(1210, "Incorrect arguments to mysqld_stmt_execute")
+        raise ProxyError(ER_WRONG_ARGUMENTS, "Incorrect arguments to mysqld_stmt_execute")
     out, last = [], 0
     for pos, value in zip(positions, params, strict=True):
         out.append(sql[last:pos])
@@ -145,7 +134,7 @@ def _read_value(r: io.BytesIO, t: int, unsigned: bool) -> Any:
         return None
     if t in (ColumnType.DATE, ColumnType.DATETIME, ColumnType.TIMESTAMP, ColumnType.TIME):
         return _read_temporal(r, t)
-    raise ProxyError(1235, f"unsupported parameter type {t}")
+    raise ProxyError(ER_NOT_SUPPORTED_YET, f"unsupported parameter type {t}")
 
 
 def read_execute(
@@ -154,10 +143,10 @@ def read_execute(
     stmt_id = read_uint_4(r)
     stmt = statements.get(stmt_id)
     if stmt is None:
-        raise ProxyError(1243, f"Unknown prepared statement handler ({stmt_id}) given to mysqld_stmt_execute")
+        raise ProxyError(ER_UNKNOWN_STMT_HANDLER, f"Unknown prepared statement handler ({stmt_id}) given to mysqld_stmt_execute")
     flags = read_uint_1(r)
     if flags & 0x01:
-        raise ProxyError(1235, "server-side cursors are not supported; execute without a cursor")
+        raise ProxyError(ER_NOT_SUPPORTED_YET, "server-side cursors are not supported; execute without a cursor")
     read_uint_4(r)  # iteration count, always 1
     n = stmt.num_params
     if Capabilities.CLIENT_QUERY_ATTRIBUTES in capabilities and flags & 0x08:
@@ -175,7 +164,7 @@ def read_execute(
                 types.append((t, unsigned))
             stmt.param_types = types
         if len(stmt.param_types) != n:
-            raise ProxyError(1210, "Incorrect arguments to mysqld_stmt_execute")
+            raise ProxyError(ER_WRONG_ARGUMENTS, "Incorrect arguments to mysqld_stmt_execute")
         buffers = stmt.param_buffers or {}
         for i, (t, unsigned) in enumerate(stmt.param_types):
             if nulls.is_flipped(i):

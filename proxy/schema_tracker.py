@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from proxy.errors import ProxyError
-from rewriter.sqltemplate import sql_literal
+from sqltext.quoting import sql_literal
 from vschema.tracked_schema import EMPTY_SCHEMA, ColumnInfo, TableSchema, TrackedSchema
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from proxy.sqltext import split_top_level
+from sqltext.lexer import split_top_level
 
 _ASSIGN = re.compile(
     r"""^\s*(?:(?P<scope_kw>session|global|local|persist)\s+|@@(?P<scope_at>session|global|local)\.|(?P<at2>@@))?

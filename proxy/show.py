@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
 
 from proxy.engine.result import Result, local_result
-from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.errors import ER_BAD_DB_ERROR, ER_NO_DB_ERROR, ProxyError
 from proxy.resharding.topology import sort_shards
+from proxy.session import Outcome, ProxySession
+from proxy.twopc import manager_for
+from proxy.twopc.resolver import status, unresolved
 from proxy.vschema_statements import show_vschema
-
-if TYPE_CHECKING:
-    from proxy.session import Outcome, ProxySession
 
 _SHOW = re.compile(r"^show\s+(?:(?P<full>full|extended)\s+)?(?P<what>[\w]+)(?P<rest>.*?)\s*;?$", re.I | re.S)
 _FROM_KS = re.compile(r"\b(?:from|in)\s+`?(?P<ks>[\w-]+)`?", re.I)
@@ -33,17 +32,14 @@ _TABLE_TARGET = re.compile(
 async def _show_twopc(session: ProxySession, m: re.Match[str]) -> Result:
     """SHOW UNRESOLVED TRANSACTIONS [FOR ks] / SHOW TRANSACTION STATUS FOR 'dtid' (Vitess's
     columns: id, state, record_time, participants)."""
-    from proxy.twopc import manager_for
-    from proxy.twopc.resolver import status, unresolved
-
-    manager = manager_for(session.proxy)
+    manager = manager_for(session.state)
     manager.start()
     if "dtid" in m.groupdict():
         rows = await status(manager, m.group("dtid"))
     else:
         ks = m.group("ks")
-        if ks is not None and ks not in session.proxy.vschema.keyspaces:
-            raise ProxyError(1049, f"VT05003: unknown database '{ks}' in vschema")
+        if ks is not None and ks not in session.state.vschema.keyspaces:
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{ks}' in vschema")
         rows = await unresolved(manager, ks)
     return local_result(_TWOPC_FIELDS, rows)
 
@@ -59,60 +55,60 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
         return None
     what = m.group("what").lower()
     rest = m.group("rest") or ""
-    proxy = session.proxy
+    state = session.state
     like = _LIKE.search(rest)
     keep = _like(like.group("pat")).match if like else (lambda _s: True)
 
     if what in ("databases", "schemas", "keyspaces"):
         col = "Database"
-        rows = [(ks,) for ks in sorted(proxy.vschema.keyspaces) if keep(ks)]
+        rows = [(ks,) for ks in sorted(state.vschema.keyspaces) if keep(ks)]
         if what == "databases" and keep("information_schema"):
             rows.insert(0, ("information_schema",))
         return local_result([col], rows)
     if what == "vitess_shards":
-        rows = [(f"{ks}/{s}",) for ks in sorted(proxy.vschema.keyspaces) for s in proxy.shard_names(ks)]
+        rows = [(f"{ks}/{s}",) for ks in sorted(state.vschema.keyspaces) for s in state.shard_names(ks)]
         return local_result(["Shards"], [r for r in rows if keep(r[0])])
     if what == "vitess_tablets":
         # Every shard the serving topology knows: a reshard's targets before the switch and its
         # sources after it (until complete) are NOT_SERVING, as Vitess shows them.
-        rows = []
-        for ks in sorted(proxy.topology):
-            topology = proxy.topology[ks]
+        tablets = []
+        for ks in sorted(state.topology):
+            topology = state.topology[ks]
             for shard in sort_shards(list(topology.shards)):
                 e = topology.endpoint(shard)
-                state = "SERVING" if shard in topology.serving else "NOT_SERVING"
-                rows.append(("local", ks, shard, "PRIMARY", state, f"{ks}-{shard}", f"{e.host}:{e.port}", ""))
+                serving = "SERVING" if shard in topology.serving else "NOT_SERVING"
+                tablets.append(("local", ks, shard, "PRIMARY", serving, f"{ks}-{shard}", f"{e.host}:{e.port}", ""))
         return local_result(
-            ["Cell", "Keyspace", "Shard", "TabletType", "State", "Alias", "Hostname", "PrimaryTermStartTime"], rows
+            ["Cell", "Keyspace", "Shard", "TabletType", "State", "Alias", "Hostname", "PrimaryTermStartTime"], tablets
         )
     if what == "vitess_keyspaces":
-        return local_result(["Keyspaces"], [(ks,) for ks in sorted(proxy.vschema.keyspaces) if keep(ks)])
+        return local_result(["Keyspaces"], [(ks,) for ks in sorted(state.vschema.keyspaces) if keep(ks)])
     if what == "vitess_messages":
-        return await proxy.show_messages(session)
+        return state.messaging.show_rows()
     if what in ("unresolved", "transaction"):
         tm = (_UNRESOLVED if what == "unresolved" else _TX_STATUS).match(rest)
         if tm:
             return await _show_twopc(session, tm)
     if what == "processlist" and not rest.strip():
-        return await proxy.processlist.show(full=(m.group("full") or "").lower() == "full")
+        return await state.processlist.show(full=(m.group("full") or "").lower() == "full")
     if what == "topics":
-        return await proxy.topics.show(session, sql)
+        return await state.topics.show(session, sql)
     if what == "vschema":
         answered = show_vschema(session, rest)
         if answered is not None:
             return answered
     if what == "tables":
         fm = _FROM_KS.search(rest)
-        ks = fm.group("ks") if fm else session.keyspace
-        if ks is None:
+        named: str | None = fm.group("ks") if fm else session.keyspace
+        if named is None:
             raise ProxyError(ER_NO_DB_ERROR, "No database selected")
-        if ks not in proxy.vschema.keyspaces:
-            raise ProxyError(1049, f"VT05003: unknown database '{ks}' in vschema")
-        shard = session.target_shard or proxy.shard_names(ks)[0]
+        if named not in state.vschema.keyspaces:
+            raise ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{named}' in vschema")
+        ks, shard = state.default_shard(named, session.target)
         full = "full " if (m.group("full") or "").lower() == "full" else ""
         q = f"show {full}tables" + (f" like '{like.group('pat')}'" if like else "")
         res = await session.vcursor.execute_shard(ks, shard, q)
-        shard_db = proxy.database_of(ks, shard)
+        shard_db = state.database_of(ks, shard)
         res.fields = [dataclasses.replace(f, name=f.name.replace(f"Tables_in_{shard_db}", f"Tables_in_{ks}")) for f in res.fields]
         return res
     if what in ("create", "columns", "fields", "index", "indexes", "keys"):
@@ -123,12 +119,11 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
             fm = _FROM_KS.search(tm.group("tail") or "")
             if ks is None and fm:
                 ks = fm.group("ks")
-            ks, shard = proxy.table_target(session, table, ks)
+            ks, shard = state.table_shard(table, ks or session.keyspace, session.target)
             full = (m.group("full") + " ") if m.group("full") else ""
             q = f"show {full}{tm.group('head').strip()} `{table}`"
             return await session.vcursor.execute_shard(ks, shard, q)
     # Everything else (VARIABLES, STATUS, WARNINGS, ENGINES, ...) is answered by a shard.
-    ks = session.keyspace or next(iter(sorted(proxy.vschema.keyspaces)))
-    shard = session.target_shard or proxy.shard_names(ks)[0]
+    ks, shard = state.default_shard(session.keyspace, session.target)
     res = await session.vcursor.execute_shard(ks, shard, sql)
     return res if res.fields else Result()

@@ -13,30 +13,33 @@ from collections.abc import Callable
 from typing import Protocol
 
 from proxy.engine.result import Result
-from proxy.errors import ShardError
+from proxy.errors import (
+    ER_ACCESS_DENIED,
+    ER_DBACCESS_DENIED,
+    ER_SPECIFIC_ACCESS_DENIED,
+    ER_TABLEACCESS_DENIED,
+    ShardError,
+)
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 
 SIDECAR_DB = "_shardgate"
 # No privilege to create the sidecar database: ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
 # ER_TABLEACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR.
-_DENIED = frozenset({1044, 1045, 1142, 1227})
+_DENIED = frozenset({ER_DBACCESS_DENIED, ER_ACCESS_DENIED, ER_TABLEACCESS_DENIED, ER_SPECIFIC_ACCESS_DENIED})
 
 
 class SqlRunner(Protocol):
     async def execute(self, sql: str) -> Result: ...
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 async def ensure_sidecar_table(sc: SqlRunner, database: str, table: str, create: Callable[[str], str]) -> str:
     """The qualified name of sidecar ``table`` on ``sc``'s shard (whose own database is
     ``database``), created with ``create(qualified_name)`` where it is missing."""
-    preferred = f"{_quoted(SIDECAR_DB)}.{_quoted(table)}"
+    preferred = f"{quote_identifier(SIDECAR_DB)}.{quote_identifier(table)}"
     fallback_table = f"_shardgate_{table}"
-    fallback = f"{_quoted(database)}.{_quoted(fallback_table)}"
+    fallback = f"{quote_identifier(database)}.{quote_identifier(fallback_table)}"
     res = await sc.execute(
         "select table_schema from information_schema.tables where "
         f"(table_schema = '{SIDECAR_DB}' and table_name = '{table}') or "
@@ -48,7 +51,7 @@ async def ensure_sidecar_table(sc: SqlRunner, database: str, table: str, create:
     if found:
         return fallback
     try:
-        await sc.execute(f"create database if not exists {_quoted(SIDECAR_DB)}")
+        await sc.execute(f"create database if not exists {quote_identifier(SIDECAR_DB)}")
         name = preferred
     except ShardError as e:
         if e.code not in _DENIED:

@@ -28,7 +28,7 @@ import re
 from typing import Protocol
 
 from proxy.errors import ER_QUERY_INTERRUPTED, ProxyError
-from proxy.sqltext import first_keyword, strip_leading_comments
+from sqltext.lexer import first_keyword, strip_leading_comments
 
 logger = logging.getLogger(__name__)
 

@@ -32,12 +32,14 @@ class TlsUpgradableStream:
         self.drain = self.inner.drain
         self.reset_seq = self.inner.reset_seq
 
+    # mysql-mimic's write buffer (private in mimic): the connection appends forwarded row
+    # packets to it and flushes it itself.
     @property
-    def _buffer(self) -> bytearray:
+    def buffer(self) -> bytearray:
         return self.inner._buffer
 
-    @_buffer.setter
-    def _buffer(self, value: bytearray) -> None:
+    @buffer.setter
+    def buffer(self, value: bytearray) -> None:
         self.inner._buffer = value
 
     @property
@@ -48,11 +50,12 @@ class TlsUpgradableStream:
         loop = asyncio.get_running_loop()
         transport = self.writer.transport
         app_protocol = transport.get_protocol()
-        pending = bytes(self.reader._buffer)  # bytes read past the SSLRequest packet
-        self.reader._buffer.clear()
+        # bytes read past the SSLRequest packet
+        pending = bytes(self.reader._buffer)  # type: ignore[attr-defined]  # asyncio's private reader buffer (no public API)
+        self.reader._buffer.clear()  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
         waiter = loop.create_future()
         tls = sslproto.SSLProtocol(loop, app_protocol, ctx, waiter, server_side=True, call_connection_made=False)
-        transport.pause_reading()
+        transport.pause_reading()  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
         transport.set_protocol(tls)
 
         def connection_made() -> None:
@@ -63,7 +66,7 @@ class TlsUpgradableStream:
                 tls.buffer_updated(len(pending))
 
         made = loop.call_soon(connection_made)
-        resume = loop.call_soon(transport.resume_reading)
+        resume = loop.call_soon(transport.resume_reading)  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
         try:
             await waiter
         except BaseException:

@@ -5,21 +5,20 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from proxy.cluster_state import ClusterState
 from proxy.engine.result import Result, local_result
 from proxy.errors import (
+    ER_BAD_DB_ERROR,
     ER_INTERNAL_ERROR,
     ER_NO_DB_ERROR,
     ER_NO_SUCH_TABLE,
     ER_PARSE_ERROR,
     ProxyError,
 )
+from proxy.session import ProxySession
 from vschema.ddl import VSchemaDDLError, VSchemaDDLSyntaxError, apply_vschema_ddl, parse_vschema_ddl
-
-if TYPE_CHECKING:
-    from proxy.server import Proxy
-    from proxy.session import ProxySession
 
 _SHOW_VSCHEMA = re.compile(
     r"^\s*(?P<what>tables|vindexes)(?:\s+(?:on|from|in)\s+(?:`?(?P<ks>[\w-]+)`?\.)?`?(?P<table>[\w$]+)`?)?\s*;?\s*$",
@@ -30,10 +29,10 @@ TABLE_VINDEX_COLUMNS = ["Columns", "Name", "Type", "Params", "Owner"]
 
 
 def _unknown_keyspace(keyspace: str) -> ProxyError:
-    return ProxyError(1049, f"VT05003: unknown database '{keyspace}' in vschema")
+    return ProxyError(ER_BAD_DB_ERROR, f"VT05003: unknown database '{keyspace}' in vschema")
 
 
-async def alter_vschema(proxy: Proxy, session: ProxySession, sql: str) -> Result:
+async def alter_vschema(state: ClusterState, session: ProxySession, sql: str) -> Result:
     """Apply one ``ALTER VSCHEMA`` statement to the cluster's vschema. The keyspace is the
     statement's qualifier, else the session's; the change is validated (the whole vschema is
     built) before it is stored, so a refused statement changes nothing anywhere."""
@@ -44,7 +43,7 @@ async def alter_vschema(proxy: Proxy, session: ProxySession, sql: str) -> Result
     keyspace = ddl.keyspace or session.keyspace
     if not keyspace:
         raise ProxyError(ER_NO_DB_ERROR, "No database selected")
-    if keyspace not in proxy.config.keyspaces:
+    if keyspace not in state.config.keyspaces:
         raise _unknown_keyspace(keyspace)
 
     def apply(doc: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +52,7 @@ async def alter_vschema(proxy: Proxy, session: ProxySession, sql: str) -> Result
         except VSchemaDDLError as e:
             raise ProxyError(ER_INTERNAL_ERROR, str(e)) from e
 
-    await proxy.live_vschema.change(keyspace, apply, sql)
+    await state.live_vschema.change(keyspace, apply, sql)
     return Result()
 
 
@@ -63,17 +62,17 @@ def show_vschema(session: ProxySession, rest: str) -> Result | None:
     m = _SHOW_VSCHEMA.match(rest)
     if m is None:
         return None
-    proxy = session.proxy
+    state = session.state
     if m.group("what").lower() == "tables":
         if m.group("table") is not None:
             return None
         if session.keyspace is None:
             raise ProxyError(ER_NO_DB_ERROR, "No database selected")
-        ks = proxy.vschema.keyspaces.get(session.keyspace)
+        ks = state.vschema.keyspaces.get(session.keyspace)
         if ks is None:
             raise _unknown_keyspace(session.keyspace)
         return local_result(["Tables"], [(name,) for name in sorted(ks.tables)])
-    docs = proxy.live_vschema.docs
+    docs = state.live_vschema.docs
     if m.group("table") is None:
         rows = []
         for ks_name in sorted(docs):
@@ -82,14 +81,15 @@ def show_vschema(session: ProxySession, rest: str) -> Result | None:
                 v = vindexes[vname]
                 rows.append((ks_name, vname, v.get("type", ""), _params(v), v.get("owner") or ""))
         return local_result(VINDEX_COLUMNS, rows)
-    ks_name = m.group("ks") or session.keyspace
-    if ks_name is None:
+    named: str | None = m.group("ks") or session.keyspace
+    if named is None:
         raise ProxyError(ER_NO_DB_ERROR, "No database selected")
+    ks_name = named
     if ks_name not in docs:
         raise _unknown_keyspace(ks_name)
     doc = docs[ks_name]
     table_name = m.group("table")
-    if not proxy.vschema.keyspaces[ks_name].sharded:
+    if not state.vschema.keyspaces[ks_name].sharded:
         return local_result(TABLE_VINDEX_COLUMNS, [])  # Vitess: no vindexes in an unsharded keyspace
     table = (doc.get("tables") or {}).get(table_name)
     if table is None:

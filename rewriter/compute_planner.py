@@ -30,8 +30,9 @@ from rewriter.semantics import (
     simplify_exists,
     tag_tables,
 )
-from rewriter.sqltemplate import parse_template, quote_identifier
+from rewriter.sqltemplate import parse_template
 from rewriter.tables import TableRef
+from sqltext.quoting import quote_identifier
 
 TEMP_PREFIX = "_sg_tmp_"
 
@@ -64,7 +65,7 @@ def plan_compute(stmt: exp.Expression, ctx: PlanContext) -> Plan:
         shard=shard,
         inputs=inputs,
         query=parse_template(to_sql(query)),
-        output_names=_output_names(stmt, ctx),
+        output_names=_output_names(stmt, ctx),  # type: ignore[arg-type]  # _output_names returns templates or None
         original_tables={_temp_name(t): o.ref.name for t, o in bound.occurrences.items()},
     )
 
@@ -253,7 +254,7 @@ def _stated_conjunct(node: exp.Expression) -> exp.Expression:
     first other node down the path is the conjunct (``NOT (...)`` whole, never a part)."""
     path = [node]
     while path[-1].parent is not None and not isinstance(path[-1].parent, exp.Where | exp.Join):
-        path.append(path[-1].parent)
+        path.append(path[-1].parent)  # type: ignore[arg-type]  # sqlglot types parses and parents as Expr, Expression's base
     for n in reversed(path):
         if isinstance(n, exp.And) or (isinstance(n, exp.Paren) and isinstance(n.this, exp.And)):
             continue

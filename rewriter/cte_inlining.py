@@ -29,7 +29,7 @@ def _definition(t: exp.Table) -> exp.CTE | None:
             for cte in with_.expressions:
                 if cte.alias_or_name.lower() == name:
                     return cte
-        node = parent
+        node = parent  # type: ignore[assignment]  # sqlglot types parses and parents as Expr, Expression's base
     return None
 
 

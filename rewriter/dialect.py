@@ -584,7 +584,7 @@ def _dispatch_for(gen: Any) -> dict[type, Any]:
         table = dict(gen._dispatch)
         for kind, handler in _HANDLERS.items():
             default = table.get(kind) or (lambda g, e: g.function_fallback_sql(e))
-            table[kind] = (lambda h, d: lambda g, e: h(g, e, d))(handler, default)
+            table[kind] = (lambda h, d: lambda g, e: h(g, e, d))(handler, default)  # type: ignore[operator]  # sqlglot's generator handlers are untyped callables
         _DISPATCH[cls] = table
     return table
 
@@ -607,19 +607,19 @@ class ShardgateMySQL(MySQL):
         fixed, todo = _prepare(tokens, sql)
         return fixed, todo, sql
 
-    def parse(self, sql: str, **opts: Any) -> list[exp.Expression | None]:
+    def parse(self, sql: str, **opts: Any) -> list[exp.Expression | None]:  # type: ignore[override]  # forwards sqlglot's keyword options unchanged
         tokens, todo, text = self._tokens(sql)
         try:
             trees = self.parser(**opts).parse(tokens, text)
         except SqlglotParseError:
             _refuse_known(tokens)
             raise
-        return [None if t is None else _fix_tree(t, todo) for t in trees]
+        return [None if t is None else _fix_tree(t, todo) for t in trees]  # type: ignore[arg-type]  # sqlglot types parses and parents as Expr, Expression's base
 
-    def parse_into(self, expression_type: Any, sql: str, **opts: Any) -> list[exp.Expression | None]:
+    def parse_into(self, expression_type: Any, sql: str, **opts: Any) -> list[exp.Expression | None]:  # type: ignore[override]  # forwards sqlglot's keyword options unchanged
         tokens, todo, text = self._tokens(sql)
         trees = self.parser(**opts).parse_into(expression_type, tokens, text)
-        return [None if t is None else _fix_tree(t, todo) for t in trees]
+        return [None if t is None else _fix_tree(t, todo) for t in trees]  # type: ignore[arg-type]  # sqlglot types parses and parents as Expr, Expression's base
 
     def generator(self, **opts: Any) -> Any:
         gen = super().generator(**opts)

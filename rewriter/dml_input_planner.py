@@ -64,7 +64,7 @@ def plan_dml_with_input(stmt: exp.Update | exp.Delete, target: TableRef, ctx: Pl
     if per_row:
         row_vars = [f"__dml_k{i}" for i in range(len(key))]
         row_vars += [f"__dml_v{i}" for i in range(len(per_row_values))]
-        where: exp.Expression = exp.and_(*[
+        where: exp.Expression = exp.and_(*[  # type: ignore[assignment]  # exp.and_ returns a Condition, an Expression
             exp.EQ(this=exp.column(k), expression=exp.Placeholder(this=row_vars[i]))
             for i, k in enumerate(key)])
         list_vars = ctx.list_vars

@@ -192,7 +192,7 @@ _ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
 def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one case per node type
     idx = resolve(e)
     if idx is not None:
-        return lambda row, bv, i=idx: row[i]
+        return lambda row, bv, i=idx: row[i]  # type: ignore[misc]  # a default argument binds the index
     if e.args.get("negate") and not isinstance(e, exp.Like):
         raise unsupported(f"expression evaluated at the proxy: {e.sql(dialect=DIALECT)}")
     if isinstance(e, exp.Paren):
@@ -355,7 +355,7 @@ def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
     one; integers stay BIGINT; ``DIV`` is BIGINT."""
     idx = resolve(e)
     if idx is not None:
-        return lambda kind_of, bv, i=idx: kind_of(i)
+        return lambda kind_of, bv, i=idx: kind_of(i)  # type: ignore[misc]  # a default argument binds the index
     if isinstance(e, exp.Paren | exp.Neg):
         return compile_kind(e.this, resolve)
     if isinstance(e, exp.Literal):

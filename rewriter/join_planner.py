@@ -154,7 +154,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         for p in preds:
             q = p.copy()
             for col in list(q.find_all(exp.Column)):
-                r = column_table(col, refs)
+                r = column_table(col, refs)  # type: ignore[assignment]  # asserted not None on the next line
                 assert r is not None
                 ct = refs.index(r)
                 if ct == t:

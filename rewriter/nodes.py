@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from rewriter.sqltemplate import SqlTemplate, sql_literal
+from rewriter.sqltemplate import SqlTemplate
+from sqltext.quoting import sql_literal
 
 
 class Opcode(StrEnum):

@@ -43,7 +43,7 @@ def parse(sql: str) -> exp.Expression:
         raise errors.StackOverrun(DIALECT.max_nesting + 1, DIALECT.max_nesting) from None
     if stmt is None:
         raise errors.ParseError("Query was empty")
-    return stmt
+    return stmt  # type: ignore[return-value]  # sqlglot types parses and parents as Expr, Expression's base
 
 
 def split_target(keyspace: str | None) -> tuple[str | None, str | None]:

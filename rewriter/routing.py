@@ -200,15 +200,15 @@ def _choice_for_predicate(
             return None
         cv = min(cvs, key=lambda c: (_cost(c.vindex), not _is_unique(c.vindex)))
         # a vindex column equal to two different constants: no row can match
-        if val.name is None:
+        if val.name is None:  # type: ignore[union-attr]  # _column_and_value returns a value whenever it returns a column
             seen = equal_consts.setdefault(col.name.lower(), set())
-            seen.add(_const_key(val.const))
+            seen.add(_const_key(val.const))  # type: ignore[union-attr]  # _column_and_value returns a value whenever it returns a column
             if len(seen) > 1:
                 return RouteChoice(Opcode.None_, table=ref)
-        if val.name is None and val.const is None:
+        if val.name is None and val.const is None:  # type: ignore[union-attr]  # _column_and_value returns a value whenever it returns a column
             return RouteChoice(Opcode.None_, table=ref)  # col = NULL matches nothing
         op = Opcode.EqualUnique if _is_unique(cv.vindex) else Opcode.Equal
-        return RouteChoice(op, cv.name, cv.vindex, [val], table=ref, needs_lookup=_needs_lookup(cv.vindex))
+        return RouteChoice(op, cv.name, cv.vindex, [val], table=ref, needs_lookup=_needs_lookup(cv.vindex))  # type: ignore[list-item]  # _column_and_value returns a value whenever it returns a column
     if isinstance(pred, exp.In) and not pred.args.get("query") and not pred.args.get("is_global"):
         col = pred.this
         if not isinstance(col, exp.Column) or column_table(col, refs) is not ref:

@@ -145,7 +145,7 @@ def _merged_sharded_components(sel: exp.Select, sharded: list[TableRef], ctx: Pl
             x = parent[x]
         return x
 
-    preds = conjuncts(sel.args.get("where").this if sel.args.get("where") else None)
+    preds = conjuncts(sel.args.get("where").this if sel.args.get("where") else None)  # type: ignore[union-attr]  # the conditional tests the same get()
     for j in sel.args.get("joins") or []:
         preds.extend(conjuncts(j.args.get("on")))
         using = j.args.get("using")
@@ -786,7 +786,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
                 raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
             idx = pos - 1
         else:
-            idx = computed_item_for(e)
+            idx = computed_item_for(e)  # type: ignore[assignment]  # checked for None on the next line
             if idx is None:
                 idx = resolve_or_add(e)
             if idx is None:
@@ -828,7 +828,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
     variant = "Ordered" if group_idx else "Scalar"
     plan = Aggregate(variant, group_idx, list(b.specs), plan, output_names=list(b.names))
     if predicate is not None:
-        plan = Filter(predicate, plan, text=to_sql(having.this))
+        plan = Filter(predicate, plan, text=to_sql(having.this))  # type: ignore[union-attr]  # having is set on this path
     if computed:
         plan = Projection(computed, plan)
     n_hidden = len(b.specs) - n_visible

@@ -164,7 +164,7 @@ def _qualified_copy(stmt: exp.Expression, ctx: PlanContext
             col.set("catalog", None)
     if known:
         try:
-            copy = qualify(copy, schema=mapping, dialect=DIALECT,
+            copy = qualify(copy, schema=mapping, dialect=DIALECT,  # type: ignore[arg-type]  # sqlglot's qualify takes any nested mapping
                            validate_qualify_columns=True, identify=False,
                            quote_identifiers=False, expand_stars=True)
         except OptimizeError as e:
@@ -193,7 +193,7 @@ def qualify_correlated_columns(stmt: exp.Expression, ctx: PlanContext) -> None:
         return
     for scope in traverse_scope(copy):
         for col in scope.columns:
-            i = col.meta.get(COLUMN_TAG)
+            i = col.meta.get(COLUMN_TAG)  # type: ignore[assignment]  # checked for None on the next line
             if i is None or not col.table:
                 continue
             _src, local = _source_of(scope, col.table)
@@ -281,7 +281,7 @@ def _collect_columns(scope: Scope, occs: dict[int, Occurrence], known: bool) -> 
     if natural or stars or not known:
         for o in local_occs:
             o.all_columns = True
-    if len(local_occs) == 1 and len(scope.sources) == 1 and _is_existence_test(expr):
+    if len(local_occs) == 1 and len(scope.sources) == 1 and _is_existence_test(expr):  # type: ignore[arg-type]  # sqlglot types parses and parents as Expr, Expression's base
         local_occs[0].existence_only = True
     for col in scope.columns:
         if not col.table:
@@ -320,7 +320,7 @@ def conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
     if e is None:
         return []
     if isinstance(e, exp.And):
-        return list(e.flatten())
+        return list(e.flatten())  # type: ignore[arg-type]  # sqlglot types parses and parents as Expr, Expression's base
     if isinstance(e, exp.Paren) and isinstance(e.this, exp.And):
         return conjuncts(e.this)
     return [e]
@@ -539,7 +539,7 @@ def _implied_by_disjunction(scope: Scope, pred: exp.Expression, allowed: set[int
         pred = pred.this
     if not isinstance(pred, exp.Or):
         return []
-    branches = [conjuncts(d.this if isinstance(d, exp.Paren) else d) for d in pred.flatten()]
+    branches = [conjuncts(d.this if isinstance(d, exp.Paren) else d) for d in pred.flatten()]  # type: ignore[arg-type]  # sqlglot types parses and parents as Expr, Expression's base
     out: list[tuple[exp.Expression, set[int] | None]] = []
     texts = [{c.sql(): c for c in b} for b in branches]
     for text, c in texts[0].items():
@@ -556,8 +556,8 @@ def _implied_by_disjunction(scope: Scope, pred: exp.Expression, allowed: set[int
             ors = [exp.and_(*p) if len(p) > 1 else p[0] for p in parts]
             implied = exp.or_(*[exp.paren(o.copy()) for o in ors])
             if len({o.sql() for o in ors}) == 1:
-                implied = ors[0].copy()
-            out.append((implied, allowed))
+                implied = ors[0].copy()  # type: ignore[assignment]  # copy() keeps the Condition type
+            out.append((implied, allowed))  # type: ignore[arg-type]  # copy() keeps the Condition type
     return out
 
 

@@ -4,74 +4,19 @@ A plan stores each query it sends as a ``SqlTemplate``: the literal text pieces 
 the bind variable names between them, so rendering per execution is one ``join``
 of text and escaped values (no parsing, no regex).
 
-``sql_literal(value)`` is the one place that turns a Python value into MySQL literal
-text: ``None -> NULL``, ints/Decimals as digits, ``str`` quoted with MySQL's backslash
-escapes (``\\0 \\' \\" \\b \\n \\r \\t \\Z \\\\``), ``bytes`` as ``X'..'``, lists as
-comma-separated literals (for ``IN (::list)``).
+Values render through ``sqltext.quoting.sql_literal``, the one literal renderer (re-exported
+here with the identifier quoter for the planner's modules).
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
-_ESCAPE_TABLE = str.maketrans(
-    {
-        "\0": "\\0",
-        "'": "\\'",
-        '"': '\\"',
-        "\b": "\\b",
-        "\n": "\\n",
-        "\r": "\\r",
-        "\t": "\\t",
-        "\x1a": "\\Z",
-        "\\": "\\\\",
-    }
-)
+from sqltext.quoting import sql_literal
+
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
-
-
-def quote_identifier(name: str) -> str:
-    """A MySQL identifier in backquotes, for any name."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def escape_string(s: str) -> str:
-    """The body of a MySQL single-quoted string literal for ``s``."""
-    return s.translate(_ESCAPE_TABLE)
-
-
-def sql_literal(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    t = type(value)
-    if t is int:
-        return str(value)
-    if t is str:
-        return "'" + value.translate(_ESCAPE_TABLE) + "'"
-    if t is bool:
-        return "1" if value else "0"
-    if t is Decimal:
-        return format(value, "f")
-    if t is float:
-        return repr(value)
-    if t is bytes or t is bytearray or t is memoryview:
-        return "X'" + bytes(value).hex() + "'"
-    if t is list or t is tuple:
-        return ", ".join(sql_literal(v) for v in value)
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return "'" + value.isoformat(sep=" ") + "'" if isinstance(value, datetime.datetime) else "'" + value.isoformat() + "'"
-    if isinstance(value, datetime.timedelta):
-        us = value // datetime.timedelta(microseconds=1)
-        sign, us = ("-" if us < 0 else ""), abs(us)
-        secs, us = divmod(us, 1_000_000)
-        return f"'{sign}{secs // 3600}:{secs % 3600 // 60:02d}:{secs % 60:02d}.{us:06d}'"
-    if isinstance(value, int):
-        return str(int(value))
-    raise TypeError(f"cannot render {t.__name__} as a SQL literal")
 
 
 class MissingBindVariable(KeyError):

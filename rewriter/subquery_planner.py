@@ -114,7 +114,7 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
             if negated:
                 repl = exp.Paren(this=exp.Or(this=exp.EQ(this=has, expression=exp.Literal.number(0)),
                                              expression=exp.Not(this=in_list)))
-                node.parent.replace(repl)
+                node.parent.replace(repl)  # type: ignore[union-attr]  # a subquery predicate always has a parent
             else:
                 repl = exp.Paren(this=exp.And(this=exp.EQ(this=has, expression=exp.Literal.number(1)),
                                               expression=in_list))
@@ -122,7 +122,7 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
         elif kind == "exists":
             negated = isinstance(node.parent, exp.Not)
             flag = exp.EQ(this=has, expression=exp.Literal.number(0 if negated else 1))
-            (node.parent if negated else node).replace(flag)
+            (node.parent if negated else node).replace(flag)  # type: ignore[union-attr]  # a subquery predicate always has a parent
         else:
             node.replace(exp.Placeholder(this=values_var))
         pulled.append((kind, values_var, has_var, sub_plan))

@@ -15,6 +15,7 @@ from typing import Any
 from sqlglot import exp
 
 from rewriter import errors
+from vschema import errors as verr
 
 SYSTEM_SCHEMAS = frozenset({"information_schema", "performance_schema", "mysql", "sys"})
 
@@ -55,8 +56,6 @@ class TableRef:
 
 
 def _vschema_errors() -> tuple[type[Exception], type[Exception], type[Exception]]:
-    from vschema import errors as verr
-
     return verr.TableNotFound, verr.AmbiguousTable, verr.VSchemaError
 
 
@@ -150,7 +149,7 @@ def names_cte(t: exp.Table) -> bool:
                 inside_own_body = cte is node or any(a is cte for a in _ancestors(t))
                 if not inside_own_body or with_.args.get("recursive"):
                     return True
-        node = parent
+        node = parent  # type: ignore[assignment]  # sqlglot types parses and parents as Expr, Expression's base
     return False
 
 
@@ -160,4 +159,4 @@ def _ancestors(e: exp.Expression) -> list[exp.Expression]:
     while p is not None:
         out.append(p)
         p = p.parent
-    return out
+    return out  # type: ignore[return-value]  # sqlglot types parses and parents as Expr, Expression's base

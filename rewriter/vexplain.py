@@ -114,7 +114,7 @@ def describe(node: P.Plan) -> dict[str, Any]:
                 "Expressions": [f"{c.text} as {c.name}" for c in node.computed],
                 "Inputs": [describe(node.input)]}
     if isinstance(node, P.Join):
-        cols = ",".join(f"L:{-c - 1}" if c < 0 else f"R:{c - 1}" for c in node.cols)
+        cols = ",".join(f"L:{-c - 1}" if c < 0 else f"R:{c - 1}" for c in node.cols)  # type: ignore[assignment]  # cols: the node's columns, then their text
         d = {"OperatorType": "Join", "Variant": "LeftJoin" if node.left_join else "Join",
              "JoinColumnIndexes": cols}
         if node.vars:

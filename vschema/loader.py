@@ -286,7 +286,7 @@ def _load_table(
                 )
         if owned:
             try:
-                vindex.set_owner_info(ks_name, tname, cols)
+                vindex.set_owner_info(ks_name, tname, cols)  # type: ignore[attr-defined]  # owned vindexes (lookups) define set_owner_info
             except VindexError as exc:
                 raise InvalidVSchema(f"{where}: table {tname}: {exc}") from exc
         column_vindexes.append(ColumnVindex(columns=cols, name=vname, vindex=vindex, owned=owned))

@@ -55,13 +55,20 @@ from proxy.cdc.transaction_assembler import (
     TransactionAssembler,
 )
 from proxy.cdc.xa_branch_reader import PreparedGroupReader
+from proxy.errors import (
+    CR_CONN_HOST_ERROR,
+    CR_CONNECTION_ERROR,
+    CR_SERVER_GONE_ERROR,
+    CR_SERVER_LOST,
+    CR_SERVER_LOST_EXTENDED,
+    ER_MASTER_FATAL_ERROR_READING_BINLOG,
+)
 from proxy.resharding.journal import JOURNAL_TABLES
 from proxy.sidecar_tables import SIDECAR_DB
 
 logger = logging.getLogger(__name__)
 
-ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
-_CONNECTION_ERRORS = frozenset({2002, 2003, 2006, 2013, 2055})
+_CONNECTION_ERRORS = frozenset({CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED})
 _CONTROL_EVENTS = [MariadbGtidEvent, QueryEvent, XidEvent, XAPrepareEvent, HeartbeatLogEvent]
 ROW_EVENTS_BY_OP = {"insert": WriteRowsEvent, "update": UpdateRowsEvent, "delete": DeleteRowsEvent}
 ALL_ROW_OPS = frozenset(ROW_EVENTS_BY_OP)
@@ -70,11 +77,17 @@ ShardItem = ShardTransaction | ShardHeartbeat
 
 
 class ShardEndpointLike(Protocol):
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str
+    # Read-only: endpoints are frozen dataclasses (proxy.config.ShardEndpoint, BinlogSource).
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def password(self) -> str: ...
+    @property
+    def database(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +291,7 @@ class BinlogDecoder:
                 before = time.time()
                 cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
                 after = time.time()
-                (shard_now,) = cur.fetchone()
+                (shard_now,) = cur.fetchone()  # type: ignore[misc]  # pymysqlreplication is untyped
             self.clock_offset = float(shard_now) - (before + after) / 2
             self._assembler.clock_offset = self.clock_offset
         finally:
@@ -341,7 +354,7 @@ class BinlogDecoder:
                 event = fetch()
                 if event is None:
                     # The server ended the dump (shutdown): reconnect like a lost link.
-                    raise pymysql.OperationalError(2013, "binlog dump ended by the server")
+                    raise pymysql.OperationalError(CR_SERVER_LOST, "binlog dump ended by the server")
                 item = assembler.on_event(event, clock())
                 if item is not None:
                     if isinstance(item, ShardHeartbeat):

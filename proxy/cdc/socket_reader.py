@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import socket
 
+from proxy import pymysql_internals
+
 # Below glibc's mmap threshold: a larger recv buffer is mapped and unmapped on every call.
 CHUNK = 32 * 1024
 
@@ -56,6 +58,6 @@ class BufferedSocketReader:
 def install(conn: object) -> BufferedSocketReader:
     """Make PyMySQL connection ``conn`` read through a BufferedSocketReader (right after it
     connected, when nothing is in flight)."""
-    reader = BufferedSocketReader(conn._sock)  # type: ignore[attr-defined]
-    conn._rfile = reader  # type: ignore[attr-defined]
+    reader = BufferedSocketReader(pymysql_internals.raw_socket(conn))
+    pymysql_internals.replace_reader(conn, reader)
     return reader

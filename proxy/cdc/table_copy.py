@@ -25,22 +25,18 @@ import pymysql
 import pymysql.cursors
 from pymysql.constants import FLAG
 
+from proxy import pymysql_internals
 from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
 from proxy.cdc.errors import ShardUnavailableError
 from proxy.cdc.events import EventGroup, Field, FieldEvent, RowChange, RowEvent, RowOp
 from proxy.cdc.positions import GtidPosition
 from proxy.cdc.table_filter import TableFilter
 from proxy.cdc.transaction_assembler import field_type_name
+from sqltext.quoting import quote_identifier
 
 ShardKey = tuple[str, str]
 BINARY_CHARSET = 63
 DEFAULT_CHUNK_ROWS = 1000
-
-
-def _quote(identifier: str) -> str:
-    # As rewriter.sqltemplate.quote_identifier, without loading the rewriter (and sqlglot,
-    # ~0.3 s) into the CDC core, which every decoder zygote imports.
-    return "`" + identifier.replace("`", "``") + "`"
 
 
 @dataclass
@@ -67,11 +63,11 @@ class ShardSnapshot:
                     "SELECT BINLOG_GTID_POS(%s, %s)",
                     (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])),
                 )
-                (gtid,) = cur.fetchone()
+                (gtid,) = cur.fetchone()  # type: ignore[misc]  # pymysql's stubs type fetchone as possibly None; the query returns one row
         except BaseException:
             conn.close()
             raise
-        return cls(key, conn, GtidPosition.parse(gtid or ""))
+        return cls(key, conn, GtidPosition.parse(gtid or ""))  # type: ignore[arg-type]  # an SSCursor connection is a Connection
 
     def tables(self, table_filter: TableFilter) -> list[str]:
         with self.conn.cursor() as cur:
@@ -85,8 +81,8 @@ class ShardSnapshot:
 
     def open_table(self, table: str) -> tuple[pymysql.cursors.SSCursor, tuple[Field, ...]]:
         cur = self.conn.cursor()
-        cur.execute(f"SELECT * FROM {_quote(table)}")
-        columns = cur._result.fields  # noqa: SLF001  (flags and charset are not in description)
+        cur.execute(f"SELECT * FROM {quote_identifier(table)}")
+        columns = pymysql_internals.result_fields(cur)  # flags and charset are not in description
         fields = tuple(
             Field(
                 name=column.name,
@@ -95,7 +91,7 @@ class ShardSnapshot:
             )
             for column in columns
         )
-        return cur, fields
+        return cur, fields  # type: ignore[return-value]  # an SSCursor connection is a Connection
 
     def close(self) -> None:
         self.conn.close()  # ends the read-only snapshot transaction with it
@@ -139,7 +135,7 @@ class TableCopy:
     async def groups(self) -> AsyncIterator[tuple[EventGroup, bool]]:
         """``(group, is_last)`` for every chunk of copied rows, in order."""
         held: EventGroup | None = None
-        async with aclosing(self._chunks()) as chunks:
+        async with aclosing(self._chunks()) as chunks:  # type: ignore[type-var]  # the iterator is an async generator
             async for group in chunks:
                 if held is not None:
                     yield held, False

@@ -413,7 +413,7 @@ class VStream:
                     keyspace=group.keyspace,
                     shard=group.shard,
                     timestamp=int(group.commit_time),
-                    vgtid=group.vgtid,
+                    vgtid=group.vgtid,  # type: ignore[arg-type]  # set once the stream has started
                 )
             )
             await self._end_copy()

@@ -36,12 +36,19 @@ from pymysqlreplication.row_event import RowsEvent
 from proxy.cdc.errors import XaBranchUnavailableError
 from proxy.cdc.positions import Gtid
 from proxy.cdc.xa_branches import Xid, parse_prepared_gtid_info
+from proxy.errors import (
+    CR_CONN_HOST_ERROR,
+    CR_CONNECTION_ERROR,
+    CR_SERVER_GONE_ERROR,
+    CR_SERVER_LOST,
+    CR_SERVER_LOST_EXTENDED,
+)
 
 logger = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 5000  # SHOW BINLOG EVENTS rows per round trip
 _INDEX_MAX = 200_000  # prepared-group locations kept; past that the index starts over
-CONNECTION_ERRORS = frozenset({2002, 2003, 2006, 2013, 2055})
+CONNECTION_ERRORS = frozenset({CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED})
 
 
 @dataclass(frozen=True, slots=True)

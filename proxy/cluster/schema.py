@@ -19,7 +19,7 @@ import pymysql
 from proxy.cluster.errors import SchemaError
 from proxy.cluster.layout import LocalShardSpec
 from proxy.cluster.sql_script import SqlScriptError, split_sql_statements
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 

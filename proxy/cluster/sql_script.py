@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from sqltext.lexer import quoted_end
+
 _DELIMITER_COMMAND = re.compile(r"[ \t]*delimiter[ \t]+(\S+)[ \t]*(?:\r?\n|$)", re.IGNORECASE)
 
 
@@ -67,19 +69,7 @@ def split_sql_statements(script: str) -> list[str]:
 
 def _skip_quoted(script: str, i: int) -> int:
     """Index just past the quoted string/identifier opening at `i`."""
-    quote = script[i]
-    j = i + 1
-    n = len(script)
-    while j < n:
-        ch = script[j]
-        if ch == "\\" and quote != "`":
-            j += 2
-            continue
-        if ch == quote:
-            # A doubled quote is an escaped quote, not the end.
-            if j + 1 < n and script[j + 1] == quote:
-                j += 2
-                continue
-            return j + 1
-        j += 1
-    raise SqlScriptError(f"unterminated {quote} quote starting at offset {i}")
+    end = quoted_end(script, i)
+    if end < 0:
+        raise SqlScriptError(f"unterminated {script[i]} quote starting at offset {i}")
+    return end

@@ -27,6 +27,62 @@ stream_util.
 
 from __future__ import annotations
 
-from proxy.engine.dispatch import execute, stream
+from proxy.engine import (
+    batched_join,
+    compute,
+    concatenate,
+    distinct,
+    dml,
+    dml_with_input,
+    filter,
+    hash_join,
+    insert,
+    insert_select,
+    join,
+    limit,
+    memory_sort,
+    ordered_aggregate,
+    projection,
+    projection_compute,
+    pullout,
+    route,
+    send,
+    sequence,
+    vexplain,
+    vexplain_run,
+    vindex_lookup,
+)
+from proxy.engine.dispatch import execute, register, stream
+from rewriter import nodes as P
+
+register({
+    P.Route: route,
+    P.VindexLookup: vindex_lookup,
+    P.Limit: limit,
+    P.MemorySort: memory_sort,
+    P.Aggregate: ordered_aggregate,
+    P.Distinct: distinct,
+    P.Filter: filter,
+    P.SimpleProjection: projection,
+    P.Truncate: projection,
+    P.ProjectNames: projection,
+    P.Projection: projection_compute,
+    P.Join: join,
+    P.HashJoin: hash_join,
+    P.BatchedJoin: batched_join,
+    P.Concatenate: concatenate,
+    P.PulloutSubquery: pullout,
+    P.Send: send,
+    P.SequenceNext: sequence,
+    P.Insert: insert,
+    P.InsertSelect: insert_select,
+    P.Update: dml,
+    P.Delete: dml,
+    P.ReferenceWrite: dml,
+    P.VExplain: vexplain,
+    P.VExplainRun: vexplain_run,
+    P.Compute: compute,
+    P.DMLWithInput: dml_with_input,
+})
 
 __all__ = ["execute", "stream"]

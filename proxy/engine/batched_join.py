@@ -10,24 +10,25 @@ Left order is kept, each left row followed by its matches in the right input's o
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.join_keys import RowKey, build_table, combine_fields, key_functions, probe
 from proxy.engine.result import Field, Result, Row, decode_value
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import BatchedJoin
 
 
-async def execute(node: BatchedJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: BatchedJoin, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
 class _Batches:
     """The right side's fields, and the key functions once both sides' fields are known."""
 
-    def __init__(self, node: BatchedJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> None:
+    def __init__(self, node: BatchedJoin, vcursor: VCursor, bindvars: Mapping[str, Any]) -> None:
         self.node = node
         self.vcursor = vcursor
         self.bindvars = bindvars
@@ -67,14 +68,14 @@ class _Batches:
         return probe(node.cols, rows, self.left_key, table, node.left_join, len(right_fields))
 
 
-async def stream(node: BatchedJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: BatchedJoin, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     batches = _Batches(node, vcursor, bindvars)
     source = dispatch.stream(node.left, vcursor, bindvars)
     left_fields: list[Field] | None = None
     pending: list[Row] = []
     sent_fields = False
 
-    async def emit(rows: list[Row]) -> AsyncIterator[Result]:
+    async def emit(rows: list[Row]) -> AsyncGenerator[Result, None]:
         nonlocal sent_fields
         assert left_fields is not None
         out = await batches.join(left_fields, rows)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.engine.result import Field, Row, decode_value, is_numeric
-from proxy.errors import ProxyError
+from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
 from rewriter.collation import BINARY_COLLATIONS, general_ci_key
 from rewriter.nodes import OrderKey
 
@@ -46,7 +46,7 @@ def value_key_fn(f: Field, ordering: bool = True) -> Callable[[bytes | None], An
     their definition order, which the result does not carry: ordering them across
     shards is refused rather than answered in the wrong order."""
     if ordering and f.flags & (ENUM_FLAG | SET_FLAG):
-        raise ProxyError(1235, f"VT12001: unsupported: ordering by ENUM/SET column {f.name} across shards")
+        raise ProxyError(ER_NOT_SUPPORTED_YET, f"VT12001: unsupported: ordering by ENUM/SET column {f.name} across shards")
     if is_numeric(f):
         def numeric(raw: bytes | None) -> Any:
             return (0,) if raw is None else (1, decode_value(f, raw))

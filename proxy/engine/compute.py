@@ -20,7 +20,7 @@ dropped in a ``finally`` (a broken connection takes them with it).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 from mysql_mimic.types import ColumnType
@@ -29,8 +29,10 @@ from proxy.engine import dispatch
 from proxy.engine.result import BINARY_CHARSET, Field, Result, decode_value
 from proxy.engine.route import route_targets
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Compute, Opcode, Plan, Route, TempInput
-from rewriter.sqltemplate import SqlTemplate, escape_string, quote_identifier
+from rewriter.sqltemplate import SqlTemplate
+from sqltext.quoting import escape_string, quote_identifier
 
 # Distinct values of a join key up to which a later input is fetched by IN list
 # rather than whole (an IN list of 50k integers is ~0.4 MB of SQL; a 600k-row TPC-H
@@ -46,11 +48,11 @@ _UNQUOTED_TYPES = frozenset({
 })
 
 
-async def execute(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Compute, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Compute, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     async with vcursor.scratch(node.keyspace, node.shard) as conn:
         created: list[str] = []
         try:
@@ -78,7 +80,7 @@ async def stream(node: Compute, vcursor: Any, bindvars: Mapping[str, Any]) -> As
                                    + ", ".join(quote_identifier(n) for n in created))
 
 
-async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: Any,
+async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: VCursor,
                 bindvars: Mapping[str, Any], values: Mapping[tuple[int, int], list[Any] | None],
                 keep: list[int], created: list[str]) -> dict[int, list[Any] | None]:
     """Fill ``inp``'s temporary table; returns the distinct values of the ``keep``
@@ -144,7 +146,7 @@ async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: Any,
                         await conn.execute(into + "VALUES " + ",".join(batch))
                         batch, size = [], 0
         finally:
-            await gen.aclose()
+            await gen.aclose()  # type: ignore[attr-defined]  # the shard streams are async generators
     if batch:
         await conn.execute(into + "VALUES " + ",".join(batch))
     out: dict[int, list[Any] | None] = {}

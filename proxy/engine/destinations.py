@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proxy.errors import ProxyError
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from rewriter.nodes import DMLOpcode, Opcode, Val
 from vschema.errors import VindexError
 
@@ -23,7 +23,7 @@ def map_values(vindex: Any, values: Sequence[Any]) -> list[bytes | None]:
     try:
         return vindex.map(list(values))
     except VindexError as e:
-        raise ProxyError(1105, str(e)) from e
+        raise ProxyError(ER_UNKNOWN_ERROR, str(e)) from e
 
 
 def _flatten(values: Sequence[Val], bindvars: Mapping[str, Any]) -> list[Any]:

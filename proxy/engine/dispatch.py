@@ -4,95 +4,42 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import ModuleType
 from typing import Any
 
+from proxy.engine import route
 from proxy.engine.result import Result
+from proxy.engine.vcursor import VCursor
 from rewriter import nodes as P
 
+# Plan node type -> primitive module; filled by ``proxy.engine`` (the package imports every
+# primitive, and primitives with children import this module to run them: the table is
+# handed in rather than imported, so the imports run one way).
 _MODULES: dict[type, ModuleType] = {}
 
 
-def _registry() -> dict[type, ModuleType]:
-    if not _MODULES:
-        from proxy.engine import (
-            batched_join,
-            compute,
-            concatenate,
-            distinct,
-            dml,
-            dml_with_input,
-            filter,
-            hash_join,
-            insert,
-            insert_select,
-            join,
-            limit,
-            memory_sort,
-            ordered_aggregate,
-            projection,
-            projection_compute,
-            pullout,
-            route,
-            send,
-            sequence,
-            vexplain,
-            vexplain_run,
-            vindex_lookup,
-        )
-
-        _MODULES.update({
-            P.Route: route,
-            P.VindexLookup: vindex_lookup,
-            P.Limit: limit,
-            P.MemorySort: memory_sort,
-            P.Aggregate: ordered_aggregate,
-            P.Distinct: distinct,
-            P.Filter: filter,
-            P.SimpleProjection: projection,
-            P.Truncate: projection,
-            P.ProjectNames: projection,
-            P.Projection: projection_compute,
-            P.Join: join,
-            P.HashJoin: hash_join,
-            P.BatchedJoin: batched_join,
-            P.Concatenate: concatenate,
-            P.PulloutSubquery: pullout,
-            P.Send: send,
-            P.SequenceNext: sequence,
-            P.Insert: insert,
-            P.InsertSelect: insert_select,
-            P.Update: dml,
-            P.Delete: dml,
-            P.ReferenceWrite: dml,
-            P.VExplain: vexplain,
-            P.VExplainRun: vexplain_run,
-            P.Compute: compute,
-            P.DMLWithInput: dml_with_input,
-        })
-    return _MODULES
+def register(modules: Mapping[type, ModuleType]) -> None:
+    _MODULES.update(modules)
 
 
 def module_for(plan: P.Plan) -> ModuleType:
-    mod = _registry().get(type(plan))
+    mod = _MODULES.get(type(plan))
     if mod is None:
         raise TypeError(f"no engine primitive for plan node {type(plan).__name__}")
     return mod
 
 
-async def execute(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(plan: P.Plan, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await module_for(plan).execute(plan, vcursor, bindvars)
 
 
-def stream(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+def stream(plan: P.Plan, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     return module_for(plan).stream(plan, vcursor, bindvars)
 
 
-async def field_result(plan: P.Plan, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def field_result(plan: P.Plan, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     """The columns a (route-like) plan returns, without rows."""
-    from proxy.engine import route
-
     if isinstance(plan, P.Route):
         return await route.field_result(plan, vcursor, bindvars)
     if isinstance(plan, P.VindexLookup):

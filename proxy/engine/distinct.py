@@ -3,21 +3,22 @@ Streams; memory grows with the number of distinct rows, not the input."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.compare import columns_key_fn
 from proxy.engine.result import Result
 from proxy.engine.stream_util import collect, truncate_result
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Distinct
 
 
-async def execute(node: Distinct, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Distinct, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Distinct, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Distinct, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     seen: set[tuple[Any, ...]] = set()
     key = None

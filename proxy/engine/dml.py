@@ -7,16 +7,17 @@ lookup rows, as Vitess does."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine.destinations import map_values, targets
 from proxy.engine.lookup import create_rows, delete_rows, lookup_shards
 from proxy.engine.result import Result, decode_value
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Delete, ReferenceWrite, Update
 
 
-async def _owned_rows(node: Update | Delete, vcursor: Any,
+async def _owned_rows(node: Update | Delete, vcursor: VCursor,
                       tg: list[tuple[str, Mapping[str, Any]]]) -> tuple[list[dict[str, Any]], list[bytes | None]]:
     """The rows the statement will touch (locked) and their keyspace ids."""
     assert node.owned_select is not None
@@ -32,14 +33,14 @@ async def _owned_rows(node: Update | Delete, vcursor: Any,
     return rows, ksids
 
 
-async def _delete_owned_lookups(node: Delete, vcursor: Any, tg: list[tuple[str, Mapping[str, Any]]]) -> None:
+async def _delete_owned_lookups(node: Delete, vcursor: VCursor, tg: list[tuple[str, Mapping[str, Any]]]) -> None:
     rows, ksids = await _owned_rows(node, vcursor, tg)
     for cv in node.owned_lookups:
         from_values = [tuple(row[c.lower()] for c in cv.columns) for row in rows]
         await delete_rows(vcursor, cv.vindex, node.keyspace, from_values, ksids)  # type: ignore[arg-type]
 
 
-async def _update_owned_lookups(node: Update, vcursor: Any, tg: list[tuple[str, Mapping[str, Any]]],
+async def _update_owned_lookups(node: Update, vcursor: VCursor, tg: list[tuple[str, Mapping[str, Any]]],
                                 bindvars: Mapping[str, Any]) -> None:
     """For each row whose lookup columns change: delete the old lookup row, create the new."""
     rows, ksids = await _owned_rows(node, vcursor, tg)
@@ -55,11 +56,11 @@ async def _update_owned_lookups(node: Update, vcursor: Any, tg: list[tuple[str, 
             row_ksids.append(ksid)
         if not row_ksids:
             continue
-        await delete_rows(vcursor, cv.vindex, node.keyspace, old_from, row_ksids)
-        await create_rows(vcursor, cv.vindex, node.keyspace, new_from, row_ksids)
+        await delete_rows(vcursor, cv.vindex, node.keyspace, old_from, row_ksids)  # type: ignore[arg-type]  # owned rows always carry their keyspace id
+        await create_rows(vcursor, cv.vindex, node.keyspace, new_from, row_ksids)  # type: ignore[arg-type]  # owned rows always carry their keyspace id
 
 
-async def _targets(node: Update | Delete | ReferenceWrite, vcursor: Any,
+async def _targets(node: Update | Delete | ReferenceWrite, vcursor: VCursor,
                    bindvars: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     if getattr(node.vindex, "needs_lookup", False):
         # routed by a lookup vindex (as Vitess does): the shards its lookup rows name;
@@ -70,7 +71,7 @@ async def _targets(node: Update | Delete | ReferenceWrite, vcursor: Any,
                    bindvars, node.target_ksid, node.target_shard)
 
 
-async def execute(node: Update | Delete | ReferenceWrite, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Update | Delete | ReferenceWrite, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     tg = await _targets(node, vcursor, bindvars)
     if not tg:
         return Result()
@@ -91,5 +92,5 @@ async def execute(node: Update | Delete | ReferenceWrite, vcursor: Any, bindvars
     return out
 
 
-async def stream(node: Update | Delete, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Update | Delete, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

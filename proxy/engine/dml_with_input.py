@@ -8,15 +8,16 @@ a transaction all of it commits or rolls back together."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.result import Result, decode_value
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import DMLWithInput
 
 
-async def execute(node: DMLWithInput, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: DMLWithInput, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     rows = await dispatch.execute(node.input, vcursor, bindvars)
     fields = rows.fields
     decoded = [[v if f.is_binary else decode_value(f, v) for f, v in zip(fields, row, strict=True)]
@@ -45,5 +46,5 @@ async def execute(node: DMLWithInput, vcursor: Any, bindvars: Mapping[str, Any])
     return out
 
 
-async def stream(node: DMLWithInput, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: DMLWithInput, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

@@ -10,21 +10,22 @@ batch of left rows (rewriter.join_planner).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.join_keys import build_table, combine_fields, key_functions, probe
 from proxy.engine.result import Field, Result
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import HashJoin
 
 
-async def execute(node: HashJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: HashJoin, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: HashJoin, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: HashJoin, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     right = await dispatch.execute(node.right, vcursor, bindvars)
     right_fields = right.fields or (await dispatch.field_result(node.right, vcursor, bindvars)).fields
     source = dispatch.stream(node.left, vcursor, bindvars)

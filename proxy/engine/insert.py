@@ -9,17 +9,18 @@ of owned lookup vindexes; then send one INSERT per shard with that shard's rows
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine.destinations import map_values
 from proxy.engine.lookup import create_rows
 from proxy.engine.result import Result
-from proxy.errors import ProxyError
+from proxy.engine.vcursor import VCursor
+from proxy.errors import ER_NOT_SUPPORTED_YET, ER_UNKNOWN_ERROR, ProxyError
 from rewriter.nodes import DMLOpcode, Insert
 
 
-async def _fill_auto_increment(node: Insert, vcursor: Any, bv: dict[str, Any]) -> int:
+async def _fill_auto_increment(node: Insert, vcursor: VCursor, bv: dict[str, Any]) -> int:
     auto = node.auto_increment
     if auto is None:
         return 0
@@ -38,7 +39,7 @@ async def _fill_auto_increment(node: Insert, vcursor: Any, bv: dict[str, Any]) -
     return first
 
 
-async def execute(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Insert, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     bv = dict(bindvars)
     generated = await _fill_auto_increment(node, vcursor, bv)
     vs = vcursor.vschema
@@ -56,12 +57,12 @@ async def execute(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
     else:
         primary = node.vindex_values[0]
         if getattr(primary.vindex, "needs_lookup", False):
-            raise ProxyError(1235, "VT12001: unsupported: a lookup vindex as the primary vindex of an inserted table")
+            raise ProxyError(ER_NOT_SUPPORTED_YET, "VT12001: unsupported: a lookup vindex as the primary vindex of an inserted table")
         values = [row[0].resolve(bv) for row in primary.rows]
         ksids = map_values(primary.vindex, values)
         for value, k in zip(values, ksids, strict=True):
             if k is None:
-                raise ProxyError(1105, f"VT09020: could not map [{value!r}] to a keyspace id")
+                raise ProxyError(ER_UNKNOWN_ERROR, f"VT09020: could not map [{value!r}] to a keyspace id")
     # owned lookup vindexes: their rows go in before the owner rows
     for vv in node.vindex_values[1:]:
         if not vv.owned:
@@ -71,7 +72,7 @@ async def execute(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> Re
 
     per_shard: dict[str, list[int]] = {}
     for i, k in enumerate(ksids):
-        per_shard.setdefault(vs.shard_for(node.keyspace, k), []).append(i)
+        per_shard.setdefault(vs.shard_for(node.keyspace, k), []).append(i)  # type: ignore[arg-type]  # a None ksid raised VT09020 above
     queries = [(shard, render_rows(node, rows, bv)) for shard, rows in per_shard.items()]
     if len(queries) == 1:
         results = [await vcursor.execute_shard(node.keyspace, queries[0][0], queries[0][1])]
@@ -94,6 +95,6 @@ def render_rows(node: Insert, rows: Any, bv: Mapping[str, Any]) -> str:
             + node.suffix.render(bv))
 
 
-async def stream(node: Insert, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Insert, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)
 

@@ -5,22 +5,23 @@ The SELECT (any plan) runs first; its rows become the rows of a multi-row Insert
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine import insert as insert_mod
 from proxy.engine.result import Result, decode_value
-from proxy.errors import ProxyError
+from proxy.engine.vcursor import VCursor
+from proxy.errors import ER_WRONG_VALUE_COUNT_ON_ROW, ProxyError
 from rewriter.nodes import AutoIncrement, DMLOpcode, Insert, InsertSelect, Val, VindexValues
 from rewriter.sqltemplate import SqlTemplate
 
 
-async def execute(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: InsertSelect, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     rows = await dispatch.execute(node.source, vcursor, bindvars)
     n_given = len(node.columns) - (1 if node.auto_appended else 0)
     if rows.fields and len(rows.fields) != n_given:
-        raise ProxyError(1136, "Column count doesn't match value count at row 1")
+        raise ProxyError(ER_WRONG_VALUE_COUNT_ON_ROW, "Column count doesn't match value count at row 1")
     if not rows.rows:
         return Result()
     bv: dict[str, Any] = dict(bindvars)
@@ -55,5 +56,5 @@ async def execute(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any])
     return await insert_mod.execute(insert, vcursor, bv)
 
 
-async def stream(node: InsertSelect, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: InsertSelect, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

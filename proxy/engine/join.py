@@ -6,16 +6,17 @@ joins pad them with NULLs. Streams over the left input; slow but exact."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.result import Field, Result, Row, decode_value
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Join
 
 
-async def execute(node: Join, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Join, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
@@ -27,7 +28,7 @@ def _combine_fields(node: Join, lf: list[Field], rf: list[Field]) -> list[Field]
     return [lf[-c - 1] if c < 0 else rf[c - 1] for c in node.cols]
 
 
-async def _right_fields(node: Join, vcursor: Any, bindvars: Mapping[str, Any]) -> list[Field]:
+async def _right_fields(node: Join, vcursor: VCursor, bindvars: Mapping[str, Any]) -> list[Field]:
     bv = dict(bindvars)
     for name in node.vars:
         bv[name] = None
@@ -35,7 +36,7 @@ async def _right_fields(node: Join, vcursor: Any, bindvars: Mapping[str, Any]) -
     return res.fields
 
 
-async def stream(node: Join, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Join, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.left, vcursor, bindvars)
     left_fields: list[Field] | None = None
     right_fields: list[Field] | None = None

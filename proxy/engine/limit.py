@@ -5,13 +5,14 @@ each shard sends at most that many rows; closing the stream stops the shards."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.result import Result
 from proxy.engine.stream_util import collect
-from proxy.errors import ProxyError
+from proxy.engine.vcursor import VCursor
+from proxy.errors import ER_WRONG_ARGUMENTS, ProxyError
 from rewriter.nodes import UPPER_LIMIT, Limit
 
 
@@ -20,17 +21,17 @@ def _bounds(node: Limit, bindvars: Mapping[str, Any]) -> tuple[int, int]:
         count = int(node.count.resolve(bindvars))
         offset = int(node.offset.resolve(bindvars)) if node.offset is not None else 0
     except (TypeError, ValueError) as e:
-        raise ProxyError(1210, "Incorrect arguments to LIMIT") from e
+        raise ProxyError(ER_WRONG_ARGUMENTS, "Incorrect arguments to LIMIT") from e
     if count < 0 or offset < 0:
-        raise ProxyError(1210, "Incorrect arguments to LIMIT")
+        raise ProxyError(ER_WRONG_ARGUMENTS, "Incorrect arguments to LIMIT")
     return count, offset
 
 
-async def execute(node: Limit, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Limit, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Limit, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Limit, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     count, offset = _bounds(node, bindvars)
     bv = dict(bindvars)
     bv[UPPER_LIMIT] = count + offset

@@ -14,10 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.engine.result import Field, Result, decode_value
-from proxy.errors import ProxyError, ShardError
-from rewriter.sqltemplate import sql_literal
+from proxy.engine.vcursor import VCursor
+from proxy.errors import (
+    ER_DUP_ENTRY,
+    ER_NOT_SUPPORTED_YET,
+    ER_UNKNOWN_ERROR,
+    ProxyError,
+    ShardError,
+)
+from sqltext.quoting import sql_literal
 
-ER_DUP_ENTRY = 1062
 logger = logging.getLogger(__name__)
 
 
@@ -25,7 +31,7 @@ def render_params(sql: str, params: Sequence[Any]) -> str:
     """Substitute ``%s`` placeholders (the vindex builders' paramstyle) with literals."""
     parts = sql.split("%s")
     if len(parts) != len(params) + 1:
-        raise ProxyError(1105, f"lookup query expects {len(parts) - 1} values, got {len(params)}")
+        raise ProxyError(ER_UNKNOWN_ERROR, f"lookup query expects {len(parts) - 1} values, got {len(params)}")
     out = [parts[0]]
     for p, rest in zip(params, parts[1:], strict=True):
         out.append(sql_literal(p))
@@ -37,7 +43,7 @@ def lookup_keyspace(vindex: Any, owner_keyspace: str) -> str:
     return getattr(vindex, "table_keyspace", None) or owner_keyspace
 
 
-async def _run(vcursor: Any, keyspace: str, sql: str) -> list[Result]:
+async def _run(vcursor: VCursor, keyspace: str, sql: str) -> list[Result]:
     vs = vcursor.vschema
     shards = vs.shards(keyspace)
     if len(shards) == 1:
@@ -56,7 +62,7 @@ def _decoded_rows(results: list[Result]) -> list[tuple[Any, ...]]:
     return rows
 
 
-async def keyspace_ids(vcursor: Any, vindex: Any, owner_keyspace: str, values: Sequence[Any]) -> list[list[bytes] | None]:
+async def keyspace_ids(vcursor: VCursor, vindex: Any, owner_keyspace: str, values: Sequence[Any]) -> list[list[bytes] | None]:
     """Per value, the keyspace ids the lookup table holds (None: not found)."""
     ks = lookup_keyspace(vindex, owner_keyspace)
     values = list(values)
@@ -73,7 +79,7 @@ async def keyspace_ids(vcursor: Any, vindex: Any, owner_keyspace: str, values: S
     return vindex.destinations(per_value)
 
 
-async def lookup_shards(vcursor: Any, vindex: Any, keyspace: str, values: Sequence[Any]) -> list[str]:
+async def lookup_shards(vcursor: VCursor, vindex: Any, keyspace: str, values: Sequence[Any]) -> list[str]:
     """The shards of ``keyspace`` holding the keyspace ids the lookup table maps
     ``values`` to (list values flattened, NULLs skipped), in first-seen order."""
     flat: list[Any] = []
@@ -88,7 +94,7 @@ async def lookup_shards(vcursor: Any, vindex: Any, keyspace: str, values: Sequen
     return list(shards)
 
 
-async def create_rows(vcursor: Any, vindex: Any, owner_keyspace: str,
+async def create_rows(vcursor: VCursor, vindex: Any, owner_keyspace: str,
                       from_values: Sequence[Sequence[Any]], ksids: Sequence[bytes], ignore: bool = False) -> None:
     params = vindex.insert_rows(from_values, ksids)
     if not params:
@@ -106,7 +112,7 @@ async def create_rows(vcursor: Any, vindex: Any, owner_keyspace: str,
             await _create_consistent_row(vcursor, vindex, owner_keyspace, tuple(row))
 
 
-async def _create_consistent_row(vcursor: Any, vindex: Any, owner_keyspace: str, row: tuple[Any, ...]) -> None:
+async def _create_consistent_row(vcursor: VCursor, vindex: Any, owner_keyspace: str, row: tuple[Any, ...]) -> None:
     """Vitess's consistent_lookup on a duplicate: if the existing lookup row already
     points to this keyspace id, keep it; if its owner row is gone (stale lookup row),
     repoint it; if the owner row exists, it is a real duplicate (the MySQL error)."""
@@ -137,7 +143,7 @@ async def _create_consistent_row(vcursor: Any, vindex: Any, owner_keyspace: str,
                 extra={"vindex": vindex.name, "table": vindex.table, "from": repr(from_values)})
 
 
-async def delete_rows(vcursor: Any, vindex: Any, owner_keyspace: str,
+async def delete_rows(vcursor: VCursor, vindex: Any, owner_keyspace: str,
                       from_values: Sequence[Sequence[Any]], ksids: Sequence[bytes]) -> None:
     if not getattr(vindex, "deletes_rows", True):
         return
@@ -148,8 +154,8 @@ async def delete_rows(vcursor: Any, vindex: Any, owner_keyspace: str,
         await _run_write(vcursor, lookup_keyspace(vindex, owner_keyspace), sql)
 
 
-async def _run_write(vcursor: Any, keyspace: str, sql: str) -> None:
+async def _run_write(vcursor: VCursor, keyspace: str, sql: str) -> None:
     shards = vcursor.vschema.shards(keyspace)
     if len(shards) != 1:
-        raise ProxyError(1235, f"VT12001: unsupported: lookup table in sharded keyspace {keyspace}")
+        raise ProxyError(ER_NOT_SUPPORTED_YET, f"VT12001: unsupported: lookup table in sharded keyspace {keyspace}")
     await vcursor.execute_shard(keyspace, shards[0], sql)

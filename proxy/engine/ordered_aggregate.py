@@ -16,7 +16,7 @@ A scalar aggregate over no rows still returns one row (COUNT 0, others NULL).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -36,6 +36,7 @@ from proxy.engine.result import (
     encode_value,
 )
 from proxy.engine.stream_util import CHUNK_ROWS, collect
+from proxy.engine.vcursor import VCursor
 from rewriter import nodes as P
 from rewriter.sqltemplate import parse_template
 
@@ -189,7 +190,7 @@ _UNSET = object()
 
 def _number_text(v: Any, f: Field) -> bytes:
     if isinstance(v, float):
-        return encode_value(v)
+        return encode_value(v)  # type: ignore[return-value]  # a float encodes to bytes, never None
     if f.type == ColumnType.NEWDECIMAL or f.type == ColumnType.DECIMAL:
         d = Decimal(v)
         if f.decimals and f.decimals < 31:
@@ -198,11 +199,11 @@ def _number_text(v: Any, f: Field) -> bytes:
     return str(v).encode()
 
 
-async def execute(node: P.Aggregate, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: P.Aggregate, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: P.Aggregate, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: P.Aggregate, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     fields: list[Field] | None = None
     out_fields: list[Field] = []

@@ -4,7 +4,7 @@ ProjectNames (pick columns by name, for queries over derived tables)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +21,8 @@ from proxy.engine.result import (
     encode_value,
 )
 from proxy.engine.stream_util import collect, truncate_result
-from proxy.errors import ProxyError
+from proxy.engine.vcursor import VCursor
+from proxy.errors import ER_BAD_FIELD_ERROR, ProxyError
 from rewriter.nodes import ProjectNames, SimpleProjection, Truncate, Val
 from rewriter.sqltemplate import parse_template
 
@@ -32,7 +33,7 @@ def column_by_name(fields: list[Field], name: str) -> int:
     for i, f in enumerate(fields):
         if f.name.lower() == low:
             return i
-    raise ProxyError(1054, f"Unknown column '{name}' in 'field list'")
+    raise ProxyError(ER_BAD_FIELD_ERROR, f"Unknown column '{name}' in 'field list'")
 
 
 def _constant(value: Any, name: str) -> tuple[bytes | None, Field]:
@@ -71,15 +72,15 @@ def _project(chunk: Result, cols: list[int]) -> Result:
     return Result(fields=fields, rows=[tuple(r[c] for c in cols) for r in chunk.rows])
 
 
-async def execute(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any,
+async def execute(node: SimpleProjection | Truncate | ProjectNames, vcursor: VCursor,
                   bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any,
-                 bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: SimpleProjection | Truncate | ProjectNames, vcursor: VCursor,
+                 bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
-    by_name: tuple[list[int], list[Field]] | None = None
+    by_name: tuple[list[int | bytes | None], list[Field]] | None = None
     try:
         async for chunk in source:
             if isinstance(node, Truncate):
@@ -89,7 +90,7 @@ async def stream(node: SimpleProjection | Truncate | ProjectNames, vcursor: Any,
                     by_name = _name_plan(node, chunk.fields, bindvars)
                 cols = by_name[0]
                 yield Result(fields=by_name[1] if chunk.fields else [],
-                             rows=[tuple(r[c] if type(c) is int else c for c in cols) for r in chunk.rows])
+                             rows=[tuple(r[c] if isinstance(c, int) else c for c in cols) for r in chunk.rows])
             else:
                 yield _project(chunk, node.columns)
     finally:

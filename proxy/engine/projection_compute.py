@@ -3,7 +3,7 @@ MySQL's result types (e.g. ``sum(price) / count(*)`` -> DECIMAL with scale + 4).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -23,6 +23,7 @@ from proxy.engine.result import (
     is_numeric,
 )
 from proxy.engine.stream_util import collect
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Projection
 from rewriter.sqltemplate import parse_template
 
@@ -68,11 +69,11 @@ def _text(value: Any, kind: tuple[str, int]) -> bytes | None:
     return encode_value(value)
 
 
-async def execute(node: Projection, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: Projection, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
 
-async def stream(node: Projection, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: Projection, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     source = dispatch.stream(node.input, vcursor, bindvars)
     fields: list[Field] | None = None
     kinds: list[tuple[str, int]] = []

@@ -10,7 +10,7 @@ statement on a scratch connection (a Compute's temporary tables), gets the next 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -63,7 +63,7 @@ class QueryLog:
             group = self.record(keyspace, shard, sql, group)
         return await self.inner.execute_multi(keyspace, queries)
 
-    def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncIterator[Result]:
+    def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncGenerator[Result, None]:
         if self._stream_group is None:
             self._stream_group = self.record(keyspace, shard, sql)
             asyncio.get_running_loop().call_soon(self._close_stream_group)
@@ -102,6 +102,6 @@ class _LoggedScratch:
         self._log.record(self._keyspace, self._shard, sql)
         return await self._conn.execute(sql)
 
-    def stream(self, sql: str) -> AsyncIterator[Result]:
+    def stream(self, sql: str) -> AsyncGenerator[Result, None]:
         self._log.record(self._keyspace, self._shard, sql)
         return self._conn.stream(sql)

@@ -11,23 +11,24 @@ A consumer that stops early (Limit) closes the stream, which closes every shard 
 from __future__ import annotations
 
 import heapq
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from proxy.engine.compare import row_key_fn
 from proxy.engine.destinations import Targets, targets
 from proxy.engine.result import Result, Row
 from proxy.engine.stream_util import CHUNK_ROWS, RowCursor, collect, interleave, truncate_result
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Route
 from rewriter.sqltemplate import parse_template
 
 
-def route_targets(route: Route, vcursor: Any, bindvars: Mapping[str, Any]) -> Targets:
+def route_targets(route: Route, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Targets:
     return targets(vcursor.vschema, route.opcode, route.keyspace, route.vindex, route.values,
                    route.in_var, bindvars, route.target_ksid, route.target_shard)
 
 
-async def execute(route: Route, vcursor: Any, bindvars: Mapping[str, Any],
+async def execute(route: Route, vcursor: VCursor, bindvars: Mapping[str, Any],
                   shard_targets: Targets | None = None) -> Result:
     tg = route_targets(route, vcursor, bindvars) if shard_targets is None else shard_targets
     if not tg:
@@ -48,7 +49,7 @@ async def execute(route: Route, vcursor: Any, bindvars: Mapping[str, Any],
     return truncate_result(out, route.truncate)
 
 
-async def field_result(route: Route, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def field_result(route: Route, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     """An empty result with the route's columns (for routes that visit no shard)."""
     shard = vcursor.vschema.shards(route.keyspace)[0]
     sql = parse_template(route.field_query).render(bindvars) if route.field_query else route.query.render(bindvars)
@@ -57,8 +58,8 @@ async def field_result(route: Route, vcursor: Any, bindvars: Mapping[str, Any]) 
     return truncate_result(res, route.truncate)
 
 
-async def stream(route: Route, vcursor: Any, bindvars: Mapping[str, Any],
-                 shard_targets: Targets | None = None) -> AsyncIterator[Result]:
+async def stream(route: Route, vcursor: VCursor, bindvars: Mapping[str, Any],
+                 shard_targets: Targets | None = None) -> AsyncGenerator[Result, None]:
     tg = route_targets(route, vcursor, bindvars) if shard_targets is None else shard_targets
     if not tg:
         yield await field_result(route, vcursor, bindvars)
@@ -96,7 +97,7 @@ async def stream(route: Route, vcursor: Any, bindvars: Mapping[str, Any],
         await gen.aclose()
 
 
-async def _merge_sorted(route: Route, streams: list[AsyncIterator[Result]]) -> AsyncIterator[Result]:
+async def _merge_sorted(route: Route, streams: Sequence[AsyncIterator[Result]]) -> AsyncGenerator[Result, None]:
     cursors = [RowCursor(s) for s in streams]
     try:
         heap: list[tuple[Any, int, Row]] = []

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 from mysql_mimic.types import ColumnType
 
 from proxy.engine.result import Result, local_result
-from proxy.errors import ProxyError
+from proxy.engine.vcursor import VCursor
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from rewriter.nodes import SequenceNext
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 
 RunSQL = Callable[[str], Awaitable[Result]]
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class SequenceAllocator:
     async def next_values(self, keyspace: str, table: str, count: int, run_autocommit: RunSQL) -> int:
         """Reserve ``count`` consecutive ids; returns the first."""
         if count < 1:
-            raise ProxyError(1105, f"VT13001: sequence {table}: number of values must be positive, got {count}")
+            raise ProxyError(ER_UNKNOWN_ERROR, f"VT13001: sequence {table}: number of values must be positive, got {count}")
         key = (keyspace, table)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -62,7 +63,7 @@ class SequenceAllocator:
             if cache is None:
                 res = await run_autocommit(f"select cache from {quote_identifier(table)} where id = 0")
                 if not res.rows:
-                    raise ProxyError(1105, f"VT13001: sequence table {keyspace}.{table} has no row with id 0")
+                    raise ProxyError(ER_UNKNOWN_ERROR, f"VT13001: sequence table {keyspace}.{table} has no row with id 0")
                 raw = res.rows[0][0]
                 cache = int(raw) if raw is not None else 1
                 self._cache_sizes[key] = max(cache, 1)
@@ -72,7 +73,7 @@ class SequenceAllocator:
                 f"update {quote_identifier(table)} set next_id = last_insert_id(next_id + {block}) where id = 0"
             )
             if res.affected_rows != 1 or not res.insert_id:
-                raise ProxyError(1105, f"VT13001: could not reserve ids from sequence {keyspace}.{table}")
+                raise ProxyError(ER_UNKNOWN_ERROR, f"VT13001: could not reserve ids from sequence {keyspace}.{table}")
             new_end = int(res.insert_id)
             start = new_end - block
             self._blocks[key] = (start + count, new_end)
@@ -84,13 +85,13 @@ class SequenceAllocator:
 DEFAULT_ALLOCATOR = SequenceAllocator()
 
 
-async def execute(node: SequenceNext, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: SequenceNext, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     n = int(node.count.resolve(bindvars))
     first = await vcursor.next_sequence_values(node.keyspace, node.table, n)
     return local_result(["nextval"], [[first]], [ColumnType.LONGLONG])
 
 
-async def stream(node: SequenceNext, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: SequenceNext, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)
 
 

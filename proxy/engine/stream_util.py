@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 from proxy.engine.result import Field, Result, Row
 
@@ -37,7 +37,7 @@ async def aclose(stream: AsyncIterator[Result]) -> None:
         await close()
 
 
-async def from_result(result: Result) -> AsyncIterator[Result]:
+async def from_result(result: Result) -> AsyncGenerator[Result, None]:
     """Stream a complete result in bounded chunks (first chunk carries the fields)."""
     rows = result.rows
     if len(rows) <= CHUNK_ROWS:
@@ -82,7 +82,7 @@ class RowCursor:
         await aclose(self.stream)
 
 
-async def interleave(streams: Sequence[AsyncIterator[Result]], buffer: int = 4) -> AsyncIterator[tuple[int, Result]]:
+async def interleave(streams: Sequence[AsyncIterator[Result]], buffer: int = 4) -> AsyncGenerator[tuple[int, Result], None]:
     """Chunks of several streams as they arrive, each tagged with its stream index.
 
     A bounded queue keeps memory flat: a fast shard waits while the consumer is busy.

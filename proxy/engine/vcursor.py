@@ -8,7 +8,7 @@ against real shards with a small implementation of it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol
 
@@ -23,7 +23,7 @@ class ScratchConnection(Protocol):
 
     async def execute(self, sql: str) -> Result: ...
 
-    def stream(self, sql: str) -> AsyncIterator[Result]: ...
+    def stream(self, sql: str) -> AsyncGenerator[Result, None]: ...
 
 
 class VCursor(Protocol):
@@ -42,7 +42,7 @@ class VCursor(Protocol):
         """Run ``(shard, sql)`` pairs concurrently; results in the same order."""
         ...
 
-    def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncIterator[Result]:
+    def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncGenerator[Result, None]:
         """Stream one statement's result: the first chunk has ``fields`` (and maybe
         rows), later chunks rows only. Closing the iterator early releases the
         shard connection at once."""

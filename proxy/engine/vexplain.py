@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine.result import Result, local_result
+from proxy.engine.vcursor import VCursor
 from rewriter.nodes import VExplain
 
 
-async def execute(node: VExplain, vcursor: Any, bindvars: Mapping[str, Any]) -> Result:
+async def execute(node: VExplain, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return local_result(["JSON"], [[node.json]])
 
 
-async def stream(node: VExplain, vcursor: Any, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: VExplain, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)

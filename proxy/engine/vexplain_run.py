@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any
 
 from mysql_mimic.types import ColumnType
@@ -58,7 +58,7 @@ async def execute(node: VExplainRun, vcursor: VCursor, bindvars: Mapping[str, An
     return local_result(["JSON"], [[json.dumps(plan, indent="\t")]])
 
 
-async def stream(node: VExplainRun, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncIterator[Result]:
+async def stream(node: VExplainRun, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
     yield await execute(node, vcursor, bindvars)
 
 

@@ -180,7 +180,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
             data = data[: error.start] + self._error_packet(e, data[error.start + 3])
         elif self._route is not None and self._route.writes:
-            self.session.proxy.wrote(self.session, self._sql)
+            self.session.statement_keyword, self.session.written_table = self._route.keyword, None
+            self.connection.executor.after_write(self.session, self._sql)
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)

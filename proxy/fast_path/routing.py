@@ -60,7 +60,7 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     ):
         return None
     keyspace = session.keyspace
-    proxy = session.proxy
+    proxy = session.state
     if keyspace is None or not proxy.is_sharded(keyspace):
         return None  # an unsharded keyspace takes statements verbatim, on the normal path
     if ";" in sql or "@@" in sql or "/*vt+" in sql:

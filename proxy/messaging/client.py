@@ -27,7 +27,7 @@ from typing import Any
 
 import aiomysql
 
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 
 
 @dataclass(frozen=True, slots=True)

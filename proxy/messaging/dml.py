@@ -80,7 +80,7 @@ def _ack_ids(where: exp.Expression) -> list[str | int] | None:
             if isinstance(val, exp.Column):
                 col, val = val, col
             if isinstance(col, exp.Column) and col.name.lower() == "id":
-                v = _literal(val)
+                v = _literal(val)  # type: ignore[arg-type]  # sqlglot types parses and parents as Expr, Expression's base
                 return None if v is None else [v]
     return None
 

@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.errors import ProxyError, SyntaxError_
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, SyntaxError_
 from proxy.messaging.errors import MessageTableError
 from proxy.messaging.table import parse_message_table
-from proxy.sqltext import split_parenthesised, split_top_level
+from sqltext.lexer import split_parenthesised, split_top_level
 
 DEFAULT_PARAMETERS: dict[str, str] = {
     "vt_ack_wait": "30",
@@ -95,9 +95,9 @@ def translate_create_queue(sql: str, sharded: bool) -> QueueDefinition:
             key = key.lower()
             value = value.strip("'\"")
             if not sep or key not in KNOWN_PARAMETERS:
-                raise ProxyError(1105, f"CREATE QUEUE: unknown parameter {key!r}; known: {', '.join(sorted(KNOWN_PARAMETERS))}")
+                raise ProxyError(ER_UNKNOWN_ERROR, f"CREATE QUEUE: unknown parameter {key!r}; known: {', '.join(sorted(KNOWN_PARAMETERS))}")
             if not _PARAM_VALUE.match(value):
-                raise ProxyError(1105, f"CREATE QUEUE: invalid value for {key}: {value!r}")
+                raise ProxyError(ER_UNKNOWN_ERROR, f"CREATE QUEUE: invalid value for {key}: {value!r}")
             params[key] = value
 
     columns: dict[str, str] = {}  # lower name -> definition, user's first
@@ -123,7 +123,7 @@ def translate_create_queue(sql: str, sharded: bool) -> QueueDefinition:
     try:
         parse_message_table(name, comment, column_names)
     except MessageTableError as e:
-        raise ProxyError(1105, f"CREATE QUEUE {name}: {e.message}") from e
+        raise ProxyError(ER_UNKNOWN_ERROR, f"CREATE QUEUE {name}: {e.message}") from e
     body = ",\n  ".join(ordered + constraints)
     escaped = comment.replace("'", "''")
     quoted = "`" + name.replace("`", "``") + "`"

@@ -11,7 +11,7 @@ from typing import Protocol
 from proxy.engine.result import Field, Result
 from proxy.messaging.errors import MessageTableError
 from proxy.messaging.table import MessageTableSpec, is_message_comment, parse_message_table
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 

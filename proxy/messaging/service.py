@@ -19,13 +19,14 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from mysql_mimic.types import ColumnType
 from sqlglot import exp
 
 from proxy.engine.result import Result, local_result
-from proxy.errors import ProxyError
+from proxy.errors import ER_BAD_DB_ERROR, ER_NO_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
+from proxy.messaging.change_watch import TableChangeWatch
 from proxy.messaging.errors import (
     MessageTableNotFound,
     MessagingClosed,
@@ -37,9 +38,6 @@ from proxy.messaging.receiver import Delivery, Receiver
 from proxy.messaging.schema import LoadedTable, load_message_tables
 from proxy.messaging.sql import literal
 from proxy.messaging.statement import StreamPredicate, compile_predicate, parse_stream
-
-if TYPE_CHECKING:
-    from proxy.messaging.change_watch import TableChangeWatch
 
 logger = logging.getLogger(__name__)
 
@@ -239,9 +237,9 @@ class MessagingService:
         statement = parse_stream(sql)
         ks = statement.keyspace or keyspace
         if ks is None:
-            raise ProxyError(1046, "No database selected")
+            raise ProxyError(ER_NO_DB_ERROR, "No database selected")
         if ks not in self.shards:
-            raise ProxyError(1049, f"Unknown database '{ks}'")
+            raise ProxyError(ER_BAD_DB_ERROR, f"Unknown database '{ks}'")
         shards = [target_shard] if target_shard is not None and ks == keyspace else None
         return self.subscribe(ks, statement.table, shards, statement.where)
 
@@ -254,10 +252,10 @@ class MessagingService:
     ) -> AsyncIterator[Result]:
         """Fields first, then one chunk per batch sent to this subscriber, until closed."""
         if keyspace not in self.shards:
-            raise ProxyError(1049, f"Unknown database '{keyspace}'")
+            raise ProxyError(ER_BAD_DB_ERROR, f"Unknown database '{keyspace}'")
         for s in shards or []:
             if s not in self.shards[keyspace]:
-                raise ProxyError(1105, f"no such shard: {keyspace}/{s}")
+                raise ProxyError(ER_UNKNOWN_ERROR, f"no such shard: {keyspace}/{s}")
         managers = await self._resolve(keyspace, shards or self.shards[keyspace], table)
         spec = managers[0].spec
         predicate: StreamPredicate | None = None

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from proxy.engine.result import BINARY_CHARSET, Field, is_numeric
 from proxy.messaging.cache import CachedMessage
 from proxy.messaging.table import MessageTableSpec
-from rewriter.sqltemplate import escape_string, quote_identifier
+from sqltext.quoting import escape_string, quote_identifier
 
 PURGE_BATCH_ROWS = 500
 _NUMBER = re.compile(rb"^-?\d+(?:\.\d+)?$")

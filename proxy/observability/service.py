@@ -1,4 +1,4 @@
-"""The observability of one proxy process: owned by ``proxy.server.Proxy``, which starts
+"""The observability of one proxy process: owned by ``proxy.cluster_state.ClusterState``, which starts
 and stops it and mounts its routes on the HTTP listener.
 
 It keeps the open client sessions (connections and open transactions are counted from
@@ -26,7 +26,7 @@ from proxy.observability.state_sampler import StateSampler
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from proxy.server import Proxy
+    from proxy.cluster_state import ClusterState
     from proxy.session import ProxySession
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ SAMPLE_SECONDS = 1.0
 
 
 class Observability:
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: ClusterState) -> None:
         self.proxy = proxy
         self.started_at = time.time()
         self.pid = os.getpid()

@@ -24,7 +24,7 @@ from proxy.observability.metrics import add_to_counter
 from rewriter import DEFAULT_CACHE
 
 if TYPE_CHECKING:
-    from proxy.server import Proxy
+    from proxy.cluster_state import ClusterState
     from proxy.session import ProxySession
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def transactions_behind(head: GtidPosition, position: GtidPosition) -> int:
 
 
 class StateSampler:
-    def __init__(self, proxy: Proxy, sessions: Iterable[ProxySession], cdc: CdcStreams = CDC_STREAMS) -> None:
+    def __init__(self, proxy: ClusterState, sessions: Iterable[ProxySession], cdc: CdcStreams = CDC_STREAMS) -> None:
         self.proxy = proxy
         self.sessions = sessions
         self.cdc = cdc

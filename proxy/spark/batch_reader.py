@@ -9,10 +9,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from proxy.spark.column_types import ColumnSpec
-from proxy.spark.connect import connect_for_rows, quote_name, shard_target
+from proxy.spark.connect import connect_for_rows, shard_target
 from proxy.spark.options import SourceOptions
 from proxy.spark.shard_pruning import ShardSelection, VindexRoute, select_shards
 from proxy.spark.text_rows import query_record_batches
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +47,8 @@ class ShardTableReader(DataSourceReader):
 
     def select_sql(self, where_sql: str) -> str:
         keyspace, table = self.options.require_table()
-        cols = ", ".join(quote_name(c.name) for c in self.columns)
-        sql = f"SELECT {cols} FROM {quote_name(table)}"
+        cols = ", ".join(quote_identifier(c.name) for c in self.columns)
+        sql = f"SELECT {cols} FROM {quote_identifier(table)}"
         return f"{sql} WHERE {where_sql}" if where_sql else sql
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

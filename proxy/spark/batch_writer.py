@@ -16,10 +16,11 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 
-from proxy.spark.connect import connect, quote_name, shard_target
+from proxy.spark.connect import connect, shard_target
 from proxy.spark.options import SourceOptions
 from proxy.spark.shard_pruning import VindexRoute
 from proxy.spark.sql_literals import sql_literal
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class ShardTableWriter(DataSourceWriter):
 
     def insert_prefix(self) -> str:
         _, table = self.options.require_table()
-        return f"INSERT INTO {quote_name(table)} ({', '.join(quote_name(c) for c in self.columns)}) VALUES "
+        return f"INSERT INTO {quote_identifier(table)} ({', '.join(quote_identifier(c) for c in self.columns)}) VALUES "
 
     def target_of(self, row: Sequence[Any]) -> str:
         if self.route is None or self.vindex_position is None:
@@ -105,7 +106,7 @@ def clear_table(options: SourceOptions, shards: Sequence[str]) -> None:
         conn = connect(options.proxy, shard_target(keyspace, shard))
         try:
             cur = conn.cursor()
-            cur.execute(f"TRUNCATE TABLE {quote_name(table)}")
+            cur.execute(f"TRUNCATE TABLE {quote_identifier(table)}")
             cur.close()
         finally:
             conn.close()

@@ -15,7 +15,7 @@ from proxy.addresses import is_loopback
 from proxy.spark.options import ProxyAddress
 
 try:  # pragma: no branch - which driver is installed decides
-    import MySQLdb as _mysqlclient
+    import MySQLdb as _mysqlclient  # type: ignore[import-untyped]  # mysqlclient ships no type information
 except ImportError:  # mysqlclient is optional
     _mysqlclient = None
 
@@ -49,7 +49,3 @@ def _connection_kwargs(address: ProxyAddress, database: str, autocommit: bool) -
         "charset": "utf8mb4",
         "autocommit": autocommit,
     }
-
-
-def quote_name(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.spark.connect import quote_name
 from proxy.spark.sql_literals import sql_literal
+from sqltext.quoting import quote_identifier
 
 
 @dataclass
@@ -67,7 +67,7 @@ def select_shards(route: VindexRoute | None, shards: Sequence[str], filters: Ite
         if any(v is None for v in values):
             continue  # `= NULL` matches nothing in SQL but Spark may mean otherwise: leave it
         keep &= {s for s in (route.shard_of(v) for v in values) if s is not None}
-        conditions.append(f"{quote_name(route.column)} IN ({', '.join(sql_literal(v) for v in values)})")
+        conditions.append(f"{quote_identifier(route.column)} IN ({', '.join(sql_literal(v) for v in values)})")
     return ShardSelection(
         shards=[s for s in shards if s in keep],
         where_sql=" AND ".join(conditions),

@@ -12,10 +12,11 @@ from pyspark.sql.datasource import (
 )
 
 from proxy.spark.column_types import ColumnSpec, column_spec, spark_schema
-from proxy.spark.connect import connect, quote_name
+from proxy.spark.connect import connect
 from proxy.spark.options import SourceOptions
 from proxy.spark.shard_pruning import VindexRoute
 from proxy.spark.topology import load_vschema, proxy_shards
+from sqltext.quoting import quote_identifier
 
 
 class ShardgateDataSource(DataSource):
@@ -45,7 +46,7 @@ class ShardgateDataSource(DataSource):
             conn = connect(self.parsed.proxy, keyspace)
             try:
                 cur = conn.cursor()
-                cur.execute(f"SHOW FULL COLUMNS FROM {quote_name(table)}")
+                cur.execute(f"SHOW FULL COLUMNS FROM {quote_identifier(table)}")
                 self._columns = [column_spec(row) for row in cur.fetchall()]
             finally:
                 conn.close()

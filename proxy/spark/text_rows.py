@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pymysql
 
-from proxy import row_packets
+from proxy import pymysql_internals, row_packets
+from proxy.errors import CR_SERVER_LOST
 from proxy.row_packets import Stop
 from proxy.spark.column_types import ColumnSpec
 
@@ -146,7 +147,7 @@ def read_row_blocks(rfile: Any, block_rows: int) -> Iterator[tuple[bytes, list[i
     while True:
         chunk = rfile.read1(READ_SIZE)
         if not chunk:
-            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+            raise pymysql.err.OperationalError(CR_SERVER_LOST, "Lost connection to MySQL server during query")
         buf += chunk
         while True:
             pos, stop = row_packets.scan(buf, pos, starts)
@@ -183,7 +184,7 @@ def query_record_batches(conn: pymysql.Connection, sql: str, columns: Sequence[C
     as record batches, read straight off the connection's socket."""
     decoder = TextRowDecoder(columns)
     conn.query(sql, unbuffered=True)
-    result = conn._result
+    result = pymysql_internals.unbuffered_result(conn)
     if result is None or not result.unbuffered_active:
         return  # not a result set (an OK packet): no rows
     if result.field_count != len(columns):
@@ -191,7 +192,7 @@ def query_record_batches(conn: pymysql.Connection, sql: str, columns: Sequence[C
     # PyMySQL read the column definitions; the rows are ours. Its buffered reader may already
     # hold some of them, so read through it rather than the raw socket.
     try:
-        for block, starts in read_row_blocks(conn._rfile, block_rows):
+        for block, starts in read_row_blocks(pymysql_internals.buffered_reader(conn), block_rows):
             yield decoder.decode(block, starts)
     finally:
         # The rows are consumed (or abandoned, and the caller closes the connection): PyMySQL

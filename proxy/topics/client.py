@@ -26,10 +26,7 @@ import aiomysql
 from proxy.topics.ids import first_id_at, is_id
 from proxy.topics.schema import DEFAULT_MAX_POLL_BYTES, capped_read_sql
 from proxy.topics.service import Message
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+from sqltext.quoting import quote_identifier
 
 
 def _start_condition(after: str | None, inclusive: bool, from_time: int | None) -> str:
@@ -65,7 +62,7 @@ class TopicFollower:
             async with conn.cursor() as cur:
                 await cur.execute("SET WORKLOAD = OLAP")
             cursor = await conn.cursor(aiomysql.SSCursor)
-            await cursor.execute(f"STREAM * FROM {_quote(self._topic)} WHERE {self._condition}")
+            await cursor.execute(f"STREAM * FROM {quote_identifier(self._topic)} WHERE {self._condition}")
         except BaseException:
             conn.close()
             raise
@@ -125,7 +122,7 @@ class TopicClient:
         rows = ",".join(f"(X'{v.hex()}'{ttl})" if v else f"(''{ttl})" for v in values)
         cols = "payload" if ttl_seconds is None else "payload, ttl_seconds"
         async with await self._cursor() as cur:
-            return int(await cur.execute(f"INSERT INTO {_quote(topic)} ({cols}) VALUES {rows}"))
+            return int(await cur.execute(f"INSERT INTO {quote_identifier(topic)} ({cols}) VALUES {rows}"))
 
     async def poll(
         self, topic: str, *, after: str | None = None, inclusive: bool = False, from_time: int | None = None,

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from proxy.errors import ER_WRONG_VALUE_FOR_VAR, ProxyError
-
-ER_TABLE_EXISTS = 1050
-ER_BAD_TABLE = 1051
-ER_NON_UPDATABLE = 1288
+from proxy.errors import (
+    ER_BAD_DB_ERROR,
+    ER_BAD_TABLE,
+    ER_NO_SUCH_TABLE,
+    ER_PARSE_ERROR,
+    ER_TABLE_EXISTS,
+    ER_UNKNOWN_ERROR,
+    ER_WRONG_TABLE_NAME,
+    ER_WRONG_VALUE_FOR_VAR,
+    ProxyError,
+)
 
 
 class TopicExists(ProxyError):
@@ -27,7 +33,7 @@ class KeyspaceNotFound(ProxyError):
     http_status = 404
 
     def __init__(self, keyspace: str) -> None:
-        super().__init__(1049, f"Unknown database '{keyspace}'")
+        super().__init__(ER_BAD_DB_ERROR, f"Unknown database '{keyspace}'")
 
 
 class InvalidTopicRequest(ProxyError):
@@ -43,7 +49,7 @@ class PointerConflict(ProxyError):
     http_status = 409
 
     def __init__(self, pointer: int) -> None:
-        super().__init__(1105, f"transaction write pointer {pointer} was already published; it cannot be rolled back")
+        super().__init__(ER_UNKNOWN_ERROR, f"transaction write pointer {pointer} was already published; it cannot be rolled back")
 
 
 def http_status(e: ProxyError) -> int:
@@ -52,8 +58,8 @@ def http_status(e: ProxyError) -> int:
         return status
     if e.code in (ER_TABLE_EXISTS,):
         return 409
-    if e.code in (ER_BAD_TABLE, 1146, 1049):
+    if e.code in (ER_BAD_TABLE, ER_NO_SUCH_TABLE, ER_BAD_DB_ERROR):
         return 404
-    if e.code in (ER_WRONG_VALUE_FOR_VAR, 1064, 1103):
+    if e.code in (ER_WRONG_VALUE_FOR_VAR, ER_PARSE_ERROR, ER_WRONG_TABLE_NAME):
         return 400
     return 500

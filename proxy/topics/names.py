@@ -20,14 +20,13 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from proxy.errors import ProxyError
+from proxy.errors import ER_WRONG_TABLE_NAME, ProxyError
 from vschema.keyrange import shard_for_keyspace_id
 
 META_TABLE = "_tms_topics"
 LOG_PREFIX = "_tms_"
 MAX_NAME = 48
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
-ER_WRONG_TABLE_NAME = 1103
 
 
 def check_name(name: str) -> str:
@@ -44,10 +43,6 @@ def check_name(name: str) -> str:
 
 def log_table(name: str) -> str:
     return LOG_PREFIX + name
-
-
-def quote(ident: str) -> str:
-    return "`" + ident.replace("`", "``") + "`"
 
 
 def keyspace_id(name: str) -> bytes:

@@ -24,11 +24,10 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
-from proxy.topics.errors import ER_NON_UPDATABLE
-from proxy.topics.names import quote
+from proxy.errors import ER_NON_UPDATABLE_TABLE, ER_NOT_SUPPORTED_YET, ProxyError
 from rewriter.dialect import DIALECT
 from rewriter.errors import PlanningError
+from sqltext.quoting import quote_identifier
 
 if TYPE_CHECKING:
     from proxy.topics.sequencer import TopicInfo
@@ -80,10 +79,10 @@ def route(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup, shard
             info = lookup(qualifier or session_keyspace, _unq(m, "t") or "")
             if info is not None:
                 if m.group("verb").lower() == "replace":
-                    raise ProxyError(ER_NON_UPDATABLE, f"The target table {info.name} of the REPLACE is not updatable"
+                    raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {info.name} of the REPLACE is not updatable"
                                      " (topics are append-only)", "HY000")
                 if not _SELECT_WORD.search(sql, m.end()):
-                    text = sql if qualifier is None else sql[: m.start("target")] + quote(info.name) + sql[m.end("target"):]
+                    text = sql if qualifier is None else sql[: m.start("target")] + quote_identifier(info.name) + sql[m.end("target"):]
                     return Routed(info.keyspace, info.shard, text, info)
     return _route_parsed(sql, kw, session_keyspace, lookup, sharded)
 
@@ -122,7 +121,7 @@ def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Looku
     if isinstance(tree, (exp.Update, exp.Delete)) or (isinstance(tree, exp.Insert) and tree.args.get("overwrite")):
         verb = "UPDATE" if isinstance(tree, exp.Update) else "DELETE"
         if target_topic is not None:
-            raise ProxyError(ER_NON_UPDATABLE, f"The target table {target_topic.name} of the {verb} is not updatable"
+            raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {target_topic.name} of the {verb} is not updatable"
                              " (topics are append-only)", "HY000")
         raise ProxyError(ER_NOT_SUPPORTED_YET, f"{verb} reading a topic is not supported")
     one_shard = all((i.keyspace, i.shard) == (first.keyspace, first.shard) for _, i in topics) and (

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from proxy.topics.names import META_TABLE, log_table, quote
+from proxy.topics.names import META_TABLE, log_table
+from sqltext.quoting import quote_identifier
 
 # Columns of the log table the proxy owns; user columns may not take these names.
 INTERNAL_COLUMNS = frozenset(
@@ -53,7 +54,7 @@ META_DDL = f"""CREATE TABLE IF NOT EXISTS {META_TABLE} (
 
 def log_ddl(name: str, user_definitions: Sequence[str]) -> str:
     user = "".join(f",\n  {d}" for d in user_definitions)
-    return f"""CREATE TABLE {quote(log_table(name))} (
+    return f"""CREATE TABLE {quote_identifier(log_table(name))} (
   _pk BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   publish_time BIGINT NULL,
   seq INT NULL,
@@ -79,10 +80,10 @@ def view_columns(user_columns: Sequence[str]) -> list[str]:
 
 
 def view_ddl(name: str, user_columns: Sequence[str], ttl_seconds: int) -> str:
-    cols = ", ".join(quote(c) for c in view_columns(user_columns))
+    cols = ", ".join(quote_identifier(c) for c in view_columns(user_columns))
     return (
-        f"CREATE OR REPLACE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW {quote(name)} AS SELECT {cols}"
-        f" FROM {quote(log_table(name))} WHERE message_id IS NOT NULL"
+        f"CREATE OR REPLACE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW {quote_identifier(name)} AS SELECT {cols}"
+        f" FROM {quote_identifier(log_table(name))} WHERE message_id IS NOT NULL"
         f" AND publish_time >= {NOW_MS} - {int(ttl_seconds) * 1000}"
         f" AND (expire_ms IS NULL OR expire_ms > {NOW_MS})"
     )
@@ -97,7 +98,7 @@ def capped_read_sql(name: str, columns: str, condition: str, limit: int, max_byt
     over the same ``limit`` rows: the running total of payload sizes, keeping the prefix within
     the cap. The subquery reads ids and lengths only, never a payload into a temporary table,
     and it reads the view, so it counts exactly the rows the outer read returns (not expired ones)."""
-    view = quote(name)
+    view = quote_identifier(name)
     lim = int(limit)
     sizes = (f"SELECT message_id, len, SUM(len) OVER (ORDER BY message_id) AS total FROM (SELECT message_id,"
              f" LENGTH(payload) AS len FROM {view} WHERE {condition} ORDER BY message_id LIMIT {lim}) w")

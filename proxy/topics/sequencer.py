@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.errors import ProxyError
+from proxy.errors import ER_NO_SUCH_TABLE, ProxyError
 from proxy.topics.store import PASS_LIMIT, ShardTopicStore
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class TopicRuntime:
                         await self.drain()
             except ProxyError as e:
                 self.counters.errors += 1
-                if e.code == 1146:
+                if e.code == ER_NO_SUCH_TABLE:
                     self._gone()
                     return
                 logger.warning("topic sequencer failed; retrying", extra={
@@ -176,7 +176,7 @@ class TopicRuntime:
             try:
                 purged = await self.store.purge(self.info.name, self.info.ttl_seconds, self.pending_max_age_s)
             except ProxyError as e:
-                if e.code == 1146:
+                if e.code == ER_NO_SUCH_TABLE:
                     return
                 logger.warning("topic purge failed; retrying", extra={
                     "keyspace": self.info.keyspace, "topic": self.info.name, "error": e.message})

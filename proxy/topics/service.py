@@ -23,10 +23,12 @@ from mysql_mimic.types import ColumnType
 
 from proxy.config import TopicsConfig
 from proxy.engine.result import PacketBlock, Result, local_result, split_packets
-from proxy.errors import ER_NO_DB_ERROR, ProxyError
+from proxy.errors import ER_NO_DB_ERROR, ER_NOT_SUPPORTED_YET, ProxyError
+from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
 from proxy.topics import routing, statement
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
+from proxy.topics.http import add_topic_routes
 from proxy.topics.names import check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
@@ -35,10 +37,19 @@ from vschema.model import Table, VSchema
 from vschema.tracked_schema import TableSchema, TrackedSchema
 
 if TYPE_CHECKING:
-    from proxy.server import Proxy
+    from proxy.cluster_state import ClusterState
     from proxy.session import Outcome, ProxySession
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlanWithTopics:
+    """A statement joining topics with tables beyond the topic's shard: planned by the
+    executor with ``catalog`` (the vschema and tracked schema in which each topic is a table
+    pinned to its shard)."""
+
+    catalog: tuple[VSchema, TrackedSchema]
 
 FOLLOW_BATCH = 200  # rows per read of a follower (big payloads: keep a read bounded)
 FOLLOW_MAX_WAIT_S = 1.0
@@ -101,7 +112,7 @@ def _info(keyspace: str, shard: str, row: TopicRow) -> TopicInfo:
 
 
 class TopicService:
-    def __init__(self, proxy: Proxy, settings: TopicsConfig | None = None) -> None:
+    def __init__(self, proxy: ClusterState, settings: TopicsConfig | None = None) -> None:
         self.proxy = proxy
         self.settings = settings or TopicsConfig()
         addresses = [p.address for _, p in sorted(proxy.pools.pools.items())]
@@ -424,8 +435,6 @@ class TopicService:
 
     def mount_http(self, app: Any) -> None:
         """Add the REST routes (CDAP's paths) to an aiohttp application."""
-        from proxy.topics.http import add_topic_routes
-
         add_topic_routes(app, self)
 
     # -- planning -------------------------------------------------------------------------------
@@ -473,8 +482,10 @@ class TopicService:
                     self._view_columns[(info.keyspace, info.name, info.generation)] = columns
 
     # -- SQL hooks ------------------------------------------------------------------------------
-    async def route(self, session: ProxySession, sql: str, kw: str) -> Outcome | None:
-        """Run a statement about topics (topic DDL, or one that names a topic); None: not ours."""
+    async def route(self, session: ProxySession, sql: str, kw: str) -> Outcome | PlanWithTopics | None:
+        """Run a statement about topics (topic DDL, or one that names a topic); None: not ours;
+        ``PlanWithTopics``: the executor plans it with that catalog (topics joined with tables
+        beyond the topic's shard)."""
         if kw in _TOPIC_DDL_KW:
             return await self._ddl(session, sql) if statement.is_topic_ddl(sql) else None
         pattern = self._pattern
@@ -484,15 +495,16 @@ class TopicService:
         if routed is None:
             return None
         if routed.planned:
-            return await self.proxy.planner.execute_planned(session, sql, kw, await self.catalog())
-        return await self.proxy.send(session, routed.keyspace, routed.shard, routed.sql,
-                                     stream=kw in ("select", "with", "(", "table", "values"))
+            return PlanWithTopics(await self.catalog())
+        if kw in ("select", "with", "(", "table", "values"):
+            return session.vcursor.stream_shard(routed.keyspace, routed.shard, routed.sql)
+        return await session.vcursor.execute_shard(routed.keyspace, routed.shard, routed.sql)
 
     async def after_unknown_table(self, session: ProxySession, sql: str, kw: str) -> Outcome | None:
         """A statement failed with 1146: a topic created through another proxy may be it."""
         before = set(self.runtimes)
         for ks in ({session.keyspace} | set(re.findall(r"`?(\w+)`?\s*\.", sql))) & set(self.keyspaces):
-            await self.refresh_on_miss(ks)
+            await self.refresh_on_miss(ks)  # type: ignore[arg-type]  # intersected with the keyspace names: a str
         if set(self.runtimes) == before:
             return None
         return await self.route(session, sql, kw)
@@ -516,14 +528,12 @@ class TopicService:
         """``STREAM * FROM topic [WHERE ...]``; None if the table is not a topic."""
         if self._pattern is None or self._pattern.search(sql) is None:
             return None
-        from proxy.messaging.statement import parse_stream
-
         st = parse_stream(sql)
         info = self.lookup(st.keyspace or session.keyspace, st.table)
         if info is None:
             return None
         if session.workload != "olap":
-            raise ProxyError(1235, "STREAM is supported only for OLAP workload: run SET WORKLOAD = OLAP first")
+            raise ProxyError(ER_NOT_SUPPORTED_YET, "STREAM is supported only for OLAP workload: run SET WORKLOAD = OLAP first")
         return self.follow(info, statement.stream_start(st.where_sql))
 
     async def _ddl(self, session: ProxySession, sql: str) -> Result:

@@ -17,11 +17,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from proxy.errors import ER_WRONG_VALUE_FOR_VAR, ProxyError, SyntaxError_
-from proxy.sqltext import split_parenthesised, split_top_level
+from proxy.errors import (
+    ER_DUP_FIELDNAME,
+    ER_NOT_SUPPORTED_YET,
+    ER_WRONG_VALUE_FOR_VAR,
+    ProxyError,
+    SyntaxError_,
+)
 from proxy.topics.ids import first_id_at, is_id
 from proxy.topics.names import check_name
 from proxy.topics.schema import DEFAULT_TTL_SECONDS, INTERNAL_COLUMNS, MAX_TTL_SECONDS
+from sqltext.lexer import split_parenthesised, split_top_level
 
 _IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$-]+)"
 _QUALIFIED = rf"(?:(?P<ks>{_IDENT})\s*\.\s*)?(?P<name>{_IDENT})"
@@ -149,7 +155,7 @@ def parse_create(sql: str) -> CreateTopic:
         for d in split_top_level(inner):
             if _CONSTRAINT.match(d):
                 if re.match(r"^(primary|unique|constraint|foreign)\b", d, re.I):
-                    raise ProxyError(1235, f"CREATE TOPIC: only plain KEY/INDEX on user columns is supported, not {d[:40]!r}")
+                    raise ProxyError(ER_NOT_SUPPORTED_YET, f"CREATE TOPIC: only plain KEY/INDEX on user columns is supported, not {d[:40]!r}")
                 definitions.append(d)
                 continue
             cm = _COLUMN_NAME.match(d)
@@ -157,7 +163,7 @@ def parse_create(sql: str) -> CreateTopic:
                 raise SyntaxError_(f"syntax error in CREATE TOPIC column definition: {d!r}")
             col = unquote(cm.group(1))
             if col.lower() in INTERNAL_COLUMNS:
-                raise ProxyError(1060, f"Duplicate column name '{col}' (a topic has it already)", "42S21")
+                raise ProxyError(ER_DUP_FIELDNAME, f"Duplicate column name '{col}' (a topic has it already)", "42S21")
             definitions.append(d)
             columns.append(col)
     raw: dict[str, object] = {}
@@ -245,7 +251,7 @@ def stream_start(where_sql: str | None) -> StartPosition:
     m = _STREAM_WHERE.match(where_sql)
     if not m:
         raise ProxyError(
-            1235,
+            ER_NOT_SUPPORTED_YET,
             "STREAM on a topic supports only WHERE message_id > '<id>' | message_id >= '<id>'"
             f" | publish_time >= <ms> | publish_time > <ms>, not: {where_sql[:80]}",
         )

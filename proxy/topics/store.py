@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proxy.engine.result import Result, decode_value
-from proxy.errors import ProxyError
+from proxy.errors import ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, ProxyError
 from proxy.pools import ShardConnection, ShardPool
 from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from proxy.topics import ids
 from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
-from proxy.topics.names import META_TABLE, log_table, quote
+from proxy.topics.names import META_TABLE, log_table
 from proxy.topics.schema import (
     META_DDL,
     NOW_MS,
@@ -35,6 +35,7 @@ from proxy.topics.schema import (
     sql_string,
     view_ddl,
 )
+from sqltext.quoting import quote_identifier
 
 if TYPE_CHECKING:
     from vschema.tracked_schema import TableSchema
@@ -46,7 +47,6 @@ PASS_LIMIT = 5000  # rows per sequencer pass (one UPDATE); a backlog takes sever
 PURGE_BATCH = 1000
 CAS_ATTEMPTS = 50
 ADMIN_LOCK_WAIT_S = 10
-ER_NO_SUCH_TABLE = 1146
 
 
 def rows_of(res: Result) -> list[tuple[Any, ...]]:
@@ -165,7 +165,7 @@ class ShardTopicStore:
         async with self.connection() as sc:
             got = rows_of(await sc.execute(f"SELECT GET_LOCK({lock}, {ADMIN_LOCK_WAIT_S})"))
             if not got or got[0][0] != 1:
-                raise ProxyError(1205, f"Lock wait timeout exceeded on topic {name} (another admin operation)", "HY000")
+                raise ProxyError(ER_LOCK_WAIT_TIMEOUT, f"Lock wait timeout exceeded on topic {name} (another admin operation)", "HY000")
             try:
                 yield sc
             finally:
@@ -190,7 +190,7 @@ class ShardTopicStore:
                     return None
                 raise TopicExists(self.keyspace, name)
             generation = -int(old[0][0]) + 1 if old else 1
-            table, view = quote(log_table(name)), quote(name)
+            table, view = quote_identifier(log_table(name)), quote_identifier(name)
             # A crash half-way through an earlier create/drop may have left these behind.
             await sc.execute(f"DROP VIEW IF EXISTS {view}")
             await sc.execute(f"DROP TABLE IF EXISTS {table}")
@@ -226,8 +226,8 @@ class ShardTopicStore:
                 f"UPDATE {META_TABLE} SET generation = -generation, messages = 0, bytes = 0,"
                 f" updated_ms = {int(time.time() * 1000)} WHERE name = {sql_string(name)}"
             )
-            await sc.execute(f"DROP VIEW IF EXISTS {quote(name)}")
-            await sc.execute(f"DROP TABLE IF EXISTS {quote(log_table(name))}")
+            await sc.execute(f"DROP VIEW IF EXISTS {quote_identifier(name)}")
+            await sc.execute(f"DROP TABLE IF EXISTS {quote_identifier(log_table(name))}")
         logger.info("topic dropped", extra={"keyspace": self.keyspace, "shard": self.shard, "topic": name})
         return True
 
@@ -262,7 +262,7 @@ class ShardTopicStore:
         previous one left; a pass that lost the race changes nothing and reads again. Rows are
         reached by primary key only (FORCE INDEX): a scan would lock, and wait for, the rows of
         open transactions."""
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         quoted = sql_string(name)
         for _ in range(CAS_ATTEMPTS):
             async with self.connection() as sc:
@@ -294,13 +294,13 @@ class ShardTopicStore:
                 )
                 if res.affected_rows > 0:
                     return PassResult(len(pks), ids.make_id(new_ms, new_seq))
-        raise ProxyError(1205, f"topic {name}: sequencer pass lost {CAS_ATTEMPTS} races in a row", "HY000")
+        raise ProxyError(ER_LOCK_WAIT_TIMEOUT, f"topic {name}: sequencer pass lost {CAS_ATTEMPTS} races in a row", "HY000")
 
     async def probe(self, name: str) -> Probe:
         """The high-water mark and whether committed rows wait for a pass (one round trip)."""
         try:
             rows = await self.query(
-                f"SELECT m.generation, m.last_ms, m.last_seq, EXISTS(SELECT 1 FROM {quote(log_table(name))}"
+                f"SELECT m.generation, m.last_ms, m.last_seq, EXISTS(SELECT 1 FROM {quote_identifier(log_table(name))}"
                 f" FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0) FROM {META_TABLE} m WHERE m.name = {sql_string(name)}"
             )
         except ProxyError as e:
@@ -319,7 +319,7 @@ class ShardTopicStore:
     ) -> int:
         if not payloads:
             return 0
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         if pointer is None:
             values = ",".join(f"({hex_literal(p)})" for p in payloads)
             sql = f"INSERT INTO {table} (payload) VALUES {values}"
@@ -333,7 +333,7 @@ class ShardTopicStore:
     async def commit_pointer(self, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
         """CDAP's commit marker: ``payloads`` and everything stored under ``pointer`` become
         sequencable at once, atomically (one transaction), in the order they were stored."""
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         async with self.transaction() as sc:
             if payloads:
                 values = ",".join(f"({hex_literal(p)}, {int(pointer)}, 1, {NOW_MS})" for p in payloads)
@@ -342,7 +342,7 @@ class ShardTopicStore:
         return res.affected_rows
 
     async def rollback_pointer(self, name: str, pointer: int) -> int:
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         async with self.transaction() as sc:
             res = await sc.execute(f"DELETE FROM {table} WHERE tx_pointer = {int(pointer)} AND pending = 1")
             if res.affected_rows == 0:
@@ -375,7 +375,7 @@ class ShardTopicStore:
         """Delete expired messages (topic TTL or their own), in batches, under a named lock so
         only one proxy purges a topic at a time; returns how many. Stored-but-never-published
         rows older than ``pending_max_age_s`` go too (a REST transaction past its lifetime)."""
-        table = quote(log_table(name))
+        table = quote_identifier(log_table(name))
         lock = sql_string(f"shardgate_topic_purge:{self.keyspace}:{name}")
         total = 0
         async with self.connection() as sc:
@@ -421,8 +421,8 @@ class ShardTopicStore:
     async def recent_stats(self, name: str) -> tuple[int | None, int | None, int]:
         """(oldest, newest publish time of visible messages, messages sequenced in the last 60 s)."""
         rows = await self.query(
-            f"SELECT (SELECT MIN(publish_time) FROM {quote(name)}), (SELECT MAX(publish_time) FROM {quote(name)}),"
-            f" (SELECT COUNT(*) FROM {quote(log_table(name))} WHERE publish_time >= {NOW_MS} - 60000"
+            f"SELECT (SELECT MIN(publish_time) FROM {quote_identifier(name)}), (SELECT MAX(publish_time) FROM {quote_identifier(name)}),"
+            f" (SELECT COUNT(*) FROM {quote_identifier(log_table(name))} WHERE publish_time >= {NOW_MS} - 60000"
             f" AND seq IS NOT NULL)"
         )
         oldest, newest, recent = rows[0]

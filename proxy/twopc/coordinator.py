@@ -38,6 +38,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from proxy.errors import (
+    ER_DUP_ENTRY,
     ER_ERROR_DURING_COMMIT,
     ER_XA_RBROLLBACK,
     ProxyError,
@@ -203,7 +204,7 @@ async def _two_phase(tx: ShardTransaction, m: TwoPCManager, b: _Branches, branch
         keys = list(rm_keys)
         if mm_sc is not None:
             record = record_insert(table, dtid, "COMMIT", rm_keys)
-            steps.append(pipeline(mm_sc, [record] if mm_key not in b.xa else [record, f"xa end {b.xid(mm_key)}"]))
+            steps.append(pipeline(mm_sc, [record] if mm_key not in b.xa else [record, f"xa end {b.xid(mm_key)}"]))  # type: ignore[arg-type]  # the steps' results are read as a list of outcomes
             keys.append(mm_key)
         failed = [(k, r) for k, r in zip(keys, await _all(steps), strict=True) if isinstance(r, BaseException)]
         if failed:
@@ -293,7 +294,7 @@ async def _record_decision(
             await sc.execute(record_insert(table, dtid, "COMMIT", rm_keys))
         return "COMMIT", ""
     except ShardError as e:
-        cause = "decided by a resolver" if e.code == 1062 else e.message
+        cause = "decided by a resolver" if e.code == ER_DUP_ENTRY else e.message
         return await m.decide(dtid, mm_key, rm_keys), cause
     except ProxyError as e:
         return await m.decide(dtid, mm_key, rm_keys), e.message

@@ -26,14 +26,15 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from proxy.errors import ProxyError, ShardError
+from proxy.errors import ER_DUP_ENTRY, ER_LOCK_WAIT_TIMEOUT, ProxyError, ShardError
 from proxy.pools import ShardAddress, ShardConnection, ShardPools
 from proxy.sidecar_tables import ensure_sidecar_table
 from proxy.twopc.faults import Faults
-from proxy.twopc.xid import ShardKey, lock_name, make_dtid, participant_list
+from proxy.twopc.xid import ShardKey, lock_name, make_dtid, parse_participants, participant_list
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,15 @@ class Decision:
 
 
 class TwoPCManager:
-    def __init__(self, addresses: Iterable[ShardAddress], resolver_interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        addresses: Iterable[ShardAddress],
+        resolver_interval_s: float = 1.0,
+        resolver: Callable[[TwoPCManager], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
+        # The resolver loop (proxy.twopc.resolver.run_resolver, which imports this module: handed
+        # in by proxy.twopc.manager_for so the imports run one way); None: no resolver task.
+        self._resolver = resolver
         addresses = list(addresses)
         self.process = secrets.token_hex(6)
         self.shards: list[ShardKey] = sorted((a.keyspace, a.shard) for a in addresses)
@@ -127,9 +136,9 @@ class TwoPCManager:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        from proxy.twopc.resolver import run_resolver
-
-        self._tasks = [loop.create_task(run_resolver(self)), loop.create_task(self._clear_finished_loop())]
+        self._tasks = [loop.create_task(self._clear_finished_loop())]
+        if self._resolver is not None:
+            self._tasks.append(loop.create_task(self._resolver(self)))
         logger.info("twopc resolver started", extra={"proxy_process": self.process, "interval_s": self.interval})
 
     async def stop(self) -> None:
@@ -183,13 +192,11 @@ class TwoPCManager:
         return name
 
     async def read_decision(self, sc: ShardConnection, table: str, dtid: str) -> Decision | None:
-        from proxy.twopc.xid import parse_participants
-
         res = await sc.execute(f"select state, participants from {table} where dtid = X'{dtid.encode().hex()}'")
         if not res.rows:
             return None
         state, parts = res.rows[0]
-        return Decision(bytes(state).decode(), parse_participants(bytes(parts or b"").decode()))
+        return Decision(bytes(state).decode(), parse_participants(bytes(parts or b"").decode()))  # type: ignore[arg-type]  # NOT NULL column
 
     async def decide_on(
         self, sc: ShardConnection, table: str, dtid: str, participants: list[ShardKey]
@@ -208,9 +215,9 @@ class TwoPCManager:
                     + record_insert(table, dtid, "ROLLBACK", participants)
                 )
             except ShardError as e:
-                if e.code == 1062:  # decided meanwhile: read it
+                if e.code == ER_DUP_ENTRY:  # decided meanwhile: read it
                     continue
-                if e.code == 1205:  # the MM branch is committing right now
+                if e.code == ER_LOCK_WAIT_TIMEOUT:  # the MM branch is committing right now
                     return None
                 raise
             logger.info("twopc decision recorded", extra={"dtid": dtid, "state": "ROLLBACK"})

@@ -73,11 +73,11 @@ async def read_records(m: TwoPCManager, key: ShardKey, sc: ShardConnection, scan
         f"timestampdiff(microsecond, time_created, utc_timestamp(6)) from {table}"
     )
     for dtid, state, parts, created, age_us in res.rows:
-        d = bytes(dtid).decode()
+        d = bytes(dtid).decode()  # type: ignore[arg-type]  # NOT NULL column
         scan.records[d] = Record(
             d,
             key,
-            bytes(state).decode(),
+            bytes(state).decode(),  # type: ignore[arg-type]  # NOT NULL column
             parse_participants(bytes(parts or b"").decode()),
             bytes(created).decode() if created is not None else "",
             int(age_us or 0) / 1e6,
@@ -297,7 +297,7 @@ async def status(m: TwoPCManager, dtid: str) -> list[StatusRow]:
     if res.rows:
         state, parts, created = res.rows[0]
         participants = parse_participants(bytes(parts or b"").decode())
-        return [(dtid, bytes(state).decode(), bytes(created).decode() if created else None, _participants(participants))]
+        return [(dtid, bytes(state).decode(), bytes(created).decode() if created else None, _participants(participants))]  # type: ignore[arg-type]  # NOT NULL column
     scan = Scan()
     for key in m.shards:
         try:

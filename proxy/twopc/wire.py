@@ -21,8 +21,9 @@ import pymysql
 from pymysql.constants import COMMAND
 from pymysql.protocol import OKPacketWrapper
 
+from proxy import aiomysql_wire
 from proxy.engine.result import Result
-from proxy.errors import ProxyError, ShardUnavailable
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardUnavailable
 from proxy.pools import ShardConnection
 
 _MAX_PAYLOAD = 0xFFFFFF
@@ -31,7 +32,7 @@ _MAX_PAYLOAD = 0xFFFFFF
 def _packet(sql: bytes) -> bytes:
     payload = bytes([COMMAND.COM_QUERY]) + sql
     if len(payload) >= _MAX_PAYLOAD:
-        raise ProxyError(1105, "statement too long to pipeline")
+        raise ProxyError(ER_UNKNOWN_ERROR, "statement too long to pipeline")
     return len(payload).to_bytes(3, "little") + b"\x00" + payload  # sequence id 0: a new command
 
 
@@ -44,17 +45,16 @@ async def pipeline(
     try:
         # One write for all: one TCP segment on the wire, whatever the socket's options.
         data = b"".join(_packet(sql.encode()) for sql in statements)
-        conn._ensure_alive()
-        conn._write_bytes(data)
+        aiomysql_wire.write_commands(conn, data)
     except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
         sc.broken = True
         raise sc.pool.translate(e, sc) from e
     results: list[Result | ProxyError] = []
     first_error: ProxyError | None = None
     for _ in statements:
-        conn._next_seq_id = 1  # every answer starts a new packet sequence
+        aiomysql_wire.expect_new_answer(conn)  # every answer starts a new packet sequence
         try:
-            packet = await conn._read_packet()
+            packet = await aiomysql_wire.read_packet(conn)
         except pymysql.err.MySQLError as e:
             error = sc.pool.translate(e, sc)
             if isinstance(error, ShardUnavailable) or not isinstance(error, ProxyError):
@@ -69,7 +69,7 @@ async def pipeline(
         if not packet.is_ok_packet():
             # Only statements answering OK are pipelined; anything else leaves rows unread.
             sc.broken = True
-            raise ProxyError(1105, f"unexpected result set from shard {sc.pool.name} in a pipelined statement")
+            raise ProxyError(ER_UNKNOWN_ERROR, f"unexpected result set from shard {sc.pool.name} in a pipelined statement")
         ok = OKPacketWrapper(packet)
         conn.server_status = ok.server_status
         results.append(Result(affected_rows=ok.affected_rows, warnings=ok.warning_count))

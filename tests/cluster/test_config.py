@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from proxy.config import ConfigError, ShardEndpoint, TlsConfig, load_config
+from proxy.executor import vschema_ddl_authorized
 from tests.conftest import EXAMPLE_CLUSTER_YAML
 
 UNSHARDED_VSCHEMA = '{"sharded": false, "tables": {"t": {}}}'
@@ -291,3 +292,15 @@ def test_shard_endpoint_repr_hides_the_password() -> None:
     endpoint = ShardEndpoint("127.0.0.1", 3306, "root", "hunter2", "ks")
     assert "hunter2" not in repr(endpoint)
     assert endpoint.dsn == "mysql://root@127.0.0.1:3306/ks"
+
+
+def test_vschema_ddl_authorized_users_is_nobody_by_default_as_in_vitess(tmp_path: Path) -> None:
+    files = {"ks.json": UNSHARDED_VSCHEMA}
+    default = load_config(write_cluster(tmp_path / "a", MINIMAL, files)).vschema_ddl_authorized_users
+    assert default == frozenset() and not vschema_ddl_authorized(default, "root")
+    everyone = load_config(write_cluster(tmp_path / "b", 'vschema_ddl_authorized_users: "%"\n' + MINIMAL, files))
+    assert everyone.vschema_ddl_authorized_users is None and vschema_ddl_authorized(None, "anyone")
+    listed = load_config(write_cluster(tmp_path / "c", "vschema_ddl_authorized_users: [ops, root]\n" + MINIMAL, files))
+    assert listed.vschema_ddl_authorized_users == frozenset({"ops", "root"})
+    with pytest.raises(ConfigError, match="vschema_ddl_authorized_users"):
+        load_config(write_cluster(tmp_path / "d", "vschema_ddl_authorized_users: 3\n" + MINIMAL, files))

@@ -13,6 +13,7 @@ from typing import Any
 import pymysql
 import pytest
 
+from tests.proxy.sessions_support import dsn_cluster_file
 from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 from vschema.loader import build_vschema
 
@@ -429,3 +430,31 @@ def test_vschema_store_setting_names_a_shard_of_the_cluster(local_cluster, tmp_p
     path.write_text(yaml.safe_dump({**doc, "vschema_store": {"keyspace": "lookup", "poll_seconds": 0.1}}))
     loaded = load_config(path)
     assert (loaded.vschema_store_location, loaded.vschema_store.poll_seconds) == (("lookup", "0"), 0.1)
+
+
+def test_vschema_ddl_only_for_the_users_of_vschema_ddl_authorized_users(local_cluster, tmp_path) -> None:
+    """Vitess's ``vschema_ddl_authorized_users``: others get Vitess's refusal and nothing changes."""
+    users = [{"user": "root", "password": ""}, {"user": "app", "password": "app-pw"}]
+    cfg = dsn_cluster_file(local_cluster, tmp_path, users=users, vschema_ddl_authorized_users="root")
+    p = start_proxy(cfg, local_cluster.endpoints, tmp_path / "acl.log")
+    v = _name("acl_vindex")
+    try:
+        app = pymysql.connect(host=p.host, port=p.port, user="app", password="app-pw", database="commerce",
+                              autocommit=True)
+        try:
+            for sql in (f"alter vschema create vindex {v} using hash",
+                        f"create queue {_name('acl_q')} (body varchar(20))"):
+                with pytest.raises(pymysql.err.OperationalError) as e, app.cursor() as c:
+                    c.execute(sql)
+                assert e.value.args == (1045, "User 'app' is not authorized to perform vschema operations")
+        finally:
+            app.close()
+        assert v not in {row[1] for row in run(p, "commerce", "show vschema vindexes")}
+        run(p, "commerce", f"alter vschema create vindex {v} using hash")  # root is on the list
+        assert v in {row[1] for row in run(p, "commerce", "show vschema vindexes")}
+    finally:
+        try:
+            run(p, "commerce", f"alter vschema drop vindex {v}")
+        finally:
+            stop_proxy(p)
+

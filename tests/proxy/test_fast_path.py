@@ -13,8 +13,8 @@ from typing import Any
 import pymysql
 import pytest
 
+from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
-from proxy.server import Proxy
 from proxy.session import ProxySession
 from tests.proxy.sessions_support import query, run_in_thread, shard_threads_running, wait_for
 from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
@@ -169,8 +169,8 @@ def test_kill_query_stops_a_fast_path_select_at_its_shard(proxy, local_cluster) 
 
 @pytest.fixture
 def session(local_cluster) -> ProxySession:
-    """A session of an in-process Proxy (nothing started: routing needs no I/O)."""
-    s = ProxySession(Proxy(local_cluster.config, local_cluster.endpoints))
+    """A session of an in-process ClusterState (nothing started: routing needs no I/O)."""
+    s = ProxySession(ClusterState(local_cluster.config, local_cluster.endpoints))
     s.use_target("commerce")
     return s
 

@@ -96,6 +96,23 @@ def test_vexplain_queries_lists_each_query_sent_with_its_keyspace_and_shard(conn
     assert "corder_order_id_idx" in got[0][3]
 
 
+def test_vexplain_in_a_shard_targeted_session_shows_the_targeted_shard(proxy):
+    """USE ks:-80 sends every statement to that shard verbatim; VEXPLAIN says so (it used to
+    plan as if the session were not targeted)."""
+    c = proxy.connect("commerce:-80", autocommit=True)
+    try:
+        sql = "select count(*) from customer where customer_id = 1"
+        _n, got = rows(c, f"vexplain queries {sql}")
+        assert [(g, ks, s, q) for g, ks, s, q in got] == [(0, "commerce", "-80", sql)]
+        _n, got = rows(c, f"vexplain plan {sql}")
+        plan = json.loads(got[0][0])
+        assert plan["OperatorType"] == "Send"
+        assert plan["Keyspace"]["Name"] == "commerce"
+        assert plan["TargetDestination"] == "Shard(-80)"
+    finally:
+        c.close()
+
+
 def test_vexplain_all_annotates_each_route_with_the_shards_mysql_explain(conn):
     c, base = conn
     _n, got = rows(c, "vexplain all select count(*) from customer where tenant_id = 777")

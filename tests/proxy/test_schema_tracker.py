@@ -16,8 +16,8 @@ import pymysql
 import pytest
 import yaml
 
+from proxy.cluster_state import ClusterState
 from proxy.config import SchemaTrackingConfig, load_config
-from proxy.server import Proxy
 from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 from vschema.loader import build_vschema
 
@@ -233,7 +233,7 @@ async def test_a_shard_down_at_start_does_not_stop_the_proxy(local_cluster, tmp_
 async def test_a_keyspace_unreadable_at_start_is_read_by_the_timer_and_close_stops_it(local_cluster, caplog) -> None:
     config = dataclasses.replace(local_cluster.config, schema_tracking=SchemaTrackingConfig(refresh_seconds=0.3))
     await local_cluster.stop_shard("lookup", "0")
-    proxy = Proxy(config, local_cluster.endpoints)
+    proxy = ClusterState(config, local_cluster.endpoints)
     try:
         try:
             await proxy.start()

@@ -106,15 +106,15 @@ def test_100000_levels_are_mysqls_parser_error(vschema: Any, sql: str) -> None:
 def test_a_recursion_error_past_the_guard_reaches_the_client_as_1436(monkeypatch: pytest.MonkeyPatch) -> None:
     import rewriter
     from proxy.errors import ProxyError
-    from proxy.planning import Planner
+    from proxy.planning import plan_statement
 
     def overflow(*_a: Any, **_k: Any) -> Any:
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(rewriter, "plan_query", overflow)
-    planner = Planner(SimpleNamespace(vschema=None, schema=None))  # type: ignore[arg-type]
+    state = SimpleNamespace(vschema=None, schema=None)
     with pytest.raises(ProxyError) as e:
-        planner.plan(SimpleNamespace(keyspace="customer"), "select 1")  # type: ignore[arg-type]
+        plan_statement(state, "customer", "select 1")  # type: ignore[arg-type]
     assert (e.value.code, e.value.sqlstate) == (1436, "HY000")
     assert "RecursionError" not in e.value.message
 

@@ -7,7 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from rewriter.sqltemplate import MissingBindVariable, parse_template, sql_literal
+from rewriter.sqltemplate import MissingBindVariable, parse_template
+from sqltext.quoting import sql_literal
 
 
 @pytest.mark.parametrize(("value", "text"), [
@@ -54,6 +55,6 @@ def test_template_without_variables_is_constant():
 
 
 def test_escape_string_is_the_body_of_a_quoted_literal():
-    from rewriter.sqltemplate import escape_string
+    from sqltext.quoting import escape_string
 
     assert escape_string("a'b\\c\n") == "a\\'b\\\\c\\n"

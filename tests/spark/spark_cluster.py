@@ -99,6 +99,7 @@ def write_spark_cluster_yaml(base: ClusterConfig, directory: Path) -> Path:
         "listen": {"host": base.listen.host, "port": base.listen.port},
         "users": [{"user": u.user, "password": u.password} for u in base.users],
         "routing_rules": {"rules": []},
+        "vschema_ddl_authorized_users": "%",  # the Spark tests add tables with ALTER VSCHEMA
         "keyspaces": keyspaces,
     }
     if base.local is not None:

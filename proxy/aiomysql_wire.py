@@ -1,0 +1,83 @@
+"""aiomysql's private wire API, used from this module only (the adapter): the shard pools
+(``proxy.pools``) read results packet by packet and in bulk off the socket, and the 2PC
+pipeline (``proxy.twopc.wire``) writes several commands in one round trip. aiomysql offers
+neither publicly; if a release renames these, this module is the one place to change.
+
+Also the settings a pooled connection carries (``ShardConnection.apply_settings``), kept on
+the aiomysql connection itself so they live exactly as long as it does."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import aiomysql
+from pymysql.constants import COMMAND
+
+# A pymysql MysqlPacket (aiomysql reads pymysql's packet type).
+Packet = Any
+
+NO_SETTINGS: Mapping[str, str] = {}
+
+
+def socket_reader(conn: aiomysql.Connection) -> asyncio.StreamReader:
+    """The connection's stream reader, for reading row packets in bulk."""
+    reader: asyncio.StreamReader = conn._reader
+    return reader
+
+
+async def send_query(conn: aiomysql.Connection, sql: str) -> None:
+    """Write COM_QUERY without reading the answer."""
+    await conn._execute_command(COMMAND.COM_QUERY, sql)
+
+
+async def read_packet(conn: aiomysql.Connection) -> Packet:
+    """The next packet of the answer (an error packet raises pymysql's error)."""
+    return await conn._read_packet()
+
+
+def packet_payload(packet: Packet) -> bytes:
+    payload: bytes = packet._data
+    return payload
+
+
+def text_encoding(conn: aiomysql.Connection) -> str:
+    encoding: str = conn._encoding
+    return encoding
+
+
+def write_commands(conn: aiomysql.Connection, data: bytes) -> None:
+    """Write ready-made command packets (several, back to back) without reading."""
+    conn._ensure_alive()
+    conn._write_bytes(data)
+
+
+def expect_new_answer(conn: aiomysql.Connection) -> None:
+    """The next packet starts a new answer (sequence id 1), as after a command of its own."""
+    conn._next_seq_id = 1
+
+
+def settings_of(conn: aiomysql.Connection) -> Mapping[str, str]:
+    """The session variables ``conn`` was last set to (``NO_SETTINGS``: none, or unknown)."""
+    settings: Mapping[str, str] = getattr(conn, "_shardgate_settings", NO_SETTINGS)
+    return settings
+
+
+def record_settings(conn: aiomysql.Connection, settings: Mapping[str, str]) -> None:
+    conn._shardgate_settings = settings
+
+
+__all__ = [
+    "NO_SETTINGS",
+    "Packet",
+    "expect_new_answer",
+    "packet_payload",
+    "read_packet",
+    "record_settings",
+    "send_query",
+    "settings_of",
+    "socket_reader",
+    "text_encoding",
+    "write_commands",
+]

@@ -1,0 +1,109 @@
+"""The session's ``VCursor``: how engine primitives reach shards.
+
+Inside a transaction every statement runs on the shard connection pinned for it;
+outside one each statement borrows a pooled connection (autocommit) and returns it
+in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from proxy.engine.result import Result
+from proxy.engine.sequence import SequenceAllocator
+from proxy.pools import ShardConnection, ShardPools
+from proxy.transaction import ShardTransaction
+
+if TYPE_CHECKING:
+    from vschema.model import VSchema
+
+
+class SessionVCursor:
+    def __init__(
+        self,
+        vschema_getter: Callable[[], VSchema],
+        pools: ShardPools,
+        transaction_getter: Callable[[], ShardTransaction | None],
+        sequences: SequenceAllocator,
+        settings: Callable[[], Mapping[str, str]] = dict,
+    ) -> None:
+        self._vschema = vschema_getter
+        self.pools = pools
+        self._tx = transaction_getter
+        self.sequences = sequences
+        self.settings = settings
+        # The shards the session's current statement reached (the session clears it): whether a
+        # write refused at a resharding switch can run again whole (proxy/resharding/write_hold.py).
+        self.reached: set[tuple[str, str]] = set()
+
+    @property
+    def vschema(self) -> VSchema:
+        return self._vschema()
+
+    async def execute_shard(self, keyspace: str, shard: str, sql: str) -> Result:
+        self.reached.add((keyspace, shard))
+        tx = self._tx()
+        if tx is not None:
+            sc = await tx.connection(keyspace, shard)
+            return await sc.execute(sql)
+        pool = self.pools.get(keyspace, shard)
+        async with pool.connection() as sc:
+            await sc.apply_settings(self.settings())
+            return await sc.execute(sql)
+
+    async def execute_multi(self, keyspace: str, queries: Sequence[tuple[str, str]]) -> list[Result]:
+        if len(queries) == 1:
+            shard, sql = queries[0]
+            return [await self.execute_shard(keyspace, shard, sql)]
+        return list(await asyncio.gather(*(self.execute_shard(keyspace, s, q) for s, q in queries)))
+
+    async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncGenerator[Result, None]:
+        self.reached.add((keyspace, shard))
+        tx = self._tx()
+        if tx is not None:
+            sc = await tx.connection(keyspace, shard)
+            gen = sc.stream(sql, keep_on_abandon=True)
+            try:
+                async for chunk in gen:
+                    yield chunk
+            finally:
+                await gen.aclose()
+            return
+        pool = self.pools.get(keyspace, shard)
+        sc = await pool.acquire()
+        try:
+            await sc.apply_settings(self.settings())
+            gen = sc.stream(sql)
+            try:
+                async for chunk in gen:
+                    yield chunk
+            finally:
+                await gen.aclose()
+        finally:
+            pool.release(sc)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._tx() is not None
+
+    @asynccontextmanager
+    async def scratch(self, keyspace: str, shard: str) -> AsyncIterator[ShardConnection]:
+        self.reached.add((keyspace, shard))
+        pool = self.pools.get(keyspace, shard)
+        async with pool.connection() as sc:
+            await sc.apply_settings(self.settings())
+            yield sc
+
+    async def next_sequence_values(self, keyspace: str, table: str, count: int) -> int:
+        shard = self.vschema.shards(keyspace)[0]
+        pool = self.pools.get(keyspace, shard)
+
+        async def run_autocommit(sql: str) -> Result:
+            # A reservation must not roll back with the session's transaction.
+            async with pool.connection() as sc:
+                return await sc.execute(sql)
+
+        return await self.sequences.next_values(keyspace, table, count, run_autocommit)

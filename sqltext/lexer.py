@@ -1,0 +1,145 @@
+"""The quote-aware lexer over raw SQL text: where a quoted string or identifier ends, where a
+comment ends, and the splits built on them (statements, top-level lists, a parenthesised
+head). Quotes follow MySQL's default sql_mode: a backslash escapes the next character in
+strings (not in backquoted identifiers) and a doubled quote stands for itself. Kept small and
+regex-free on the hot path."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+QUOTES = "'\"`"
+
+
+def quoted_end(text: str, i: int) -> int:
+    """The index just past the quoted string or identifier opening at ``text[i]``; -1 when
+    it is not closed."""
+    quote = text[i]
+    j = i + 1
+    n = len(text)
+    while j < n:
+        ch = text[j]
+        if ch == "\\" and quote != "`":
+            j += 2
+            continue
+        if ch == quote:
+            if j + 1 < n and text[j + 1] == quote:  # a doubled quote stands for itself
+                j += 2
+                continue
+            return j + 1
+        j += 1
+    return -1
+
+
+def comment_end(text: str, i: int) -> int | None:
+    """The index just past the comment starting at ``text[i]`` (``-- ``, ``#`` to the end of
+    the line, without the newline; ``/* */``), -1 for an unclosed ``/*``; None when no
+    comment starts there."""
+    ch = text[i]
+    if ch == "#" or (ch == "-" and text.startswith("--", i) and (i + 2 >= len(text) or text[i + 2] in " \t\r\n")):
+        end = text.find("\n", i)
+        return len(text) if end < 0 else end
+    if ch == "/" and text.startswith("/*", i):
+        end = text.find("*/", i + 2)
+        return -1 if end < 0 else end + 2
+    return None
+
+
+def code_chars(text: str) -> Iterator[tuple[int, str]]:
+    """Each character of ``text`` outside quoted strings, quoted identifiers and comments,
+    with its index: what every split below (and the prepared statements' ``?``) reads."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in QUOTES:
+            end = quoted_end(text, i)
+            i = n if end < 0 else end
+            continue
+        if c in "-#/":
+            past = comment_end(text, i)
+            if past is not None:
+                i = n if past < 0 else past
+                continue
+        yield i, c
+        i += 1
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split on top-level ``;``, ignoring those in quotes or comments. Empty pieces dropped."""
+    if ";" not in sql:
+        s = sql.strip()
+        return [s] if s else []
+    out: list[str] = []
+    start = 0
+    for i, c in code_chars(sql):
+        if c == ";":
+            piece = sql[start:i].strip()
+            if piece:
+                out.append(piece)
+            start = i + 1
+    piece = sql[start:].strip()
+    if piece:
+        out.append(piece)
+    return out
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` outside parentheses, quotes and comments; parts stripped, a trailing
+    empty one dropped."""
+    parts: list[str] = []
+    depth, start = 0, 0
+    for i, c in code_chars(text):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    last = text[start:].strip()
+    if last:
+        parts.append(last)
+    return parts
+
+
+def split_parenthesised(text: str) -> tuple[str, str] | None:
+    """Split ``(inner) rest`` at the parenthesis matching the first one (quotes and
+    comments respected); None when it is unbalanced."""
+    depth = 0
+    for i, ch in code_chars(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return text[1:i], text[i + 1 :].strip()
+    return None
+
+
+_LEADING_COMMENT = re.compile(r"^(?:\s+|/\*(?!!).*?\*/|--[ \t][^\n]*\n?|#[^\n]*\n?)+", re.S)
+_WORD = re.compile(r"[A-Za-z_]+")
+
+
+def strip_leading_comments(sql: str) -> str:
+    m = _LEADING_COMMENT.match(sql)
+    return sql[m.end():] if m else sql
+
+
+def first_keyword(sql: str) -> str:
+    """The first word of the statement, lower-cased ('' if none)."""
+    m = _WORD.match(strip_leading_comments(sql))
+    return m.group(0).lower() if m else ""
+
+
+__all__ = [
+    "QUOTES",
+    "code_chars",
+    "comment_end",
+    "first_keyword",
+    "quoted_end",
+    "split_parenthesised",
+    "split_statements",
+    "split_top_level",
+    "strip_leading_comments",
+]

@@ -1,0 +1,79 @@
+"""The one identifier quoter and the one literal renderer: every piece of SQL the proxy writes
+with a name or a value in it goes through these.
+
+``sql_literal(value)`` turns a Python value into MySQL literal text: ``None -> NULL``,
+ints/Decimals as digits, ``str`` quoted with MySQL's backslash escapes (``\\0 \\' \\" \\b \\n
+\\r \\t \\Z \\\\``, read back the same under the default sql_mode), ``bytes`` as ``X'..'``,
+dates and times as quoted ISO text (aware datetimes in UTC), lists as comma-separated
+literals (for ``IN (::list)``). A float MySQL has no literal for (NaN, infinities) raises.
+"""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+from typing import Any
+
+_ESCAPE_TABLE = str.maketrans(
+    {
+        "\0": "\\0",
+        "'": "\\'",
+        '"': '\\"',
+        "\b": "\\b",
+        "\n": "\\n",
+        "\r": "\\r",
+        "\t": "\\t",
+        "\x1a": "\\Z",
+        "\\": "\\\\",
+    }
+)
+
+
+def quote_identifier(name: str) -> str:
+    """A MySQL identifier in backquotes, for any name."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def escape_string(s: str) -> str:
+    """The body of a MySQL single-quoted string literal for ``s``."""
+    return s.translate(_ESCAPE_TABLE)
+
+
+def sql_literal(value: Any) -> str:
+    # Exact type tests first: this runs for every bind variable of every routed query.
+    if value is None:
+        return "NULL"
+    t = type(value)
+    if t is int:
+        return str(value)
+    if t is str:
+        return "'" + value.translate(_ESCAPE_TABLE) + "'"
+    if t is bool:
+        return "1" if value else "0"
+    if t is Decimal:
+        return format(value, "f")
+    if t is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"MySQL has no literal for {value!r}")
+        return repr(value)
+    if t is bytes or t is bytearray or t is memoryview:
+        return "X'" + bytes(value).hex() + "'"
+    if t is list or t is tuple:
+        return ", ".join(sql_literal(v) for v in value)
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+        return "'" + value.isoformat(sep=" ") + "'"
+    if isinstance(value, datetime.date | datetime.time):
+        return "'" + value.isoformat() + "'"
+    if isinstance(value, datetime.timedelta):
+        us = value // datetime.timedelta(microseconds=1)
+        sign, us = ("-" if us < 0 else ""), abs(us)
+        secs, us = divmod(us, 1_000_000)
+        return f"'{sign}{secs // 3600}:{secs % 3600 // 60:02d}:{secs % 60:02d}.{us:06d}'"
+    if isinstance(value, int):
+        return str(int(value))
+    raise TypeError(f"cannot render {t.__name__} as a SQL literal")
+
+
+__all__ = ["escape_string", "quote_identifier", "sql_literal"]

@@ -1,0 +1,58 @@
+"""The one quote-aware lexer: every split respects MySQL's quoting (backslash escapes in
+strings, doubled quotes, backquoted identifiers) and comments."""
+
+from __future__ import annotations
+
+from sqltext.lexer import (
+    comment_end,
+    first_keyword,
+    quoted_end,
+    split_parenthesised,
+    split_statements,
+    split_top_level,
+)
+
+
+def test_a_quoted_string_ends_past_its_escapes_and_doubled_quotes() -> None:
+    text = r"'it\'s' 'a''b' `x``y` 'open"
+    assert text[: quoted_end(text, 0)] == r"'it\'s'"
+    assert text[8 : quoted_end(text, 8)] == "'a''b'"
+    assert text[15 : quoted_end(text, 15)] == "`x``y`"
+    assert quoted_end(text, 23) == -1
+
+
+def test_a_backslash_does_not_escape_in_a_backquoted_identifier() -> None:
+    text = "`a\\` rest"
+    assert text[: quoted_end(text, 0)] == "`a\\`"
+
+
+def test_comments_end_at_the_line_end_or_their_close() -> None:
+    text = "-- x\n# y\n/* z */--not"
+    assert comment_end(text, 0) == 4
+    assert comment_end(text, 5) == 8
+    assert text[9 : comment_end(text, 9)] == "/* z */"
+    assert comment_end(text, 16) is None  # "--" needs a blank after it
+    assert comment_end("/* open", 0) == -1
+
+
+def test_statements_split_only_on_semicolons_outside_quotes_and_comments() -> None:
+    sql = "select ';'; select `a;b` from t -- c;\n; select 'x\\';' ; /* ; */ select 2;"
+    assert split_statements(sql) == [
+        "select ';'", "select `a;b` from t -- c;", "select 'x\\';'", "/* ; */ select 2",
+    ]
+
+
+def test_top_level_lists_keep_parentheses_and_quotes_together() -> None:
+    assert split_top_level("a, 'b,c', f(d, e), 'it\\'s, x'") == ["a", "'b,c'", "f(d, e)", "'it\\'s, x'"]
+    assert split_top_level("a int, /* b, c */ d int") == ["a int", "/* b, c */ d int"]
+
+
+def test_the_parenthesised_head_ends_at_its_matching_parenthesis_past_escaped_quotes() -> None:
+    assert split_parenthesised("(body varchar(9) default 'a\\')', id int) with (x = 1)") == (
+        "body varchar(9) default 'a\\')', id int", "with (x = 1)")
+    assert split_parenthesised("(a int, b varchar(3)") is None
+
+
+def test_the_first_keyword_skips_comments() -> None:
+    assert first_keyword("/* hint */ -- c\n  SELECT 1") == "select"
+    assert first_keyword("/*!40101 set x = 1 */") == ""

@@ -1,0 +1,45 @@
+"""The one identifier quoter and literal renderer (also behind the Spark source's literals)."""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+
+import pytest
+
+from proxy.spark.sql_literals import sql_literal as spark_literal
+from sqltext.quoting import escape_string, quote_identifier, sql_literal
+
+
+def test_identifiers_are_backquoted_with_backquotes_doubled() -> None:
+    assert quote_identifier("a`b") == "`a``b`"
+
+
+def test_strings_use_mysqls_backslash_escapes() -> None:
+    assert sql_literal("it's \\ \0 \n \x1a") == "'it\\'s \\\\ \\0 \\n \\Z'"
+    assert escape_string('"') == '\\"'
+
+
+def test_values_of_each_kind_render_as_mysql_reads_them() -> None:
+    assert sql_literal(None) == "NULL"
+    assert sql_literal(True) == "1"
+    assert sql_literal(Decimal("1.50")) == "1.50"
+    assert sql_literal(b"\x00\xff") == "X'00ff'"
+    assert sql_literal([1, "a"]) == "1, 'a'"
+    assert sql_literal(datetime.timedelta(hours=-1, seconds=1)) == "'-0:59:59.000000'"
+
+
+def test_an_aware_datetime_is_written_in_utc() -> None:
+    paris = datetime.timezone(datetime.timedelta(hours=2))
+    assert sql_literal(datetime.datetime(2026, 1, 2, 12, 0, tzinfo=paris)) == "'2026-01-02 10:00:00'"
+
+
+def test_a_float_mysql_cannot_read_is_refused() -> None:
+    for value in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="no literal"):
+            sql_literal(value)
+
+
+def test_the_spark_source_renders_through_the_same_renderer_json_for_documents() -> None:
+    assert spark_literal("it's\n") == sql_literal("it's\n")
+    assert spark_literal({"a": [1]}) == sql_literal('{"a": [1]}')
