@@ -202,6 +202,8 @@ class Executor:
             retried = await state.topics.after_unknown_table(session, sql, kw)  # a topic made elsewhere?
             if retried is None:
                 raise
+            if isinstance(retried, PlanWithTopics):
+                return await self._planned(session, sql, kw, retried.catalog)
             return retried
 
     @staticmethod

@@ -27,10 +27,10 @@ from proxy.engine.insert import render_rows
 from proxy.engine.route import route_targets
 from proxy.errors import ProxyError
 from proxy.observability.metrics import plan_label
-from proxy.sqltext import first_keyword
 from proxy.twopc import TWOPC
 from rewriter import cached_plan
 from rewriter.nodes import DMLOpcode, Insert, Route
+from sqltext.lexer import first_keyword
 
 if TYPE_CHECKING:
     from proxy.session import ProxySession

@@ -184,7 +184,7 @@ class MessagingService:
             elif existing.spec != entry.spec or existing.spec.fields != entry.spec.fields:
                 existing.update_spec(entry.spec)
 
-    def _spawn_close(self, manager: MessageManager, reason: ProxyError) -> None:
+    def _spawn_close(self, manager: MessageManager, reason: ProxyError | None) -> None:
         # Closing awaits the manager's own tasks; it must not run inside a reload that one of
         # them might be waiting on, so it runs as a task the service owns (``stop`` awaits it).
         task = asyncio.get_running_loop().create_task(manager.close(reason))

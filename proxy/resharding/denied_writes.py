@@ -41,7 +41,7 @@ from collections.abc import Sequence
 
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError
 from proxy.sidecar_tables import SqlRunner
-from rewriter.sqltemplate import quote_identifier, sql_literal
+from sqltext.quoting import quote_identifier, sql_literal
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from proxy.resharding.topology import (
     local_endpoint_spec,
 )
 from proxy.resharding.workflow import Workflow, WorkflowError, WorkflowState
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 from vschema.errors import InvalidShardName
 from vschema.keyrange import KeyRange
 

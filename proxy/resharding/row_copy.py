@@ -27,7 +27,7 @@ from proxy.resharding.row_routing import RowRouter, replace_sql
 from proxy.resharding.shard_writer import ShardWriter
 from proxy.resharding.table_schema import TableSchema
 from proxy.resharding.workflow import Workflow, WorkflowStore, lastpk_literals, lastpk_to_json
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewriter.sqltemplate import quote_identifier, sql_literal
+from sqltext.quoting import quote_identifier, sql_literal
 from vschema.errors import VSchemaError
 from vschema.keyrange import KeyRange
 from vschema.loader import load_keyspace

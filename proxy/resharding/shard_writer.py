@@ -23,7 +23,7 @@ import pymysql
 from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
 from proxy.pools import ShardAddress, ShardPool
 from proxy.sidecar_tables import ensure_sidecar_table
-from rewriter.sqltemplate import sql_literal
+from sqltext.quoting import sql_literal
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import pymysql
 
 from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
 from proxy.resharding.row_routing import SIDECAR_PREFIX
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 
 
 class SchemaCopyError(ValueError):

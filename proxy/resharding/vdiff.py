@@ -34,7 +34,7 @@ from proxy.resharding.row_routing import RowRouter, TableRoute
 from proxy.resharding.streams import WorkflowStreams
 from proxy.resharding.table_schema import TableSchema, read_tables
 from proxy.resharding.workflow import WorkflowError, WorkflowState
-from rewriter.sqltemplate import quote_identifier
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardAddress, ShardConnection, ShardPool
 from proxy.sidecar_tables import ensure_sidecar_table
-from rewriter.sqltemplate import sql_literal
+from sqltext.quoting import sql_literal
 
 logger = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from proxy.spark.column_types import ColumnSpec, column_spec
-from proxy.spark.connect import connect, connect_for_rows, quote_name, shard_target
+from proxy.spark.connect import connect, connect_for_rows, shard_target
 from proxy.spark.options import OptionError, SourceOptions
 from proxy.spark.text_rows import query_record_batches
 from proxy.topics.ids import MAX_SEQ, is_id, make_id
-from rewriter.sqltemplate import sql_literal
+from sqltext.quoting import quote_identifier, sql_literal
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def topic_columns(options: SourceOptions) -> list[ColumnSpec]:
     conn = connect(options.proxy, keyspace)
     try:
         cur = conn.cursor()
-        cur.execute(f"SHOW TOPICS FROM {quote_name(keyspace)} LIKE {sql_literal(topic)}")
+        cur.execute(f"SHOW TOPICS FROM {quote_identifier(keyspace)} LIKE {sql_literal(topic)}")
         shards = [str(r[2]) for r in cur.fetchall() if str(r[1]) == topic]
     finally:
         conn.close()
@@ -64,7 +64,7 @@ def topic_columns(options: SourceOptions) -> list[ColumnSpec]:
     conn = connect(options.proxy, shard_target(keyspace, shards[0]))
     try:
         cur = conn.cursor()
-        cur.execute(f"SHOW FULL COLUMNS FROM {quote_name(topic)}")
+        cur.execute(f"SHOW FULL COLUMNS FROM {quote_identifier(topic)}")
         return [column_spec(row) for row in cur.fetchall()]
     finally:
         conn.close()
@@ -73,7 +73,7 @@ def topic_columns(options: SourceOptions) -> list[ColumnSpec]:
 def last_id(options: SourceOptions, after: str, limit: int | None = None) -> str | None:
     """The last visible id after ``after`` (at most ``limit`` messages on)."""
     _, topic = options.require_topic()
-    inner = f"SELECT message_id FROM {quote_name(topic)} WHERE message_id > {sql_literal(after)} ORDER BY message_id"
+    inner = f"SELECT message_id FROM {quote_identifier(topic)} WHERE message_id > {sql_literal(after)} ORDER BY message_id"
     if limit is not None:
         inner += f" LIMIT {int(limit)}"
     found = _scalar(options, f"SELECT MAX(message_id) FROM ({inner}) s")
@@ -111,8 +111,8 @@ def read_range(options: SourceOptions, columns: Sequence[ColumnSpec], rng: Topic
     cond = f"message_id > {sql_literal(rng.after)}"
     if rng.upto is not None:
         cond += f" AND message_id <= {sql_literal(rng.upto)}"
-    cols = ", ".join(quote_name(c.name) for c in columns)
-    sql = f"SELECT {cols} FROM {quote_name(topic)} WHERE {cond} ORDER BY message_id"
+    cols = ", ".join(quote_identifier(c.name) for c in columns)
+    sql = f"SELECT {cols} FROM {quote_identifier(topic)} WHERE {cond} ORDER BY message_id"
     conn = connect_for_rows(options.proxy, keyspace)
     rows = 0
     try:

@@ -500,8 +500,11 @@ class TopicService:
             return session.vcursor.stream_shard(routed.keyspace, routed.shard, routed.sql)
         return await session.vcursor.execute_shard(routed.keyspace, routed.shard, routed.sql)
 
-    async def after_unknown_table(self, session: ProxySession, sql: str, kw: str) -> Outcome | None:
-        """A statement failed with 1146: a topic created through another proxy may be it."""
+    async def after_unknown_table(
+        self, session: ProxySession, sql: str, kw: str
+    ) -> Outcome | PlanWithTopics | None:
+        """A statement failed with 1146: a topic created through another proxy may be it
+        (answered as ``route`` answers)."""
         before = set(self.runtimes)
         for ks in ({session.keyspace} | set(re.findall(r"`?(\w+)`?\s*\.", sql))) & set(self.keyspaces):
             await self.refresh_on_miss(ks)  # type: ignore[arg-type]  # intersected with the keyspace names: a str
