@@ -314,9 +314,6 @@ class MessagingService:
             self._watches[key] = (watch, count)
 
     def _start_watch(self, keyspace: str, table: str) -> TableChangeWatch:
-        # Imported here: the binlog machinery (proxy.cdc) loads only when a watch runs.
-        from proxy.messaging.change_watch import TableChangeWatch
-
         endpoints = {(keyspace, s): self.pools.get(keyspace, s).address for s in self.shards[keyspace]}  # type: ignore[attr-defined]
         on_ddl = self.on_ddl
         watch = TableChangeWatch(

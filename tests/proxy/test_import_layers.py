@@ -13,7 +13,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("proxy", "rewriter", "vschema", "sqltext")
 
-FRONT_END = ("proxy.server", "proxy.connection", "proxy.prepared", "proxy.cli")
+# proxy.fast_path.protocol answers COM_QUERY on the client socket itself (a protocol module).
+FRONT_END = ("proxy.server", "proxy.connection", "proxy.prepared", "proxy.cli", "proxy.fast_path.protocol")
 EXECUTOR = (
     "proxy.executor", "proxy.planning", "proxy.show", "proxy.system_variables",
     "proxy.vschema_statements", "proxy.vstream_statement",
