@@ -39,6 +39,7 @@ from proxy.errors import ProxyError, ShardError, ShardUnavailable
 from proxy.fast_path.routing import FastRoute, fast_route
 from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink
 from proxy.observability.metrics import record_error, record_statement
+from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
 
 if TYPE_CHECKING:
@@ -176,6 +177,21 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self.transport.write(data)
 
     def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        if (
+            error is not None
+            and self._route is not None
+            and self._route.writes
+            and is_denied_write_error((error.code, error.message))
+        ):
+            # A write refused at a resharding switch wrote nothing: the command goes to the
+            # normal path as if it had never come here; there it is held until the new
+            # topology serves (proxy/resharding/write_hold.py), never failed.
+            payload = bytes((_COM_QUERY,)) + self._sql.encode("utf-8")
+            self._buf[:0] = len(payload).to_bytes(3, "little") + b"\x00" + payload
+            self.slow = True  # _finish must not serve what is buffered
+            self._finish(link, 0, True, record=False)
+            self._to_command_loop()
+            return
         if error is not None:
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
             data = data[: error.start] + self._error_packet(e, data[error.start + 3])
@@ -205,7 +221,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         payload = wire.error_packet(e.code, e.sqlstate, e.message)
         return len(payload).to_bytes(3, "little") + bytes((seq,)) + payload
 
-    def _finish(self, link: ShardLink, rows: int, failed: bool) -> None:
+    def _finish(self, link: ShardLink, rows: int, failed: bool, *, record: bool = True) -> None:
         statement = self._statement
         self._link = self._statement = self._route = None
         links = self.links.get(link.keyspace, link.shard)
@@ -213,7 +229,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         statement.shard_query_ended(link)
         links.give(link)
         self.connection.process.end_now(statement)
-        record_statement(self.session, self._sql, self._started, rows, failed)
+        if record:
+            record_statement(self.session, self._sql, self._started, rows, failed)
         if self._writing_paused:
             link.resume_reading()
         if self._buf:

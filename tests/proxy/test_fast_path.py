@@ -15,6 +15,7 @@ import pytest
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
+from proxy.planning import plan_statement
 from proxy.session import ProxySession
 from tests.proxy.sessions_support import query, run_in_thread, shard_threads_running, wait_for
 from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
@@ -176,7 +177,7 @@ def session(local_cluster) -> ProxySession:
 
 
 def _planned(session: ProxySession, sql: str) -> str:
-    session.proxy.planner.plan(session, sql)  # into the plan cache
+    plan_statement(session.state, session.database, sql)  # into the plan cache
     return sql
 
 
