@@ -7,8 +7,10 @@ HAVING, the Projection, Distinct, Ordering and Limit. Nothing is decided here: t
 rules (``rewriter.rules``) merge and push.
 
 The builder takes the statements whose every part has an operator today: one SELECT
-over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL), without subqueries, CTEs, derived
-tables, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the statement is
+over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL) or over one
+derived table of such a SELECT, without subqueries, CTEs, windows, ROLLUP, FULL
+joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
+statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
 
@@ -21,6 +23,7 @@ from rewriter.context import PlanContext
 from rewriter.operators import (
     Aggregator,
     ApplyJoin,
+    Derived,
     Distinct,
     Filter,
     Limit,
@@ -126,10 +129,24 @@ def _expressible(sel: exp.Select) -> bool:
     group = sel.args.get("group")
     if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
         return False
-    for node in sel.walk():
+    derived = _derived_table(sel)
+    stack: list[exp.Expression] = [sel]
+    while stack:
+        node = stack.pop()
+        if node is derived:
+            continue  # built on its own (build)
         if isinstance(node, _OUTSIDE) or (isinstance(node, exp.Select) and node is not sel):
             return False
+        stack.extend(node.iter_expressions())
     return True
+
+
+def _derived_table(sel: exp.Select) -> exp.Subquery | None:
+    """The derived table when it is the only table expression of ``sel``."""
+    frm = sel.args.get("from_") or sel.args.get("from")
+    if frm is None or frm.expressions or sel.args.get("joins") or not isinstance(frm.this, exp.Subquery):
+        return None
+    return frm.this if frm.this.alias else None
 
 
 def _from_clause(sel: exp.Select, ctx: PlanContext) -> Operator | None:
@@ -141,6 +158,10 @@ def _from_clause(sel: exp.Select, ctx: PlanContext) -> Operator | None:
     for j in sel.args.get("joins") or []:
         sources.append((j.this, j))
     op: Operator | None = None
+    derived = _derived_table(sel)
+    if derived is not None:
+        inner = build(derived.this, ctx)
+        return Derived(inner, derived.alias) if inner is not None else None
     for node, join in sources:
         if not isinstance(node, exp.Table):
             return None

@@ -14,6 +14,7 @@ from rewriter.errors import PlanningError
 from rewriter.operators import (
     Aggregator,
     ApplyJoin,
+    Derived,
     Distinct,
     Filter,
     Limit,
@@ -23,6 +24,7 @@ from rewriter.operators import (
     Union,
 )
 from rewriter.rules import (
+    merge_derived,
     merge_join_tree,
     merge_joins,
     merge_union,
@@ -43,6 +45,7 @@ RULES: tuple[tuple[tuple[type[Operator], ...], Rule], ...] = (
     ((ApplyJoin,), merge_joins.apply),
     ((ApplyJoin,), merge_join_tree.apply),
     ((Union,), merge_union.apply),
+    ((Derived,), merge_derived.apply),
     ((Aggregator, Projection, Distinct, Ordering, Limit), route_takes_statement.apply),
     ((Aggregator,), split_aggregation.apply),
     ((Ordering,), push_ordering.apply),

@@ -61,7 +61,7 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
 @pytest.mark.parametrize("sql", [
     "select * from customer where customer_id in (select customer_id from corder)",
     "with t as (select 1) select * from t",
-    "select * from (select * from customer) t",
+    "select * from (select * from customer) t join corder o on o.customer_id = t.customer_id",
     "select row_number() over (order by email) from customer",
     "select tenant_id, count(*) from customer group by tenant_id with rollup",
     "select * from customer c full outer join corder o on o.customer_id = c.customer_id",
@@ -210,3 +210,20 @@ def test_rules_never_change_the_built_tree_in_place(vschema):
 def test_reference_table_preserved_by_an_outer_join_to_a_sharded_table_does_not_merge(vschema, sql):
     op, _ = rewritten(vschema, sql)
     assert shape(op) == "Projection(ApplyJoin(Route,Route))"
+
+
+def test_row_by_row_derived_table_merges_with_its_route_and_outer_filters_do_not_route(vschema):
+    op, planning = rewritten(vschema, "select * from (select tenant_id as customer_id from customer) t "
+                                      "where customer_id = 5")
+    assert isinstance(op, Route) and "derived" in op.absorbed and op.predicates == ()
+    assert planning.routing(op).opcode is Opcode.Scatter
+
+
+def test_derived_table_ordering_is_dropped_when_merging(vschema):
+    op, _ = rewritten(vschema, "select t.email from (select email from customer order by email) t")
+    assert isinstance(op, Route) and "derived" in op.absorbed
+
+
+def test_aggregating_derived_table_is_not_merged(vschema):
+    op, _ = rewritten(vschema, "select * from (select tenant_id, count(*) as n from customer group by tenant_id) t")
+    assert shape(op) == "Projection(Derived(Projection(Aggregator(Route))))"
