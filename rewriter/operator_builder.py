@@ -8,8 +8,8 @@ rules (``rewriter.rules``) merge and push.
 
 The builder takes the statements whose every part has an operator today: one SELECT
 over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL) or over one
-derived table of such a SELECT, without subqueries, CTEs, windows, ROLLUP, FULL
-joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
+derived table of such a SELECT, with uncorrelated subqueries in WHERE (not nested),
+without other subqueries, CTEs, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
 statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext
 from rewriter.operators import (
@@ -31,9 +32,11 @@ from rewriter.operators import (
     Ordering,
     Projection,
     Route,
+    SubQuery,
     Union,
 )
 from rewriter.routing import conjuncts
+from rewriter.subquery_planner import candidates, correlated, outer_aliases
 from rewriter.tables import TableRef, ambient_keyspace, resolve_table
 from vschema.tracked_schema import columns_of
 
@@ -55,6 +58,11 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     where = sel.args.get("where")
     if where is not None:
         op = Filter(op, tuple(conjuncts(where.this)))
+        for pred in _where_subqueries(sel):
+            inner = build(_subquery_statement(pred), ctx)
+            if inner is None:
+                return None
+            op = SubQuery(inner, op, pred)
     group = sel.args.get("group")
     having = sel.args.get("having")
     order = sel.args.get("order")
@@ -130,15 +138,42 @@ def _expressible(sel: exp.Select) -> bool:
     if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
         return False
     derived = _derived_table(sel)
+    try:
+        subqueries = _where_subqueries(sel)
+    except errors.PlanningError:
+        return False  # ANY / ALL
+    if subqueries and derived is not None:
+        return False
+    outer = outer_aliases(sel)
+    own: set[int] = set()
+    for pred in subqueries:
+        q = _subquery_statement(pred)
+        if correlated(q, outer) or any(True for _ in q.find_all(exp.Subquery, exp.Exists)):
+            return False
+        own.add(id(pred))
     stack: list[exp.Expression] = [sel]
     while stack:
         node = stack.pop()
-        if node is derived:
+        if node is derived or id(node) in own:
             continue  # built on its own (build)
         if isinstance(node, _OUTSIDE) or (isinstance(node, exp.Select) and node is not sel):
             return False
         stack.extend(node.iter_expressions())
     return True
+
+
+def _where_subqueries(sel: exp.Select) -> list[exp.Expression]:
+    """The predicates of WHERE that hold an uncorrelated-candidate subquery
+    (``subquery_planner.candidates``: IN, EXISTS, scalar)."""
+    where = sel.args.get("where")
+    return candidates(where.this) if where is not None else []
+
+
+def _subquery_statement(pred: exp.Expression) -> exp.Expression:
+    if isinstance(pred, exp.In):
+        q = pred.args["query"]
+        return q.this if isinstance(q, exp.Subquery) else q
+    return pred.this  # Exists(Select), Subquery(Select)
 
 
 def _derived_table(sel: exp.Select) -> exp.Subquery | None:

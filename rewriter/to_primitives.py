@@ -14,6 +14,8 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
   ``Distinct`` for UNION.
 - A Route that took a derived table (``merge_derived``): the statement regenerated,
   as ``select_planner`` plans a derived table over a route.
+- A WHERE subquery not merged into the outer route: pulled out, run first
+  (``subquery_planner.pullout``: ``UncorrelatedSubquery``).
 - Joins left at the proxy between Routes: the nested-loop / batched / hash joins
   ``join_planner.plan_join`` lays out (strategy from ``join_strategy``'s cost model).
 - Anything else: None, for the route planners.
@@ -36,6 +38,7 @@ from rewriter.operators import (
     Ordering,
     Projection,
     Route,
+    SubQuery,
     Union,
 )
 from rewriter.operators import Distinct as DistinctOp
@@ -44,6 +47,7 @@ from rewriter.routing import RouteInfo
 from rewriter.rules.planning import Planning
 from rewriter.select_items import named_as_written
 from rewriter.select_planner import only_order_by, plan_scatter_select, plan_select
+from rewriter.subquery_planner import pullout
 
 
 def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan | None:
@@ -58,6 +62,8 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
     while not isinstance(op, Route):
         if isinstance(op, ApplyJoin):
             return plan_join(sel, ctx) if _routes_only(op) else None
+        if isinstance(op, SubQuery):  # not merged: run first (subquery_planner.pullout)
+            return pullout(sel, ctx)
         if not isinstance(op, Aggregator | DistinctOp | Filter | Limit | Ordering | Projection):
             return None
         above.append(op)

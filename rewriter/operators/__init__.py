@@ -6,7 +6,7 @@ table, joins, filters, projection, ...); ``rewriter.rules`` rewrites it to a fix
 engine primitives of ``rewriter.nodes``.
 
 Not here yet (those statements are planned by the route planners, ``select_planner``
-and the modules it calls): SubQuery (pullout), SemiJoin/AntiJoin, Window,
+and the modules it calls): correlated subqueries, SemiJoin/AntiJoin, Window,
 and the Compute fallback as an operator.
 """
 
@@ -20,9 +20,10 @@ from rewriter.operators.limit import Limit
 from rewriter.operators.ordering import Ordering
 from rewriter.operators.projection import Projection
 from rewriter.operators.route import Route
+from rewriter.operators.subquery import SubQuery
 from rewriter.operators.union import Union
 
 __all__ = [
     "Aggregator", "ApplyJoin", "Derived", "Distinct", "Filter", "Limit", "Operator", "Ordering", "Projection", "Route",
-    "Union",
+    "SubQuery", "Union",
 ]

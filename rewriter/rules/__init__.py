@@ -21,12 +21,14 @@ from rewriter.operators import (
     Operator,
     Ordering,
     Projection,
+    SubQuery,
     Union,
 )
 from rewriter.rules import (
     merge_derived,
     merge_join_tree,
     merge_joins,
+    merge_subquery,
     merge_union,
     push_filter,
     push_limit,
@@ -46,6 +48,7 @@ RULES: tuple[tuple[tuple[type[Operator], ...], Rule], ...] = (
     ((ApplyJoin,), merge_join_tree.apply),
     ((Union,), merge_union.apply),
     ((Derived,), merge_derived.apply),
+    ((SubQuery,), merge_subquery.apply),
     ((Aggregator, Projection, Distinct, Ordering, Limit), route_takes_statement.apply),
     ((Aggregator,), split_aggregation.apply),
     ((Ordering,), push_ordering.apply),

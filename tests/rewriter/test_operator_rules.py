@@ -59,7 +59,9 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
 
 
 @pytest.mark.parametrize("sql", [
-    "select * from customer where customer_id in (select customer_id from corder)",
+    "select * from customer c where c.customer_id in (select o.customer_id from corder o where o.sku = c.email)",
+    "select * from customer where customer_id in (select customer_id from corder where price in (select 1))",
+    "select * from customer where tenant_id > any (select price from corder)",
     "with t as (select 1) select * from t",
     "select * from (select * from customer) t join corder o on o.customer_id = t.customer_id",
     "select row_number() over (order by email) from customer",
@@ -227,3 +229,20 @@ def test_derived_table_ordering_is_dropped_when_merging(vschema):
 def test_aggregating_derived_table_is_not_merged(vschema):
     op, _ = rewritten(vschema, "select * from (select tenant_id, count(*) as n from customer group by tenant_id) t")
     assert shape(op) == "Projection(Derived(Projection(Aggregator(Route))))"
+
+
+def test_in_subquery_on_the_same_vindex_merges_into_the_outer_route(vschema):
+    op, planning = rewritten(vschema, "select c.email from customer c where c.customer_id = 4 and "
+                                      "c.customer_id in (select o.customer_id from corder o)")
+    assert isinstance(op, Route) and {t.name for t in op.tables} == {"customer", "corder"}
+    assert planning.routing(op).opcode is Opcode.EqualUnique
+
+
+@pytest.mark.parametrize("sql", [
+    "select c.email from customer c where c.customer_id not in (select o.customer_id from corder o)",
+    "select c.email from customer c where c.tenant_id in (select o.customer_id from corder o)",
+    "select c.email from customer c where exists (select 1 from corder o where o.price = 3)",
+])
+def test_subquery_reading_other_shards_stays_to_be_pulled_out(vschema, sql):
+    op, _ = rewritten(vschema, sql)
+    assert shape(op) == "Projection(SubQuery(Route,Route))"
