@@ -8,8 +8,8 @@ rules (``rewriter.rules``) merge and push.
 
 The builder takes the statements whose every part has an operator today: one SELECT
 over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL) or over one
-derived table of such a SELECT, with uncorrelated subqueries in WHERE (not nested),
-without other subqueries, CTEs, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
+derived table of such a SELECT, with subqueries in WHERE and in the select list (not
+nested), without other subqueries, CTEs, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
 statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
@@ -58,11 +58,14 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     where = sel.args.get("where")
     if where is not None:
         op = Filter(op, tuple(conjuncts(where.this)))
-        for pred in _where_subqueries(sel):
-            inner = build(_subquery_statement(pred), ctx)
-            if inner is None:
-                return None
-            op = SubQuery(inner, op, pred)
+    in_where = {id(p) for p in _where_subqueries(sel)}
+    outer = outer_aliases(sel)
+    for pred in _subqueries(sel):
+        q = _subquery_statement(pred)
+        inner = build(q, ctx)
+        if inner is None:
+            return None
+        op = SubQuery(inner, op, pred, pullout=id(pred) in in_where and not correlated(q, outer))
     group = sel.args.get("group")
     having = sel.args.get("having")
     order = sel.args.get("order")
@@ -139,16 +142,14 @@ def _expressible(sel: exp.Select) -> bool:
         return False
     derived = _derived_table(sel)
     try:
-        subqueries = _where_subqueries(sel)
+        subqueries = _subqueries(sel)
     except errors.PlanningError:
         return False  # ANY / ALL
     if subqueries and derived is not None:
         return False
-    outer = outer_aliases(sel)
     own: set[int] = set()
     for pred in subqueries:
-        q = _subquery_statement(pred)
-        if correlated(q, outer) or any(True for _ in q.find_all(exp.Subquery, exp.Exists)):
+        if any(True for _ in _subquery_statement(pred).find_all(exp.Subquery, exp.Exists)):
             return False
         own.add(id(pred))
     stack: list[exp.Expression] = [sel]
@@ -167,6 +168,20 @@ def _where_subqueries(sel: exp.Select) -> list[exp.Expression]:
     (``subquery_planner.candidates``: IN, EXISTS, scalar)."""
     where = sel.args.get("where")
     return candidates(where.this) if where is not None else []
+
+
+def _subqueries(sel: exp.Select) -> list[exp.Expression]:
+    """The WHERE subquery predicates and the select list's subqueries (scalar or
+    ``EXISTS``), not those nested in them."""
+    out = _where_subqueries(sel)
+    stack: list[exp.Expression] = list(sel.expressions)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.Subquery | exp.Exists):
+            out.append(node)
+            continue
+        stack.extend(node.iter_expressions())
+    return out
 
 
 def _subquery_statement(pred: exp.Expression) -> exp.Expression:

@@ -63,7 +63,7 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
         if isinstance(op, ApplyJoin):
             return plan_join(sel, ctx) if _routes_only(op) else None
         if isinstance(op, SubQuery):  # not merged: run first (subquery_planner.pullout)
-            return pullout(sel, ctx)
+            return pullout(sel, ctx) if _pullouts_only(op) else None
         if not isinstance(op, Aggregator | DistinctOp | Filter | Limit | Ordering | Projection):
             return None
         above.append(op)
@@ -95,6 +95,14 @@ def _over_derived_table(sel: exp.Select, route: Route, info: RouteInfo, planning
     if proxy_work and not planning.one_shard(route):
         return plan_scatter_select(sel, info, ctx)
     return make_route(info, to_sql(sel), field_query_of(sel))
+
+
+def _pullouts_only(op: Operator) -> bool:
+    while isinstance(op, SubQuery):
+        if not op.pullout:
+            return False
+        op = op.outer
+    return True
 
 
 def _routes_only(op: Operator) -> bool:

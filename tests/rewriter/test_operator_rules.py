@@ -59,7 +59,9 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
 
 
 @pytest.mark.parametrize("sql", [
-    "select * from customer c where c.customer_id in (select o.customer_id from corder o where o.sku = c.email)",
+    "select (select max(o.price) from corder o where o.sku in (select email from customer)) from customer",
+    "select * from customer c where c.tenant_id in (select o.price from corder o group by o.price having "
+    "max(o.sku) = (select 1))",
     "select * from customer where customer_id in (select customer_id from corder where price in (select 1))",
     "select * from customer where tenant_id > any (select price from corder)",
     "with t as (select 1) select * from t",
@@ -246,3 +248,16 @@ def test_in_subquery_on_the_same_vindex_merges_into_the_outer_route(vschema):
 def test_subquery_reading_other_shards_stays_to_be_pulled_out(vschema, sql):
     op, _ = rewritten(vschema, sql)
     assert shape(op) == "Projection(SubQuery(Route,Route))"
+
+
+def test_correlated_subquery_on_the_vindex_column_merges(vschema):
+    op, _ = rewritten(vschema, "select c.email, (select count(*) from corder o where o.customer_id = c.customer_id) "
+                               "from customer c")
+    assert isinstance(op, Route) and {t.name for t in op.tables} == {"customer", "corder"}
+
+
+def test_correlated_subquery_elsewhere_is_left_to_the_route_planners(vschema):
+    sql = "select c.email from customer c where exists (select 1 from corder o where o.sku = c.email)"
+    op, _ = rewritten(vschema, sql)
+    assert shape(op) == "Projection(SubQuery(Route,Route))"
+    assert plan_with_operators(parse(sql), PlanContext(vschema, None)) is None
