@@ -7,8 +7,10 @@ HAVING, the Projection, Distinct, Ordering and Limit. Nothing is decided here: t
 rules (``rewriter.rules``) merge and push.
 
 The builder takes the statements whose every part has an operator today: one SELECT
-over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL), without subqueries, CTEs, derived
-tables, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the statement is
+over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL) or over one
+derived table of such a SELECT, with subqueries in WHERE and in the select list (not
+nested), without other subqueries, CTEs, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
+statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
 
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext
 from rewriter.operators import (
     Aggregator,
     ApplyJoin,
+    Derived,
     Distinct,
     Filter,
     Limit,
@@ -28,9 +32,11 @@ from rewriter.operators import (
     Ordering,
     Projection,
     Route,
+    SubQuery,
     Union,
 )
 from rewriter.routing import conjuncts
+from rewriter.subquery_planner import candidates, correlated, outer_aliases
 from rewriter.tables import TableRef, ambient_keyspace, resolve_table
 from vschema.tracked_schema import columns_of
 
@@ -52,6 +58,14 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     where = sel.args.get("where")
     if where is not None:
         op = Filter(op, tuple(conjuncts(where.this)))
+    in_where = {id(p) for p in _where_subqueries(sel)}
+    outer = outer_aliases(sel)
+    for pred in _subqueries(sel):
+        q = _subquery_statement(pred)
+        inner = build(q, ctx)
+        if inner is None:
+            return None
+        op = SubQuery(inner, op, pred, pullout=id(pred) in in_where and not correlated(q, outer))
     group = sel.args.get("group")
     having = sel.args.get("having")
     order = sel.args.get("order")
@@ -126,10 +140,63 @@ def _expressible(sel: exp.Select) -> bool:
     group = sel.args.get("group")
     if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
         return False
-    for node in sel.walk():
+    derived = _derived_table(sel)
+    try:
+        subqueries = _subqueries(sel)
+    except errors.PlanningError:
+        return False  # ANY / ALL
+    if subqueries and derived is not None:
+        return False
+    own: set[int] = set()
+    for pred in subqueries:
+        if any(True for _ in _subquery_statement(pred).find_all(exp.Subquery, exp.Exists)):
+            return False
+        own.add(id(pred))
+    stack: list[exp.Expression] = [sel]
+    while stack:
+        node = stack.pop()
+        if node is derived or id(node) in own:
+            continue  # built on its own (build)
         if isinstance(node, _OUTSIDE) or (isinstance(node, exp.Select) and node is not sel):
             return False
+        stack.extend(node.iter_expressions())
     return True
+
+
+def _where_subqueries(sel: exp.Select) -> list[exp.Expression]:
+    """The predicates of WHERE that hold an uncorrelated-candidate subquery
+    (``subquery_planner.candidates``: IN, EXISTS, scalar)."""
+    where = sel.args.get("where")
+    return candidates(where.this) if where is not None else []
+
+
+def _subqueries(sel: exp.Select) -> list[exp.Expression]:
+    """The WHERE subquery predicates and the select list's subqueries (scalar or
+    ``EXISTS``), not those nested in them."""
+    out = _where_subqueries(sel)
+    stack: list[exp.Expression] = list(sel.expressions)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.Subquery | exp.Exists):
+            out.append(node)
+            continue
+        stack.extend(node.iter_expressions())
+    return out
+
+
+def _subquery_statement(pred: exp.Expression) -> exp.Expression:
+    if isinstance(pred, exp.In):
+        q = pred.args["query"]
+        return q.this if isinstance(q, exp.Subquery) else q
+    return pred.this  # Exists(Select), Subquery(Select)
+
+
+def _derived_table(sel: exp.Select) -> exp.Subquery | None:
+    """The derived table when it is the only table expression of ``sel``."""
+    frm = sel.args.get("from_") or sel.args.get("from")
+    if frm is None or frm.expressions or sel.args.get("joins") or not isinstance(frm.this, exp.Subquery):
+        return None
+    return frm.this if frm.this.alias else None
 
 
 def _from_clause(sel: exp.Select, ctx: PlanContext) -> Operator | None:
@@ -141,6 +208,10 @@ def _from_clause(sel: exp.Select, ctx: PlanContext) -> Operator | None:
     for j in sel.args.get("joins") or []:
         sources.append((j.this, j))
     op: Operator | None = None
+    derived = _derived_table(sel)
+    if derived is not None:
+        inner = build(derived.this, ctx)
+        return Derived(inner, derived.alias) if inner is not None else None
     for node, join in sources:
         if not isinstance(node, exp.Table):
             return None

@@ -405,14 +405,14 @@ def _derived_passthrough(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     inner = sources[0].this
     if not isinstance(inner, exp.Select):
         return None
-    if needs_proxy_work(inner) and not _only_order_by(inner):
+    if needs_proxy_work(inner) and not only_order_by(inner):
         return None  # the inner result needs the proxy: _derived_over_plan
     inner_info = single_route(inner, inner, ctx)
     if inner_info is None:
         return None
     if _all_tables_in(sel, ctx) != [] and len(_all_tables_in(sel, ctx)) != len(inner_info.tables):
         return None  # subqueries elsewhere in the outer query
-    if _only_order_by(inner):
+    if only_order_by(inner):
         inner.set("order", None)  # ordering inside a derived table has no meaning in SQL
     strip_qualifiers(sel, inner_info.tables, ctx)
     single = inner_info.opcode in SINGLE_SHARD or inner_info.opcode in (Opcode.ByDestination, Opcode.None_)
@@ -488,7 +488,8 @@ def _derived_over_plan(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     return plan
 
 
-def _only_order_by(sel: exp.Select) -> bool:
+def only_order_by(sel: exp.Select) -> bool:
+    """Whether ``sel`` needs the proxy only for its ORDER BY."""
     if not sel.args.get("order"):
         return False
     s = sel.copy()

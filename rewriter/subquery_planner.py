@@ -27,7 +27,7 @@ SQ_PREFIX = "__sq"
 HAS_PREFIX = "__sq_has_values"
 
 
-def _outer_aliases(sel: exp.Select) -> set[str]:
+def outer_aliases(sel: exp.Select) -> set[str]:
     from rewriter.select_planner import from_sources
 
     out = set()
@@ -41,15 +41,18 @@ def _inner_aliases(q: exp.Expression) -> set[str]:
         s.alias_or_name for s in q.find_all(exp.Subquery) if s.alias_or_name}
 
 
-def _check_uncorrelated(q: exp.Expression, outer: set[str]) -> None:
+def correlated(q: exp.Expression, outer: set[str]) -> bool:
+    """Whether subquery ``q`` names a table of the enclosing query (by alias)."""
     inner = _inner_aliases(q)
-    for col in q.find_all(exp.Column):
-        t = col.table
-        if t and t not in inner and t in outer:
-            raise unsupported("correlated subquery across shards")
+    return any(col.table and col.table not in inner and col.table in outer for col in q.find_all(exp.Column))
 
 
-def _candidates(where: exp.Expression) -> list[exp.Expression]:
+def _check_uncorrelated(q: exp.Expression, outer: set[str]) -> None:
+    if correlated(q, outer):
+        raise unsupported("correlated subquery across shards")
+
+
+def candidates(where: exp.Expression) -> list[exp.Expression]:
     """Subquery-bearing predicates in WHERE, outermost first, not inside other subqueries."""
     out: list[exp.Expression] = []
     stack = [where]
@@ -78,14 +81,14 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     for e in sel.expressions:
         if any(True for _ in e.find_all(exp.Subquery, exp.Exists)):
             return None  # subqueries in the select list: not handled here
-    found = _candidates(where.this)
+    found = candidates(where.this)
     if not found:
         return None
     from rewriter.select_planner import plan_select
 
     sel = sel.copy()
-    found = _candidates(sel.args["where"].this)
-    outer_aliases = _outer_aliases(sel)
+    found = candidates(sel.args["where"].this)
+    outer = outer_aliases(sel)
     pulled: list[tuple[str, str, str, Plan]] = []
     list_vars = set(ctx.list_vars)
     for node in found:
@@ -101,7 +104,7 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
         else:
             inner = node.this
             kind = "value"
-        _check_uncorrelated(inner, outer_aliases)
+        _check_uncorrelated(inner, outer)
         sub_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
         sub_plan = plan_select(inner, sub_ctx)
         has = exp.Placeholder(this=has_var)

@@ -12,6 +12,10 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
 - A Union left at the proxy: ``Concatenate`` of its arms' primitives (each arm
   through these rules, or the route planners for what they do not plan), under
   ``Distinct`` for UNION.
+- A Route that took a derived table (``merge_derived``): the statement regenerated,
+  as ``select_planner`` plans a derived table over a route.
+- A WHERE subquery not merged into the outer route: pulled out, run first
+  (``subquery_planner.pullout``: ``UncorrelatedSubquery``).
 - Joins left at the proxy between Routes: the nested-loop / batched / hash joins
   ``join_planner.plan_join`` lays out (strategy from ``join_strategy``'s cost model).
 - Anything else: None, for the route planners.
@@ -34,13 +38,16 @@ from rewriter.operators import (
     Ordering,
     Projection,
     Route,
+    SubQuery,
     Union,
 )
 from rewriter.operators import Distinct as DistinctOp
 from rewriter.route_primitive import field_query_of, make_route, strip_qualifiers
+from rewriter.routing import RouteInfo
 from rewriter.rules.planning import Planning
 from rewriter.select_items import named_as_written
-from rewriter.select_planner import plan_scatter_select, plan_select
+from rewriter.select_planner import only_order_by, plan_scatter_select, plan_select
+from rewriter.subquery_planner import pullout
 
 
 def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan | None:
@@ -55,11 +62,15 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
     while not isinstance(op, Route):
         if isinstance(op, ApplyJoin):
             return plan_join(sel, ctx) if _routes_only(op) else None
+        if isinstance(op, SubQuery):  # not merged: run first (subquery_planner.pullout)
+            return pullout(sel, ctx) if _pullouts_only(op) else None
         if not isinstance(op, Aggregator | DistinctOp | Filter | Limit | Ordering | Projection):
             return None
         above.append(op)
         op = op.input
     info = planning.routing(op)
+    if "derived" in op.absorbed and op.vindexed_tables():
+        return _over_derived_table(sel, op, info, planning, bool(above))
     if not above:
         changed = strip_qualifiers(sel, info.tables, ctx)
         named = named_as_written(sel, ctx)
@@ -69,6 +80,29 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
         return None
     strip_qualifiers(sel, info.tables, ctx)
     return plan_scatter_select(sel, info, ctx)
+
+
+def _over_derived_table(sel: exp.Select, route: Route, info: RouteInfo, planning: Planning,
+                        proxy_work: bool) -> Plan:
+    """A SELECT over a derived table merged into its sharded route (``merge_derived``):
+    the statement regenerated for the shards, the derived table's ORDER BY dropped,
+    the outer query's grouping, ordering and limits at the proxy over a scatter."""
+    ctx = planning.ctx
+    derived = sel.args["from_"].this if sel.args.get("from_") else sel.args["from"].this
+    if isinstance(derived.this, exp.Select) and only_order_by(derived.this):
+        derived.this.set("order", None)  # ordering inside a derived table has no meaning in SQL
+    strip_qualifiers(sel, info.tables, ctx)
+    if proxy_work and not planning.one_shard(route):
+        return plan_scatter_select(sel, info, ctx)
+    return make_route(info, to_sql(sel), field_query_of(sel))
+
+
+def _pullouts_only(op: Operator) -> bool:
+    while isinstance(op, SubQuery):
+        if not op.pullout:
+            return False
+        op = op.outer
+    return True
 
 
 def _routes_only(op: Operator) -> bool:

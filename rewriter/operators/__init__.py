@@ -6,22 +6,24 @@ table, joins, filters, projection, ...); ``rewriter.rules`` rewrites it to a fix
 engine primitives of ``rewriter.nodes``.
 
 Not here yet (those statements are planned by the route planners, ``select_planner``
-and the modules it calls): SubQuery (pullout), SemiJoin/AntiJoin, Window, Derived,
+and the modules it calls): correlated subqueries, SemiJoin/AntiJoin, Window,
 and the Compute fallback as an operator.
 """
 
 from rewriter.operators.aggregator import Aggregator
 from rewriter.operators.apply_join import ApplyJoin
 from rewriter.operators.base import Operator
+from rewriter.operators.derived import Derived
 from rewriter.operators.distinct import Distinct
 from rewriter.operators.filter import Filter
 from rewriter.operators.limit import Limit
 from rewriter.operators.ordering import Ordering
 from rewriter.operators.projection import Projection
 from rewriter.operators.route import Route
+from rewriter.operators.subquery import SubQuery
 from rewriter.operators.union import Union
 
 __all__ = [
-    "Aggregator", "ApplyJoin", "Distinct", "Filter", "Limit", "Operator", "Ordering", "Projection", "Route",
-    "Union",
+    "Aggregator", "ApplyJoin", "Derived", "Distinct", "Filter", "Limit", "Operator", "Ordering", "Projection", "Route",
+    "SubQuery", "Union",
 ]

@@ -30,6 +30,8 @@ def apply(op: Operator, p: Planning) -> Operator | None:
             if not p.one_shard(src):
                 return None
             return dataclasses.replace(src, absorbed=src.absorbed | {"having"})
+        if "derived" in src.absorbed:  # columns of a derived table: not the route's own
+            return dataclasses.replace(src, absorbed=src.absorbed | {"where"})
         return dataclasses.replace(src, predicates=src.predicates + op.predicates,
                                    absorbed=src.absorbed | {"where"})
     if isinstance(src, ApplyJoin) and op.clause == "where":

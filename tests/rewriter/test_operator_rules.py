@@ -59,9 +59,13 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
 
 
 @pytest.mark.parametrize("sql", [
-    "select * from customer where customer_id in (select customer_id from corder)",
+    "select (select max(o.price) from corder o where o.sku in (select email from customer)) from customer",
+    "select * from customer c where c.tenant_id in (select o.price from corder o group by o.price having "
+    "max(o.sku) = (select 1))",
+    "select * from customer where customer_id in (select customer_id from corder where price in (select 1))",
+    "select * from customer where tenant_id > any (select price from corder)",
     "with t as (select 1) select * from t",
-    "select * from (select * from customer) t",
+    "select * from (select * from customer) t join corder o on o.customer_id = t.customer_id",
     "select row_number() over (order by email) from customer",
     "select tenant_id, count(*) from customer group by tenant_id with rollup",
     "select * from customer c full outer join corder o on o.customer_id = c.customer_id",
@@ -210,3 +214,50 @@ def test_rules_never_change_the_built_tree_in_place(vschema):
 def test_reference_table_preserved_by_an_outer_join_to_a_sharded_table_does_not_merge(vschema, sql):
     op, _ = rewritten(vschema, sql)
     assert shape(op) == "Projection(ApplyJoin(Route,Route))"
+
+
+def test_row_by_row_derived_table_merges_with_its_route_and_outer_filters_do_not_route(vschema):
+    op, planning = rewritten(vschema, "select * from (select tenant_id as customer_id from customer) t "
+                                      "where customer_id = 5")
+    assert isinstance(op, Route) and "derived" in op.absorbed and op.predicates == ()
+    assert planning.routing(op).opcode is Opcode.Scatter
+
+
+def test_derived_table_ordering_is_dropped_when_merging(vschema):
+    op, _ = rewritten(vschema, "select t.email from (select email from customer order by email) t")
+    assert isinstance(op, Route) and "derived" in op.absorbed
+
+
+def test_aggregating_derived_table_is_not_merged(vschema):
+    op, _ = rewritten(vschema, "select * from (select tenant_id, count(*) as n from customer group by tenant_id) t")
+    assert shape(op) == "Projection(Derived(Projection(Aggregator(Route))))"
+
+
+def test_in_subquery_on_the_same_vindex_merges_into_the_outer_route(vschema):
+    op, planning = rewritten(vschema, "select c.email from customer c where c.customer_id = 4 and "
+                                      "c.customer_id in (select o.customer_id from corder o)")
+    assert isinstance(op, Route) and {t.name for t in op.tables} == {"customer", "corder"}
+    assert planning.routing(op).opcode is Opcode.EqualUnique
+
+
+@pytest.mark.parametrize("sql", [
+    "select c.email from customer c where c.customer_id not in (select o.customer_id from corder o)",
+    "select c.email from customer c where c.tenant_id in (select o.customer_id from corder o)",
+    "select c.email from customer c where exists (select 1 from corder o where o.price = 3)",
+])
+def test_subquery_reading_other_shards_stays_to_be_pulled_out(vschema, sql):
+    op, _ = rewritten(vschema, sql)
+    assert shape(op) == "Projection(SubQuery(Route,Route))"
+
+
+def test_correlated_subquery_on_the_vindex_column_merges(vschema):
+    op, _ = rewritten(vschema, "select c.email, (select count(*) from corder o where o.customer_id = c.customer_id) "
+                               "from customer c")
+    assert isinstance(op, Route) and {t.name for t in op.tables} == {"customer", "corder"}
+
+
+def test_correlated_subquery_elsewhere_is_left_to_the_route_planners(vschema):
+    sql = "select c.email from customer c where exists (select 1 from corder o where o.sku = c.email)"
+    op, _ = rewritten(vschema, sql)
+    assert shape(op) == "Projection(SubQuery(Route,Route))"
+    assert plan_with_operators(parse(sql), PlanContext(vschema, None)) is None
