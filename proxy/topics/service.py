@@ -30,7 +30,7 @@ from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExis
 from proxy.topics.names import check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
-from proxy.topics.store import ShardTopicStore, TopicRow, rows_of
+from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
 from vschema.model import Table, VSchema
 from vschema.tracked_schema import TableSchema, TrackedSchema
 
@@ -373,8 +373,13 @@ class TopicService:
                 changed = rt.changed()
                 if self.runtimes.get((info.keyspace, info.name)) is not rt:
                     raise TopicNotFound(info.keyspace, info.name)
-                res = await self._shared_read(rt, store, info.name, position.condition(), batch,
-                                              self.settings.max_poll_bytes)
+                try:
+                    res = await self._shared_read(rt, store, info.name, position.condition(), batch,
+                                                  self.settings.max_poll_bytes)
+                except ProxyError as e:
+                    if e.code == ER_NO_SUCH_TABLE:  # dropped before this process uninstalled it
+                        raise TopicNotFound(info.keyspace, info.name) from e
+                    raise
                 if first:
                     first = False
                     yield Result(fields=[dataclasses.replace(f, db=info.keyspace) for f in res.fields])
