@@ -27,10 +27,10 @@ import aiomysql
 from tests.benchmarks.bench_metrics_overhead import cpu_seconds
 from tests.benchmarks.bench_topics import (
     KEYSPACE,
-    PAYLOAD,
     PUBLISHERS,
     _connect,
     _exec,
+    _publish,
     _shard_conn,
     _wait_sequenced,
 )
@@ -39,28 +39,6 @@ from tests.benchmarks.harness import local_cluster, machine, proxies
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "3000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 PYSPY = os.environ.get("BENCH_PYSPY")
-
-
-async def _publish(connect: Callable[[], Awaitable[aiomysql.Connection]], table: str, transaction: bool) -> float:
-    conns = [await connect() for _ in range(PUBLISHERS)]
-    stmt = f"INSERT INTO `{table}` (payload) VALUES ('{PAYLOAD}')"
-
-    async def one(conn: aiomysql.Connection) -> None:
-        async with conn.cursor() as cur:
-            for _ in range(MESSAGES // PUBLISHERS):
-                if transaction:
-                    await cur.execute("BEGIN")
-                await cur.execute(stmt)
-                if transaction:
-                    await cur.execute("COMMIT")
-
-    started = time.perf_counter()
-    try:
-        await asyncio.gather(*(one(c) for c in conns))
-        return time.perf_counter() - started
-    finally:
-        for c in conns:
-            c.close()
 
 
 async def _status(shard: aiomysql.Connection) -> tuple[int, int, int]:
@@ -97,7 +75,7 @@ async def _bench(proxy_pid: int, shard_pid: int, host: str, port: int, shard_ep,
                 passes0, next0, _ = await _status(raw)
                 p0, s0 = cpu_seconds(proxy_pid), cpu_seconds(shard_pid)
                 started = time.perf_counter()
-                seconds = await _publish(connect, table, transaction)
+                seconds = await _publish(connect, table, MESSAGES, 1, transaction)
                 if case == "topic":  # until the sequencer caught up: its passes are part of the cost
                     await _wait_sequenced(raw, "bench_publish", started)
                 p1, s1 = cpu_seconds(proxy_pid), cpu_seconds(shard_pid)
