@@ -119,3 +119,18 @@ async def test_a_stream_starts_at_the_latest_message_by_default(spark, topic_pro
     finally:
         query.stop()
     assert [bytes(r.payload) for r in got] == [b"new1"]
+
+
+def test_topic_options_are_parsed_and_bad_ones_named():
+    from proxy.spark.options import OptionError, SourceOptions
+
+    o = SourceOptions.parse({"topic": "commerce.`orders`", "startingTimestamp": "1795464764121",
+                             "maxMessagesPerTrigger": "50"})
+    assert (o.topic, o.starting_timestamp, o.max_messages_per_trigger, o.starting_position_given) == (
+        ("commerce", "orders"), 1795464764121, 50, False)
+    assert SourceOptions.parse({"topic": "commerce.t", "startingPosition": "earliest"}).starting_position_given
+    for bad, said in (({"topic": "orders"}, "topic must be keyspace.topic"),
+                      ({"topic": "commerce.t", "table": "commerce.customer"}, "not both"),
+                      ({"topic": "commerce.t", "maxMessagesPerTrigger": "0"}, "maxmessagespertrigger")):
+        with pytest.raises(OptionError, match=said):
+            SourceOptions.parse(bad)
