@@ -465,7 +465,10 @@ class TopicService:
         return catalog
 
     async def _load_view_columns(self, infos: Sequence[TopicInfo]) -> None:
-        """Read the view columns of the topics not read yet (one query per shard)."""
+        """Read the view columns of the topics not read yet (one query per shard); forget those
+        of dropped topics and old generations."""
+        current = {(i.keyspace, i.name, i.generation) for i in infos}
+        self._view_columns = {k: v for k, v in self._view_columns.items() if k in current}
         missing: dict[tuple[str, str], list[TopicInfo]] = {}
         for info in infos:
             if (info.keyspace, info.name, info.generation) not in self._view_columns:
