@@ -1,5 +1,6 @@
 """PySpark data source `shardgate`: read a sharded table one Spark partition per shard, write rows
-to the shards their vindex picks, and follow the CDC stream as a Structured Streaming source.
+to the shards their vindex picks, follow the CDC stream as a Structured Streaming source, and read
+or follow a topic (`proxy.spark.topic_reader`).
 
 Install with ``pip install shardgate[spark]`` (pyspark >= 4.0 and pyarrow: the readers hand Spark
 Arrow record batches). Spark runs the data source in Python worker processes, so they must use
@@ -21,6 +22,10 @@ mysqlclient, when installed, makes reads several times faster than the PyMySQL f
                .option("tables", "commerce.customer")
                .option("config", "examples/local/cluster.yaml")  # shard endpoints (binlogs)
                .load())
+    events = (spark.readStream.format("shardgate")      # a topic: offsets are message ids
+              .option("topic", "commerce.order_events")
+              .option("startingPosition", "earliest")     # latest (default) | earliest | an id
+              .load())                                    # spark.read...: the topic in batch
 
 Options: see ``proxy.spark.options.SourceOptions``.
 """

@@ -63,8 +63,8 @@ class SourceOptions:
     startingPosition  streaming: "current" (default), "beginning" or a VGTID JSON; with topic:
                  "earliest" (batch default), "latest" (stream default) or a message id (read
                  after it); "beginning"/"current" are accepted too
-    topic        keyspace.topic: read a topic (batch) or follow it (streaming), instead of a table
-                 or the change stream (proxy.spark.topic_reader)
+    topic        keyspace.topic: read a topic (batch), follow it (streaming) or publish to it
+                 (append), instead of a table or the change stream (proxy.spark.topic_reader)
     startingTimestamp with topic: the first publish time to read, in ms (wins over startingPosition)
     maxMessagesPerTrigger  with topic: messages per micro-batch at most (default 10,000)
     """

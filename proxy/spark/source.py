@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -13,7 +14,7 @@ from pyspark.sql.datasource import (
 
 from proxy.spark.column_types import ColumnSpec, column_spec, spark_schema
 from proxy.spark.connect import connect
-from proxy.spark.options import SourceOptions
+from proxy.spark.options import OptionError, SourceOptions
 from proxy.spark.shard_pruning import VindexRoute
 from proxy.spark.topology import load_vschema, proxy_shards
 from sqltext.quoting import quote_identifier
@@ -93,6 +94,13 @@ class ShardgateDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         from proxy.spark.batch_writer import ShardTableWriter, clear_table
 
+        if self.parsed.topic is not None:
+            # Publishing: each task's rows go in one transaction through the keyspace session
+            # (the proxy routes INSERTs into a topic), so a task's messages appear together.
+            if overwrite:
+                raise OptionError("a topic is append-only: write it with mode('append')")
+            as_table = dataclasses.replace(self.parsed, table=self.parsed.topic)
+            return ShardTableWriter(as_table, [f.name for f in schema.fields], None)
         keyspace, _ = self.parsed.require_table()
         if overwrite:
             clear_table(self.parsed, proxy_shards(self.parsed.proxy, keyspace))

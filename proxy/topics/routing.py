@@ -25,8 +25,12 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from proxy.errors import ER_NON_UPDATABLE_TABLE, ER_NOT_SUPPORTED_YET, ProxyError
+from proxy.topics.names import log_table
+from proxy.topics.schema import view_columns
+from proxy.topics.statement import unquote
 from rewriter.dialect import DIALECT
 from rewriter.errors import PlanningError
+from sqltext.lexer import split_parenthesised, split_top_level
 from sqltext.quoting import quote_identifier
 
 if TYPE_CHECKING:
@@ -82,9 +86,27 @@ def route(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup, shard
                     raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {info.name} of the REPLACE is not updatable"
                                      " (topics are append-only)", "HY000")
                 if not _SELECT_WORD.search(sql, m.end()):
-                    text = sql if qualifier is None else sql[: m.start("target")] + quote_identifier(info.name) + sql[m.end("target"):]
-                    return Routed(info.keyspace, info.shard, text, info)
+                    table = log_table(info.name) if _names_view_columns(sql[m.end():], info) else info.name
+                    if qualifier is not None or table != info.name:
+                        sql = sql[: m.start("target")] + quote_identifier(table) + sql[m.end("target"):]
+                    return Routed(info.keyspace, info.shard, sql, info)
     return _route_parsed(sql, kw, session_keyspace, lookup, sharded)
+
+
+def _names_view_columns(rest: str, info: TopicInfo) -> bool:
+    """Whether an INSERT's column list (``rest`` starts after its target) names only columns
+    the topic's view lets a publisher write: then it may go straight into the log table, which
+    is the same row (the view is a plain filter over it) without MariaDB's cost of inserting
+    through a view (re-reading its definition: +60 us of shard CPU per INSERT here, ~50% of the
+    insert itself). Anything else (no column list, a column the view does not show, the
+    generated ``message_id`` whose error names the table) goes through the view."""
+    rest = rest.lstrip()
+    split = split_parenthesised(rest) if rest.startswith("(") else None
+    if split is None:
+        return False
+    names = [unquote(c) for c in split_top_level(split[0])]
+    writable = {c.lower() for c in view_columns(info.columns)} - {"message_id"}
+    return bool(names) and all(n.lower() in writable for n in names)
 
 
 def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup,

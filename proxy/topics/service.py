@@ -32,7 +32,7 @@ from proxy.topics.http import add_topic_routes
 from proxy.topics.names import check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
-from proxy.topics.store import ShardTopicStore, TopicRow, rows_of
+from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
 from vschema.model import Table, VSchema
 from vschema.tracked_schema import TableSchema, TrackedSchema
 
@@ -384,8 +384,13 @@ class TopicService:
                 changed = rt.changed()
                 if self.runtimes.get((info.keyspace, info.name)) is not rt:
                     raise TopicNotFound(info.keyspace, info.name)
-                res = await self._shared_read(rt, store, info.name, position.condition(), batch,
-                                              self.settings.max_poll_bytes)
+                try:
+                    res = await self._shared_read(rt, store, info.name, position.condition(), batch,
+                                                  self.settings.max_poll_bytes)
+                except ProxyError as e:
+                    if e.code == ER_NO_SUCH_TABLE:  # dropped before this process uninstalled it
+                        raise TopicNotFound(info.keyspace, info.name) from e
+                    raise
                 if first:
                     first = False
                     yield Result(fields=[dataclasses.replace(f, db=info.keyspace) for f in res.fields])
@@ -469,7 +474,10 @@ class TopicService:
         return catalog
 
     async def _load_view_columns(self, infos: Sequence[TopicInfo]) -> None:
-        """Read the view columns of the topics not read yet (one query per shard)."""
+        """Read the view columns of the topics not read yet (one query per shard); forget those
+        of dropped topics and old generations."""
+        current = {(i.keyspace, i.name, i.generation) for i in infos}
+        self._view_columns = {k: v for k, v in self._view_columns.items() if k in current}
         missing: dict[tuple[str, str], list[TopicInfo]] = {}
         for info in infos:
             if (info.keyspace, info.name, info.generation) not in self._view_columns:

@@ -75,20 +75,22 @@ def _values(n: int) -> str:
     return ",".join([f"('{PAYLOAD}')"] * n)
 
 
-async def _publish(connect: Callable[[], Awaitable[aiomysql.Connection]], table: str, total: int, per_tx: int) -> float:
-    """PUBLISHERS connections, transactions of ``per_tx`` messages (autocommit when 1); seconds."""
+async def _publish(connect: Callable[[], Awaitable[aiomysql.Connection]], table: str, total: int, per_tx: int,
+                   transaction: bool | None = None) -> float:
+    """PUBLISHERS connections, transactions of ``per_tx`` messages (autocommit when 1, unless
+    ``transaction`` says otherwise); seconds."""
     conns = [await connect() for _ in range(PUBLISHERS)]
     each = total // PUBLISHERS // per_tx
     stmt = f"INSERT INTO `{table}` (payload) VALUES {_values(per_tx)}"
+    explicit = per_tx > 1 if transaction is None else transaction
 
     async def one(conn: aiomysql.Connection) -> None:
         async with conn.cursor() as cur:
             for _ in range(each):
-                if per_tx == 1:
-                    await cur.execute(stmt)
-                else:
+                if explicit:
                     await cur.execute("BEGIN")
-                    await cur.execute(stmt)
+                await cur.execute(stmt)
+                if explicit:
                     await cur.execute("COMMIT")
 
     started = time.perf_counter()

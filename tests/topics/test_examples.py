@@ -77,5 +77,8 @@ async def test_publisher_and_two_independent_consumers(topic_proxy, topics, tmp_
     rows = await run(topic_proxy, "commerce", f"SELECT order_id FROM corder WHERE order_id IN"
                                               f" ({', '.join(str(o) for o in [*orders, second + 9])}) ORDER BY order_id")
     assert [r[0] for r in rows] == orders
+    joined = await run(topic_proxy, "commerce", f"SELECT o.order_id, e.message_id FROM `{topic}` e JOIN corder o"
+                                                " ON o.order_id = e.order_id ORDER BY e.message_id")
+    assert joined == [(o, m) for o, (m, _) in zip(orders, a, strict=True)]  # the README's join
     await run(topic_proxy, "commerce", f"DELETE FROM corder WHERE customer_id BETWEEN {CUSTOMER} AND {CUSTOMER + 4}")
     await run(topic_proxy, "commerce", f"DELETE FROM customer WHERE customer_id BETWEEN {CUSTOMER} AND {CUSTOMER + 4}")

@@ -75,6 +75,14 @@ async def test_a_topic_reads_in_batch_in_id_order_from_a_time_or_an_id(spark, to
     assert [bytes(r.payload) for r in after_second] == [b"b3", b"b4", b""]
     assert _reader(spark, topic_proxy, topic, startingPosition="latest").count() == 0
 
+    # Publishing from Spark: rows become messages (one transaction per task).
+    published = spark.createDataFrame([(bytearray(b"w1"), 11), (bytearray(b"w2"), 12)], "payload binary, order_id bigint")
+    (published.write.format("shardgate").option("url", f"mysql://root@127.0.0.1:{topic_proxy.port}")
+     .option("topic", f"commerce.{topic}").mode("append").save())
+    await eventually(lambda: _count(topic_proxy, topic, 7))
+    tail = _reader(spark, topic_proxy, topic, startingPosition=rows[-1].message_id).collect()
+    assert sorted((bytes(r.payload), r.order_id) for r in tail) == [(b"w1", 11), (b"w2", 12)]
+
 
 async def _count(topic_proxy, topic: str, n: int) -> bool:
     return len(await read_all(topic_proxy, "commerce", topic)) == n
@@ -119,3 +127,18 @@ async def test_a_stream_starts_at_the_latest_message_by_default(spark, topic_pro
     finally:
         query.stop()
     assert [bytes(r.payload) for r in got] == [b"new1"]
+
+
+def test_topic_options_are_parsed_and_bad_ones_named():
+    from proxy.spark.options import OptionError, SourceOptions
+
+    o = SourceOptions.parse({"topic": "commerce.`orders`", "startingTimestamp": "1795464764121",
+                             "maxMessagesPerTrigger": "50"})
+    assert (o.topic, o.starting_timestamp, o.max_messages_per_trigger, o.starting_position_given) == (
+        ("commerce", "orders"), 1795464764121, 50, False)
+    assert SourceOptions.parse({"topic": "commerce.t", "startingPosition": "earliest"}).starting_position_given
+    for bad, said in (({"topic": "orders"}, "topic must be keyspace.topic"),
+                      ({"topic": "commerce.t", "table": "commerce.customer"}, "not both"),
+                      ({"topic": "commerce.t", "maxMessagesPerTrigger": "0"}, "maxmessagespertrigger")):
+        with pytest.raises(OptionError, match=said):
+            SourceOptions.parse(bad)
