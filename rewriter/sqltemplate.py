@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqltext.lexer import QUOTES, quoted_end
-from sqltext.quoting import sql_literal
+from sqltext.quoting import escape_string, quote_identifier, sql_literal
+
+# Re-exported for the planner's modules (and code written before sqltext): one implementation.
+__all__ = ["MissingBindVariable", "SqlTemplate", "escape_string", "parse_template", "quote_identifier", "sql_literal"]
 
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 
