@@ -29,6 +29,7 @@ SERVER_VERSION = "8.0.31-shardgate"
 
 Outcome = Result | AsyncIterator[Result]
 
+
 class ClientConnection(Protocol):
     """What the session knows of its connection (the front end's ``ProxyConnection``)."""
 

@@ -14,7 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqltext.quoting import sql_literal
+from sqltext.lexer import QUOTES, quoted_end
+from sqltext.quoting import escape_string, quote_identifier, sql_literal
+
+# Re-exported for the planner's modules (and code written before sqltext): one implementation.
+__all__ = ["MissingBindVariable", "SqlTemplate", "escape_string", "parse_template", "quote_identifier", "sql_literal"]
 
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 
@@ -70,19 +74,9 @@ def parse_template(sql: str) -> SqlTemplate:
     start = 0
     while i < n:
         c = sql[i]
-        if c in "'\"`":
-            i += 1
-            while i < n:
-                if sql[i] == "\\" and c != "`":
-                    i += 2
-                    continue
-                if sql[i] == c:
-                    if i + 1 < n and sql[i + 1] == c:
-                        i += 2
-                        continue
-                    break
-                i += 1
-            i += 1
+        if c in QUOTES:
+            end = quoted_end(sql, i)
+            i = n if end < 0 else end
             continue
         if c == ":" and i + 1 < n:
             j = i + 1

@@ -1,9 +1,9 @@
 """What an engine primitive may ask of the session that runs it.
 
 Mirrors Vitess's ``engine.VCursor``: primitives never touch pools or sockets; the
-proxy's session implements this protocol (pinning shard connections inside a
-transaction, autocommit outside one), so every primitive can be exercised alone
-against real shards with a small implementation of it.
+session's ``proxy.vcursor.SessionVCursor`` implements this protocol (pinning shard
+connections inside a transaction, autocommit outside one), so every primitive can be
+exercised alone against real shards with a small implementation of it.
 """
 
 from __future__ import annotations
