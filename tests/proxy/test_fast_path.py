@@ -16,7 +16,14 @@ import pytest
 from proxy.fast_path.routing import fast_route
 from proxy.server import Proxy
 from proxy.session import ProxySession
-from tests.proxy.sessions_support import query, run_in_thread, shard_threads_running, wait_for
+from tests.proxy.sessions_support import (
+    commerce_endpoints,
+    query,
+    run_in_thread,
+    shard_connection,
+    shard_threads_running,
+    wait_for,
+)
 from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 
 
@@ -165,6 +172,35 @@ def test_kill_query_stops_a_fast_path_select_at_its_shard(proxy, local_cluster) 
     finally:
         victim.close()
         killer.close()
+
+
+def test_a_shard_connection_killed_under_a_fast_path_select_fails_that_statement_only(proxy, local_cluster) -> None:
+    customer_id = _fresh_id()
+    tag = f"lost_{uuid.uuid4().hex[:10]}"
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        query(conn, f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, 'lost', 1)")
+        sleeper = f"select customer_id, sleep({{}}) as `{tag}` from customer where customer_id = {customer_id}"
+        for _ in range(3):
+            query(conn, sleeper.format(0))
+        outcome = run_in_thread(conn, sleeper.format(30))
+        assert wait_for(lambda: any(shard_threads_running(local_cluster, tag).values()))
+        running = shard_threads_running(local_cluster, tag)
+        endpoint = next(e for e in commerce_endpoints(local_cluster) if running[f"{e.host}:{e.port}"])
+        side = shard_connection(endpoint)
+        try:
+            query(side, f"kill connection {running[f'{endpoint.host}:{endpoint.port}'][0]}")
+        finally:
+            side.close()
+        assert outcome.done.wait(10)
+        assert isinstance(outcome.error, pymysql.err.OperationalError), outcome.error
+        code, message = outcome.error.args
+        assert message.startswith("target: commerce."), message
+        assert code in (1927, 1105), outcome.error.args  # killed (the shard said so), or unavailable
+        for _ in range(5):  # the session goes on, on another shard connection
+            assert query(conn, sleeper.format(0)) == ((customer_id, 0),)
+    finally:
+        conn.close()
 
 
 @pytest.fixture
