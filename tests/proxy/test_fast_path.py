@@ -4,6 +4,7 @@ list and large results working."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -14,6 +15,8 @@ import pymysql
 import pytest
 
 from proxy.fast_path.routing import fast_route
+from proxy.fast_path.shard_link import LinkError, ShardErr, ShardLink
+from proxy.pools import ShardAddress, ShardPool
 from proxy.server import Proxy
 from proxy.session import ProxySession
 from tests.proxy.sessions_support import (
@@ -201,6 +204,52 @@ def test_a_shard_connection_killed_under_a_fast_path_select_fails_that_statement
             assert query(conn, sleeper.format(0)) == ((customer_id, 0),)
     finally:
         conn.close()
+
+
+class _Collected:
+    """A ShardLink's relay that keeps the response."""
+
+    def __init__(self) -> None:
+        self.done: asyncio.Future[tuple[bytes, int, ShardErr | None]] = asyncio.get_running_loop().create_future()
+
+    def response_part(self, link: ShardLink, data: bytes) -> None:
+        raise AssertionError("a one-row answer comes whole")
+
+    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        self.done.set_result((data, rows, error))
+
+    def link_lost(self, link: ShardLink, cause: str) -> None:
+        self.done.set_exception(ConnectionError(cause))
+
+
+def test_a_shard_link_logs_in_with_a_password_and_speaks_utf8mb4(local_cluster) -> None:
+    endpoint = commerce_endpoints(local_cluster)[0]
+    user = f"fp_{uuid.uuid4().hex[:8]}"
+    admin = shard_connection(endpoint)
+    try:
+        query(admin, f"create user '{user}'@'%' identified by 's3cret!'")
+        query(admin, f"grant select on *.* to '{user}'@'%'")
+    finally:
+        admin.close()
+
+    def pool(password: str) -> ShardPool:
+        return ShardPool(ShardAddress("commerce", "x", endpoint.host, endpoint.port, user, password, endpoint.database))
+
+    async def run() -> tuple[bytes, int, ShardErr | None]:
+        with pytest.raises(LinkError, match=r"\(1045\) Access denied"):
+            await ShardLink.open(pool("wrong"))
+        link = await ShardLink.open(pool("s3cret!"))
+        try:
+            relay = _Collected()
+            link.query(b"select current_user(), database(), @@collation_connection, @@autocommit", relay)
+            return await relay.done
+        finally:
+            link.close()
+
+    data, rows, error = asyncio.run(run())
+    assert error is None and rows == 1
+    assert f"{user}@%".encode() in data and endpoint.database.encode() in data
+    assert b"utf8mb4_general_ci" in data
 
 
 @pytest.fixture
