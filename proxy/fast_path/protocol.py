@@ -179,8 +179,10 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if error is not None:
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
             data = data[: error.start] + self._error_packet(e, data[error.start + 3])
-        elif self._route is not None and self._route.writes:
-            self.session.proxy.wrote(self.session, self._sql)
+        elif self._route is not None and self._route.inserted_table is not None:
+            # What Proxy.wrote does for an INSERT that names no topic (routing checked), without
+            # parsing the statement again for its table (~7 µs): messaging polls that table now.
+            self.session.proxy.messaging.notify(self._route.keyspace, None, self._route.inserted_table)
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)

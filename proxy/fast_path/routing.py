@@ -45,7 +45,8 @@ class FastRoute:
     shard: str
     query: bytes  # the shard's statement, UTF-8
     plan: str  # its plan label, for the metrics
-    writes: bool  # an INSERT: messaging/topics hear of it once it succeeded
+    # An INSERT's table (the plan's keyspace): messaging hears of it once it succeeded.
+    inserted_table: str | None
 
 
 def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
@@ -90,7 +91,8 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     if target is None:
         return None
     shard, query = target
-    return FastRoute(kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), kw == "insert")
+    table = plan.table if type(plan) is Insert else None
+    return FastRoute(kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table)
 
 
 def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any]) -> tuple[str, str] | None:

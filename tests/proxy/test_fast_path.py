@@ -277,7 +277,7 @@ def test_only_cached_one_shard_statements_of_a_plain_session_qualify(session: Pr
 
     insert = _planned(session, "insert into customer(customer_id, email, tenant_id) values (5, 'a', 1)")
     route = fast_route(session, insert)
-    assert route is not None and route.writes and route.shard == fast_route(session, point).shard  # type: ignore[union-attr]
+    assert route is not None and route.inserted_table == "customer" and route.shard == fast_route(session, point).shard  # type: ignore[union-attr]
     # Not one shard, lookup rows to write, or a sequence to call: the normal path.
     assert fast_route(session, _planned(session, "select customer_id from customer where tenant_id = 3")) is None
     assert fast_route(session, _planned(session, "insert into corder(order_id, customer_id) values (1, 5)")) is None
