@@ -51,14 +51,16 @@ def local_cluster() -> Iterator[LocalCluster]:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds a process used so far (from /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / _CLOCK_TICKS, int(fields[12]) / _CLOCK_TICKS  # utime, stime (fields 14, 15)
+
+
 def cpu_seconds(*pids: int) -> float:
-    """User + system CPU time the processes ``pids`` used so far (from /proc/<pid>/stat):
-    the figure a shared machine does not distort, unlike QPS."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    return total / _CLOCK_TICKS
+    """User + system CPU time the processes ``pids`` used so far: the figure a shared
+    machine does not distort, unlike QPS."""
+    return sum(sum(cpu_times(pid)) for pid in pids)
 
 
 def shard_pids(cluster: LocalCluster) -> list[int]:
@@ -99,10 +101,11 @@ class ProxyGroup:
 
 
 @contextmanager
-def proxies(cluster: LocalCluster, workers: int = 1) -> Iterator[ProxyGroup]:
+def proxies(cluster: LocalCluster, workers: int = 1, env: dict[str, str] | None = None) -> Iterator[ProxyGroup]:
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="shardgate-bench-proxy-")) / "proxy.log"
-    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env={"SHARDGATE_LOG_LEVEL": "WARNING"}) for _ in range(workers)]
+    extra_env = {"SHARDGATE_LOG_LEVEL": "WARNING", **(env or {})}
+    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env=extra_env) for _ in range(workers)]
     try:
         yield ProxyGroup(procs)
     finally:
