@@ -214,7 +214,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         statement.shard_query_ended(link)
         links.give(link)
         self.connection.process.end_now(statement)
-        record_statement(self.session, self._sql, self._started, rows, failed)
+        record_statement(self.session, self._sql, self._started, 0 if failed else rows, failed)
         if self._writing_paused:
             link.resume_reading()
         if self._buf:
