@@ -43,6 +43,10 @@ _NATIVE_PASSWORD = b"mysql_native_password"
 _CONNECT_TIMEOUT_S = 5.0
 # The proxy's status flags in a fast-path answer's EOF packets: autocommit, no transaction.
 _STATUS_AUTOCOMMIT = 0x0002
+# Errors after which the shard closes the connection (killed, shutting down).
+_CONNECTION_ENDING = {1053, 1927}
+# Links of one shard being opened at once (statements meanwhile take the normal path).
+_OPENING_MAX = 4
 # A response bigger than this goes to the client in pieces as it arrives.
 RELAY_CHUNK = 256 * 1024
 
@@ -303,6 +307,8 @@ class ShardLink(asyncio.BufferedProtocol):
     def _error_of(self, start: int, end: int) -> ShardErr:
         p = bytes(self._buf[start + 4 : end])
         code = int.from_bytes(p[1:3], "little")
+        if code in _CONNECTION_ENDING:
+            self.broken = True  # the shard closes the connection next: never reuse it
         message = p[9:] if p[3:4] == b"#" else p[3:]
         return ShardErr(code, message.decode("utf-8", "replace"), start)
 
@@ -387,7 +393,7 @@ class ShardLinks:
             if link.transport is not None and not link.broken:
                 return link
             self.open -= 1
-        if self.open < self.maxsize and not self._opening:
+        if self.open < self.maxsize and len(self._opening) < _OPENING_MAX:
             loop = asyncio.get_running_loop()
             if loop.time() - self._failed_at >= 1.0:  # a shard that refused us is retried once a second
                 self.open += 1

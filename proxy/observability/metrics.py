@@ -88,6 +88,8 @@ POOL_WAITS = Counter("shardgate_pool_waits", "Acquires that found no idle connec
                      _SHARD)
 POOL_WAIT_SECONDS = Counter("shardgate_pool_wait_seconds", "Time spent in acquires that found no idle connection",
                             _SHARD)
+FAST_PATH_LINKS = Gauge("shardgate_fast_path_links", "Shard connections the fast path holds open (proxy.fast_path), "
+                        "besides the pool's", _SHARD, multiprocess_mode="livesum")
 
 CLIENT_CONNECTIONS = Gauge("shardgate_client_connections", "Client sessions open", multiprocess_mode="livesum")
 CLIENT_CONNECTIONS_ACCEPTED = Counter("shardgate_client_connections_accepted", "Client sessions opened (logged in)")

@@ -67,6 +67,8 @@ class StateSampler:
             metrics.POOL_WAITERS.labels(keyspace, shard).set(pool.waiting)
             self._counter(metrics.POOL_WAITS, (keyspace, shard), pool.waits)
             self._counter(metrics.POOL_WAIT_SECONDS, (keyspace, shard), pool.wait_seconds)
+        for (keyspace, shard), links in self.proxy.fast_links.links.items():
+            metrics.FAST_PATH_LINKS.labels(keyspace, shard).set(links.open)
 
     def _plan_cache(self) -> None:
         self._counter(metrics.PLAN_CACHE_HITS, (), DEFAULT_CACHE.hits)

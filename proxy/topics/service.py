@@ -525,7 +525,7 @@ class TopicService:
         return self._pattern is not None and self._pattern.search(sql) is not None
 
     def written(self, session: ProxySession, sql: str) -> TopicWrite | None:
-        if self._pattern is None or self._pattern.search(sql) is None:
+        if not self.names_topic(sql):
             return None
         info = routing.inserted_topic(sql, session.keyspace, self.lookup)
         return None if info is None else TopicWrite(info.keyspace, info.name)
@@ -537,7 +537,7 @@ class TopicService:
 
     async def stream(self, session: ProxySession, sql: str) -> Outcome | None:
         """``STREAM * FROM topic [WHERE ...]``; None if the table is not a topic."""
-        if self._pattern is None or self._pattern.search(sql) is None:
+        if not self.names_topic(sql):
             return None
         st = parse_stream(sql)
         info = self.lookup(st.keyspace or session.keyspace, st.table)

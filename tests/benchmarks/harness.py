@@ -39,6 +39,12 @@ def machine() -> str:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds a process used so far (from /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / _CLOCK_TICKS, int(fields[12]) / _CLOCK_TICKS  # utime, stime (fields 14, 15)
+
+
 def cpu_seconds(*pids: int) -> float:
     """User + system CPU time the processes ``pids`` used so far (from /proc/<pid>/stat; a
     process gone counts 0): the figure a shared machine does not distort, unlike QPS."""
@@ -122,10 +128,11 @@ class ProxyGroup:
 
 
 @contextmanager
-def proxies(cluster: LocalCluster, workers: int = 1) -> Iterator[ProxyGroup]:
+def proxies(cluster: LocalCluster, workers: int = 1, env: dict[str, str] | None = None) -> Iterator[ProxyGroup]:
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="shardgate-bench-proxy-")) / "proxy.log"
-    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env={"SHARDGATE_LOG_LEVEL": "WARNING"}) for _ in range(workers)]
+    extra_env = {"SHARDGATE_LOG_LEVEL": "WARNING", **(env or {})}
+    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env=extra_env) for _ in range(workers)]
     try:
         yield ProxyGroup(procs)
     finally:

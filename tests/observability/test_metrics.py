@@ -201,3 +201,19 @@ async def test_a_two_phase_commit_and_a_rollback_show_in_the_twopc_counters(obse
                 and delta(after, before, "shardgate_transaction_commits", shards="2", mode="twopc") == 1)
 
     await eventually(counted, what="the 2PC commit and rollback counted")
+
+
+async def test_the_fast_paths_shard_connections_show_next_to_the_pools(observed_proxy: ObservedProxy) -> None:
+    (a,) = ids_on("-80", 1)
+    conn = observed_proxy.connect()
+    try:
+        for _ in range(5):  # planned once, then answered by the fast path on a link of its own
+            run(conn, f"select customer_id from customer where customer_id = {a}")
+
+        async def linked() -> bool:
+            figures = await observed_proxy.scrape()
+            return figures.total("shardgate_fast_path_links", keyspace="commerce", shard="-80") >= 1
+
+        await eventually(linked, what="a fast-path link to commerce/-80 in the figures")
+    finally:
+        conn.close()

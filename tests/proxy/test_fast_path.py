@@ -4,6 +4,7 @@ list and large results working."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -15,9 +16,18 @@ import pytest
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
+from proxy.fast_path.shard_link import LinkError, ShardErr, ShardLink
 from proxy.planning import plan_statement
+from proxy.pools import ShardAddress, ShardPool
 from proxy.session import ProxySession
-from tests.proxy.sessions_support import query, run_in_thread, shard_threads_running, wait_for
+from tests.proxy.sessions_support import (
+    commerce_endpoints,
+    query,
+    run_in_thread,
+    shard_connection,
+    shard_threads_running,
+    wait_for,
+)
 from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 
 
@@ -168,6 +178,81 @@ def test_kill_query_stops_a_fast_path_select_at_its_shard(proxy, local_cluster) 
         killer.close()
 
 
+def test_a_shard_connection_killed_under_a_fast_path_select_fails_that_statement_only(proxy, local_cluster) -> None:
+    customer_id = _fresh_id()
+    tag = f"lost_{uuid.uuid4().hex[:10]}"
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        query(conn, f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, 'lost', 1)")
+        sleeper = f"select customer_id, sleep({{}}) as `{tag}` from customer where customer_id = {customer_id}"
+        for _ in range(3):
+            query(conn, sleeper.format(0))
+        outcome = run_in_thread(conn, sleeper.format(30))
+        assert wait_for(lambda: any(shard_threads_running(local_cluster, tag).values()))
+        running = shard_threads_running(local_cluster, tag)
+        endpoint = next(e for e in commerce_endpoints(local_cluster) if running[f"{e.host}:{e.port}"])
+        side = shard_connection(endpoint)
+        try:
+            query(side, f"kill connection {running[f'{endpoint.host}:{endpoint.port}'][0]}")
+        finally:
+            side.close()
+        assert outcome.done.wait(10)
+        assert isinstance(outcome.error, pymysql.err.OperationalError), outcome.error
+        code, message = outcome.error.args
+        assert message.startswith("target: commerce."), message
+        assert code in (1927, 1105), outcome.error.args  # killed (the shard said so), or unavailable
+        for _ in range(5):  # the session goes on, on another shard connection
+            assert query(conn, sleeper.format(0)) == ((customer_id, 0),)
+    finally:
+        conn.close()
+
+
+class _Collected:
+    """A ShardLink's relay that keeps the response."""
+
+    def __init__(self) -> None:
+        self.done: asyncio.Future[tuple[bytes, int, ShardErr | None]] = asyncio.get_running_loop().create_future()
+
+    def response_part(self, link: ShardLink, data: bytes) -> None:
+        raise AssertionError("a one-row answer comes whole")
+
+    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        self.done.set_result((data, rows, error))
+
+    def link_lost(self, link: ShardLink, cause: str) -> None:
+        self.done.set_exception(ConnectionError(cause))
+
+
+def test_a_shard_link_logs_in_with_a_password_and_speaks_utf8mb4(local_cluster) -> None:
+    endpoint = commerce_endpoints(local_cluster)[0]
+    user = f"fp_{uuid.uuid4().hex[:8]}"
+    admin = shard_connection(endpoint)
+    try:
+        query(admin, f"create user '{user}'@'%' identified by 's3cret!'")
+        query(admin, f"grant select on *.* to '{user}'@'%'")
+    finally:
+        admin.close()
+
+    def pool(password: str) -> ShardPool:
+        return ShardPool(ShardAddress("commerce", "x", endpoint.host, endpoint.port, user, password, endpoint.database))
+
+    async def run() -> tuple[bytes, int, ShardErr | None]:
+        with pytest.raises(LinkError, match=r"\(1045\) Access denied"):
+            await ShardLink.open(pool("wrong"))
+        link = await ShardLink.open(pool("s3cret!"))
+        try:
+            relay = _Collected()
+            link.query(b"select current_user(), database(), @@collation_connection, @@autocommit", relay)
+            return await relay.done
+        finally:
+            link.close()
+
+    data, rows, error = asyncio.run(run())
+    assert error is None and rows == 1
+    assert f"{user}@%".encode() in data and endpoint.database.encode() in data
+    assert b"utf8mb4_general_ci" in data
+
+
 @pytest.fixture
 def session(local_cluster) -> ProxySession:
     """A session of an in-process ClusterState (nothing started: routing needs no I/O)."""
@@ -193,7 +278,7 @@ def test_only_cached_one_shard_statements_of_a_plain_session_qualify(session: Pr
 
     insert = _planned(session, "insert into customer(customer_id, email, tenant_id) values (5, 'a', 1)")
     route = fast_route(session, insert)
-    assert route is not None and route.writes and route.shard == fast_route(session, point).shard  # type: ignore[union-attr]
+    assert route is not None and route.inserted_table == "customer" and route.shard == fast_route(session, point).shard  # type: ignore[union-attr]
     # Not one shard, lookup rows to write, or a sequence to call: the normal path.
     assert fast_route(session, _planned(session, "select customer_id from customer where tenant_id = 3")) is None
     assert fast_route(session, _planned(session, "insert into corder(order_id, customer_id) values (1, 5)")) is None
