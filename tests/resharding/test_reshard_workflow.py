@@ -83,16 +83,16 @@ def assert_rows_placed(config_path: Path, expected: set[int]) -> None:
     assert not extra, f"rows nobody committed: {sorted(extra)[:5]}"
 
 
-def assert_only_held_writes_failed(writer: Writer) -> None:
-    """Writes may only fail at the switch, refused by the sources' deny rule (the serving side holds
-    them until the topology flips where it can); anything else is a bug."""
-    other = [e for e in writer.errors if "disallowed due to rule: enforce denied tables" not in e]
-    assert not other, other[:5]
+def assert_no_write_failed(writer: Writer) -> None:
+    """Writes at the switch wait (held by the proxy) instead of failing; a transaction the switch
+    caught is rolled back as retryable (1213) and retried, like a deadlock victim."""
+    assert not writer.errors, writer.errors[:5]
     assert len(writer.committed) > 100, "the writer hardly wrote"
 
 
 def run_ok(config_path: Path, workflow: str, *verb: str) -> str:
     done = reshard(config_path, workflow, *verb)
+    print(f"$ reshard {workflow} {' '.join(verb)}\n{done.stderr}")  # shown when a test fails
     assert done.returncode == 0, f"reshard {' '.join(verb)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -112,7 +112,7 @@ def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> No
         time.sleep(1.0)  # writes after the switch go to the targets
     finally:
         writer.stop()
-    assert_only_held_writes_failed(writer)
+    assert_no_write_failed(writer)
     expected |= writer.committed
     run_ok(path, "split", "complete")
     assert status(path, "split")["state"] == "Completed"
@@ -185,7 +185,7 @@ def test_kill_9_during_the_copy_resumes_and_a_killed_target_recovers(up: UpProce
         assert "result: clean" in report, report
     finally:
         writer.stop()
-    assert_only_held_writes_failed(writer)
+    assert_no_write_failed(writer)
     expected |= writer.committed
     run_ok(path, "split", "switch-traffic")
     run_ok(path, "split", "complete")
@@ -217,7 +217,7 @@ def test_reverse_traffic_switch_again_then_merge_back(up: UpProcess) -> None:
         time.sleep(1.0)
     finally:
         writer.stop()
-    assert_only_held_writes_failed(writer)
+    assert_no_write_failed(writer)
     expected |= writer.committed
     run_ok(path, "merge", "complete")
     assert_rows_placed(path, expected)
