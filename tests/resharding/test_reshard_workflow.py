@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,6 +126,33 @@ def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> No
     run_ok(path, "split", "complete")
     assert status(path, "split")["state"] == "Completed"
     assert_rows_placed(path, expected)
+
+
+def test_cancel_before_the_switch_removes_the_targets_and_progress_shows_in_metrics(up: UpProcess) -> None:
+    path = up.config_path
+    seed(up, 1, 500)
+    run_ok(path, "early", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+    text = run_ok(path, "early", "status")
+    assert "state Running" in text and "copy -80/customer:" in text and "stream -80 -> -40: lag" in text, text
+    http = up.config.http  # type: ignore[attr-defined]
+
+    def metrics_show_progress() -> bool:
+        body = urllib.request.urlopen(f"http://{http.host}:{http.port}/metrics", timeout=5).read().decode()
+        return (
+            'shardgate_reshard_rows_copied{source="-80",table="customer",workflow="early"}' in body
+            and 'shardgate_reshard_lag_seconds{source="-80",workflow="early"}' in body
+        )
+
+    wait_for(metrics_show_progress, 30, "reshard metrics")
+    switch_first = reshard(path, "early", "complete")
+    assert switch_first.returncode == 2 and "complete needs the traffic switched" in switch_first.stderr
+    run_ok(path, "early", "cancel")
+    assert status(path, "early")["state"] == "Cancelled"
+    assert set(shard_endpoints(path)) == {"-80", "80-"}
+    assert serving_shards(path) == ("-80", "80-")
+    # The name and the shards may be used again.
+    run_ok(path, "early", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+    assert status(path, "early")["state"] == "Running"
 
 
 def test_bad_requests_are_refused_with_clear_errors(up: UpProcess) -> None:
