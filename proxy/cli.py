@@ -143,6 +143,7 @@ def cmd_cdc(args: argparse.Namespace) -> int:
         return await run_cdc(
             config, tables, args.start, args.format, sys.stdout, stop=stop,
             minimize_skew=args.minimize_skew, max_rows=args.max_rows,
+            include_reshard_journal_events=args.include_reshard_journal_events, stop_on_reshard=args.stop_on_reshard,
         )
 
     try:
@@ -203,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     cdc.add_argument("--format", choices=["debezium", "vstream"], default="debezium")
     cdc.add_argument("--minimize-skew", action="store_true", help="hold shards more than 2 s ahead of the slowest")
     cdc.add_argument("--max-rows", type=int, help="stop after this many row events")
+    cdc.add_argument("--include-reshard-journal-events", action="store_true",
+                     help="write the JOURNAL event where a resharding switch moves the stream to the new shards")
+    cdc.add_argument("--stop-on-reshard", action="store_true", help="end at a resharding switch's journal")
     cdc.set_defaults(func=cmd_cdc)
     return p
 
