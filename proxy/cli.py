@@ -75,6 +75,7 @@ def _load(args: argparse.Namespace) -> Any:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from proxy.cluster import ClusterError, LocalCluster
+    from proxy.resharding.topology import start_stored_local_shards
     from proxy.server import serve_proxy
 
     config = _load(args)
@@ -83,6 +84,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         cluster = LocalCluster(config)
         await cluster.start()
         try:
+            await start_stored_local_shards(cluster)  # a reshard's targets, once they exist
             logger.info(
                 "cluster ready",
                 extra={"shards": [f"{ks}/{s}@{e.port}" for (ks, s), e in sorted(cluster.endpoints.items())]},

@@ -45,6 +45,7 @@ API (what the Reshard workflow calls)::
     await read_topology(config) -> dict[str, KeyspaceTopology]  # over a connection of its own
     serving_endpoints(topologies) -> {(ks, shard): ShardEndpoint}  # what "current" streams read
     shard_locator(config) -> VStream shard_locator (any shard the store knows)
+    await start_stored_local_shards(cluster)  # `shardgate up`: the stored topology's extra local shards
     TopologyConflict: ProxyError 1105 when expected_version is not the stored one
 
 ``conn`` is a :class:`proxy.pools.ShardConnection` to the vschema-store shard
@@ -62,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from proxy.cluster.errors import ClusterError
 from proxy.cluster.layout import (
     SERVER_ID_BASE,
     LocalShardSpec,
@@ -69,6 +71,7 @@ from proxy.cluster.layout import (
     plan_local_shards,
     safe_shard_dirname,
 )
+from proxy.cluster.local import LocalCluster
 from proxy.cluster.ports import port_is_free
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
@@ -379,6 +382,31 @@ def shard_locator(
     return locate
 
 
+async def start_stored_local_shards(cluster: LocalCluster) -> list[tuple[str, str]]:
+    """``shardgate up``: after the cluster file's shards, start the local shards the stored
+    topology adds (a reshard's targets); returns them. Their data dirs must exist (made when
+    the reshard created them): a missing one is an error, never a fresh empty shard."""
+    try:
+        topologies = await read_topology(cluster.config, cluster.endpoints)
+    except ProxyError as e:
+        raise ClusterError(f"cannot read the stored serving topology: {e.message}") from e
+    started: list[tuple[str, str]] = []
+    for keyspace, topology in sorted(topologies.items()):
+        for shard, spec in sorted(topology.shards.items()):
+            if spec.local is None or shard in cluster.config.keyspaces[keyspace].shards:
+                continue
+            if not spec.local.data_dir.exists():
+                raise ClusterError(
+                    f"shard {keyspace}/{shard} of the stored topology has no data dir {spec.local.data_dir}: "
+                    "restore it, or remove the shard from the reshard"
+                )
+            await cluster.start_added_shard(spec.local.spec(keyspace, shard))
+            started.append((keyspace, shard))
+    if started:
+        logger.info("stored topology's local shards started", extra={"shards": ",".join(f"{k}/{s}" for k, s in started)})
+    return started
+
+
 def allocate_local_shard(
     config: ClusterConfig, topologies: Mapping[str, KeyspaceTopology], keyspace: str, shard: str
 ) -> LocalInstance:
@@ -412,5 +440,5 @@ def local_endpoint_spec(keyspace: str, shard: str, instance: LocalInstance) -> S
 __all__ = [
     "KeyspaceTopology", "LocalInstance", "ShardEndpointSpec", "TopologyConflict", "TopologyError",
     "allocate_local_shard", "cluster_topology", "load_topology", "local_endpoint_spec", "read_topology",
-    "save_topology", "serving_endpoints", "shard_locator", "sort_shards", "stored_versions", "topology_table",
+    "save_topology", "serving_endpoints", "shard_locator", "start_stored_local_shards", "sort_shards", "stored_versions", "topology_table",
 ]
