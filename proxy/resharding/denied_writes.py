@@ -40,7 +40,7 @@ import time
 from collections.abc import Sequence
 
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError
-from proxy.sidecar_tables import SqlRunner
+from proxy.sidecar_tables import SqlRunner, hex_literal
 from rewriter.sqltemplate import quote_identifier, sql_literal
 
 logger = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ async def denied_tables(conn: SqlRunner, database: str) -> list[str]:
     """The tables of ``database`` whose writes are denied (they have shardgate's deny triggers)."""
     res = await conn.execute(
         "select distinct event_object_table from information_schema.triggers "
-        f"where trigger_schema = X'{database.encode().hex()}' and trigger_name like '{_TRIGGER_PREFIX}%' "
+        f"where trigger_schema = {hex_literal(database)} and trigger_name like '{_TRIGGER_PREFIX}%' "
         "order by 1"
     )
     return [bytes(r[0]).decode() for r in res.rows]
