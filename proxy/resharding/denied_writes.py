@@ -158,7 +158,9 @@ async def _change(conn: SqlRunner, database: str, tables: Sequence[str], deny: b
 
 async def deny_writes(conn: SqlRunner, database: str, tables: Sequence[str], timeout_seconds: float = 30.0) -> None:
     """Deny INSERT/UPDATE/DELETE on ``tables`` of ``database`` on ``conn``'s shard (idempotent).
-    Waits up to ``timeout_seconds`` for open transactions on the tables to end."""
+    Waits up to ``timeout_seconds`` for open transactions on the tables to end. ``conn``: a
+    ``proxy.pools.ShardConnection`` (its errors are ShardErrors); its session's
+    ``lock_wait_timeout`` and ``sql_log_bin`` are restored afterwards."""
     await _change(conn, database, tables, True, timeout_seconds)
 
 

@@ -89,6 +89,20 @@ async def test_every_proxy_process_follows_the_switch(split: Split, proxies: lis
         assert run_sql(target, f"select email from customer where customer_id = {i}") == [(f"after-{i}".encode(),)]
     assert run_sql(split.cluster.endpoint(KEYSPACE, SOURCE),
                    f"select count(*) from customer where email like 'after-%' and customer_id in ({listed})") == [(0,)]
+    # A two-phase commit whose decision lives on a new shard (the transaction's first one).
+    first, other = ids_on(split.vschema, "customer", TARGETS[0], 1, next(_ids))[0], ids_on(
+        split.vschema, "customer", "80-", 1, next(_ids))[0]
+    conn = b.connect(KEYSPACE, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for statement in ("set transaction_mode = 'twopc'", "begin",
+                              f"insert into customer (customer_id, email) values ({first}, '2pc')",
+                              f"insert into customer (customer_id, email) values ({other}, '2pc')", "commit"):
+                cur.execute(statement)
+    finally:
+        conn.close()
+    assert run_sql(split.endpoint(TARGETS[0]), f"select email from customer where customer_id = {first}") == [(b"2pc",)]
+    assert run_sql(split.endpoint("80-"), f"select email from customer where customer_id = {other}") == [(b"2pc",)]
     # A proxy started after the switch serves the stored topology from its start.
     late = _proxy(split.cluster, proxies[0].log.parent, "late")
     try:
