@@ -45,6 +45,7 @@ from proxy.cdc.start_positions import ResolvedStart, ShardKey, resolve_start
 from proxy.cdc.table_copy import TableCopy
 from proxy.cdc.table_filter import TableFilter
 from proxy.cdc.transaction_assembler import ShardHeartbeat, ShardTransaction
+from proxy.resharding.journal import Journal
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ class VStream:
         include_reshard_journal_events: bool = False,
         stop_on_reshard: bool = False,
         shard_locator: ShardLocator | None = None,
+        end_shards_at_journal: bool = False,
     ) -> None:
         """
         endpoints: every shard of the cluster, by (keyspace, shard).
@@ -108,6 +110,9 @@ class VStream:
             names (the sources of a switched reshard, before ``complete``) or a journal's
             target (proxy/resharding/topology.py ``shard_locator`` reads the stored topology).
             Without one, such a shard ends the stream with an error naming it.
+        end_shards_at_journal: each shard's stream just ends at its journal (no participant
+            check, no move to the targets; ``journals`` says which shard met which); the stream
+            ends when every shard did. For readers of fixed per-shard ranges (the Spark source).
         """
         self._endpoints = dict(endpoints)
         self._filter = TableFilter(tables)
@@ -131,7 +136,9 @@ class VStream:
         self._include_journal = include_reshard_journal_events
         self._stop_on_reshard = stop_on_reshard
         self._locator = shard_locator
+        self._end_at_journal = end_shards_at_journal
         self._ended: set[ShardKey] = set()
+        self.journals: dict[ShardKey, Journal] = {}  # the journal each ended shard met
         self._journal_participants: dict[int, set[ShardKey]] = {}
         self._stopped = False
         self._positions: dict[ShardKey, GtidPosition] = {}
@@ -314,6 +321,8 @@ class VStream:
                 group = await self._journal_reached(key, payload)
                 if group is not None:
                     return group
+                if self._stopped:
+                    raise StopAsyncIteration
                 continue
             self._positions[key] = payload.position
             if isinstance(payload, _PositionAdvance):
@@ -330,7 +339,11 @@ class VStream:
         journal = txn.journal
         assert journal is not None
         self._ended.add(key)
+        self.journals[key] = journal
         await self._stop_shard(key)
+        if self._end_at_journal:
+            self._stopped = not self._readers
+            return None
         participants = {(p.keyspace, p.shard) for p in journal.participants}
         missing = sorted(participants - set(self._positions))
         if missing:
