@@ -20,6 +20,16 @@ Shard heartbeats (every ``shard_heartbeat_period`` s from an idle shard) are nev
 forwarded; they feed skew alignment and position tracking. With ``heartbeat_interval``
 set, the stream itself yields a HEARTBEAT group after that many seconds without a group.
 
+Across a resharding switch (proxy/resharding): a source shard's reader passes the switch's
+journal row through; that shard's stream ends there (its VGTID position stays before the
+journal, so a saved VGTID reads it again), and once every participant of the journal reached it
+the participants leave the stream and the journal's targets join it at the GTID positions it
+names (Vitess's vstream_manager). ``include_reshard_journal_events`` forwards a ``JOURNAL, VGTID``
+group at that moment; ``stop_on_reshard`` ends the stream there instead; a journal naming a
+participant the stream lacks fails it (Vitess: "not all journaling participants are in the
+stream"). Shards the stream was not given (a VGTID's retired sources, a journal's targets) are
+found with ``shard_locator``.
+
 Always close the stream (``async with`` or ``aclose()``): its decoder processes run until
 then, even if the caller stops iterating.
 """

@@ -19,7 +19,9 @@ import pytest
 from proxy.cdc import EventGroup, VStream, run_cdc
 from proxy.cdc.events import JournalEvent, RowEvent
 from proxy.cdc.positions import Vgtid
+from proxy.pools import ShardAddress, ShardPools
 from proxy.resharding.denied_writes import BYPASS_SQL
+from proxy.resharding.journal import Journal, KeyspaceShard, ShardGtid, journal_id, write_journal
 from proxy.resharding.topology import read_topology, serving_endpoints, shard_locator
 from proxy.spark.options import SourceOptions
 from proxy.spark.stream_reader import ChangeStreamReader, vgtid_of
@@ -274,3 +276,39 @@ async def test_the_spark_source_reads_the_sources_up_to_the_journal_then_the_tar
     changes = await asyncio.to_thread(batch, first, second) + await asyncio.to_thread(batch, second, third)
     assert sorted(changes) == sorted(expected)
     assert await asyncio.to_thread(batch, third, await asyncio.to_thread(reader.latestOffset, third)) == []
+
+
+async def test_a_journal_with_several_participants_moves_the_stream_once_all_reached_it(split: Split) -> None:
+    """A merge's journal names several sources: each ends at it, the others go on until theirs."""
+    topology = await split.prepare()
+    base = next(_ids)
+    a, c = ids_on(split.vschema, "customer", SOURCE, 2, base)
+    b = ids_on(split.vschema, "customer", "80-", 1, base)[0]
+    d = ids_on(split.vschema, "customer", TARGETS[0], 1, base)[0]
+    gtids = tuple(ShardGtid(KEYSPACE, t, str(run_sql(topology.endpoint(t), "select @@global.gtid_binlog_pos")[0][0]))
+                  for t in TARGETS)
+    participants = (KeyspaceShard(KEYSPACE, SOURCE), KeyspaceShard(KEYSPACE, "80-"))
+    workflow = f"merge-{base}"
+    journal = Journal(journal_id(workflow, KEYSPACE, participants), "SHARDS", KEYSPACE, ("customer",), gtids,
+                      participants, (workflow,))
+    pools = ShardPools([ShardAddress(KEYSPACE, s, e.host, e.port, e.user, e.password, e.database)
+                        for s in (SOURCE, "80-") for e in [topology.endpoint(s)]], maxsize=1)
+    stream = await _stream(split, include_reshard_journal_events=True)
+    try:
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({a}, 'a')")
+        async with pools.get(KEYSPACE, SOURCE).connection() as sc:
+            await write_journal(sc, journal)
+        await asyncio.to_thread(_write, split, "80-", f"insert into customer (customer_id, email) values ({b}, 'b')")
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({c}, 'c')")
+        async with pools.get(KEYSPACE, "80-").connection() as sc:
+            await write_journal(sc, journal)
+        await asyncio.to_thread(_write, split, TARGETS[0], f"insert into customer (customer_id, email) values ({d}, 'd')")
+        changes, groups = await _collect(stream, 3)
+        changes += await _nothing_more(stream)
+    finally:
+        await stream.aclose()
+        await pools.close()
+    assert changes == [("insert", a, SOURCE), ("insert", b, "80-"), ("insert", d, TARGETS[0])]  # not c: after -80's journal
+    journal_groups = [g for g in groups if any(isinstance(e, JournalEvent) for e in g.events)]
+    assert len(journal_groups) == 1 and journal_groups[0].shard == "80-"  # forwarded when the last one reached it
+    assert groups.index(journal_groups[0]) == len(groups) - 2
