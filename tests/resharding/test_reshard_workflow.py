@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from tests.conftest import mariadb_template_dir
 from tests.resharding.split import run_sql
 from tests.resharding.workflow_cluster import (
+    ChangeConsumer,
     UpProcess,
     Writer,
     kill_shard,
@@ -109,6 +111,8 @@ def run_ok(config_path: Path, workflow: str, *verb: str) -> str:
 def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> None:
     path = up.config_path
     expected = seed(up, 1, SEED_ROWS)
+    changes = ChangeConsumer(up)
+    changes.start()
     writer = Writer(up, 1_000_000)
     writer.start()
     try:
@@ -122,6 +126,13 @@ def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> No
     finally:
         writer.stop()
     assert_no_write_failed(writer)
+    # The change stream crossed the switch at the journal: every committed row exactly once, none
+    # of the rows the copy and catch-up wrote into the targets.
+    wait_for(lambda: writer.committed <= set(changes.seen), 60, "the change stream to see every committed row")
+    changes.stop()
+    counts = Counter(changes.seen)
+    assert not [i for i, n in counts.items() if n > 1], "rows seen twice"
+    assert set(counts) == writer.committed
     expected |= writer.committed
     run_ok(path, "split", "complete")
     assert status(path, "split")["state"] == "Completed"

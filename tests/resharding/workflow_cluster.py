@@ -23,10 +23,13 @@ from pathlib import Path
 
 import pymysql
 
+from proxy.cdc import VStream
+from proxy.cdc.events import RowOp
 from proxy.cluster import find_free_port_range, find_mariadb_binaries
 from proxy.cluster.datadir import ensure_template
 from proxy.config import ShardEndpoint, load_config
 from proxy.resharding.cluster_view import ClusterView
+from proxy.resharding.topology import read_topology, serving_endpoints, shard_locator
 from tests.conftest import EXAMPLE_CLUSTER_YAML
 from tests.proxy_process import REPO, free_port
 
@@ -246,3 +249,49 @@ class Writer:
                 time.sleep(0.002)
         finally:
             conn.close()
+
+
+class ChangeConsumer:
+    """A Python VStream over ``commerce.customer`` from "current", across the switch (it follows the
+    journal to the new shards): the customer ids of the inserts it saw, in order."""
+
+    def __init__(self, up: UpProcess) -> None:
+        self.up = up
+        self.seen: list[int] = []
+        self.error: BaseException | None = None
+        self.opened = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        assert self.opened.wait(60), f"the change stream did not open: {self.error}"
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._follow())
+        except BaseException as e:  # handed to the test by stop()
+            self.error = e
+            self.opened.set()
+
+    async def _follow(self) -> None:
+        config = self.up.config
+        topologies = await read_topology(config)  # type: ignore[arg-type]
+        endpoints = {k: e for k, e in serving_endpoints(topologies).items() if k[0] == KEYSPACE}
+        async with VStream(
+            endpoints, [f"{KEYSPACE}.customer"], start="current", heartbeat_interval=0.2,
+            shard_locator=shard_locator(config),  # type: ignore[arg-type]
+        ) as stream:
+            self.opened.set()
+            async for group in stream:
+                for event in group.row_events():
+                    if event.op is RowOp.INSERT:
+                        self.seen.extend(int(change.after["customer_id"]) for change in event.changes if change.after)
+                if self._stop.is_set():
+                    return
