@@ -75,6 +75,7 @@ def _load(args: argparse.Namespace) -> Any:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from proxy.cluster import ClusterError, LocalCluster
+    from proxy.resharding.topology import start_stored_local_shards
     from proxy.server import serve_proxy
 
     config = _load(args)
@@ -83,6 +84,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         cluster = LocalCluster(config)
         await cluster.start()
         try:
+            await start_stored_local_shards(cluster)  # a reshard's targets, once they exist
             logger.info(
                 "cluster ready",
                 extra={"shards": [f"{ks}/{s}@{e.port}" for (ks, s), e in sorted(cluster.endpoints.items())]},
@@ -172,6 +174,7 @@ def cmd_cdc(args: argparse.Namespace) -> int:
         return await run_cdc(
             config, tables, args.start, args.format, sys.stdout, stop=stop,
             minimize_skew=args.minimize_skew, max_rows=args.max_rows,
+            include_reshard_journal_events=args.include_reshard_journal_events, stop_on_reshard=args.stop_on_reshard,
         )
 
     try:
@@ -232,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     cdc.add_argument("--format", choices=["debezium", "vstream"], default="debezium")
     cdc.add_argument("--minimize-skew", action="store_true", help="hold shards more than 2 s ahead of the slowest")
     cdc.add_argument("--max-rows", type=int, help="stop after this many row events")
+    cdc.add_argument("--include-reshard-journal-events", action="store_true",
+                     help="write the JOURNAL event where a resharding switch moves the stream to the new shards")
+    cdc.add_argument("--stop-on-reshard", action="store_true", help="end at a resharding switch's journal")
     cdc.set_defaults(func=cmd_cdc)
     _add_reshard_parser(sub)
     return p

@@ -148,7 +148,9 @@ class ClusterState:
             self.endpoints.update(t.endpoints)  # every known shard: CDC resumes on retired ones
             for shard in t.serving:
                 e = t.endpoint(shard)
-                self.pools.ensure(ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database))
+                address = ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
+                self.pools.ensure(address)
+                twopc.manager_for(self).add_shard(address)  # a twopc decision may live there now
         before, self.topology = self.topology, dict(topologies)
         self.vschema = vschema
         for ks in sorted(changed):

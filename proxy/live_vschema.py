@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 from proxy.errors import ER_BAD_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
 from proxy.resharding.topology import KeyspaceTopology, load_topology, topology_table
-from proxy.sidecar_tables import ensure_sidecar_table
+from proxy.sidecar_tables import ensure_sidecar_table, hex_literal, row_text, utf8_literal
 from rewriter import DEFAULT_CACHE
 from vschema.errors import VSchemaError
 from vschema.loader import build_vschema
@@ -87,18 +87,6 @@ def _create_table(name: str) -> str:
         " primary key (cluster, keyspace)"
         ") engine=InnoDB comment 'shardgate: the cluster vschema (proxy/live_vschema.py)'"
     )
-
-
-def _hex(text: str) -> str:
-    return f"X'{text.encode().hex()}'"
-
-
-def _utf8(text: str) -> str:
-    return f"convert({_hex(text)} using utf8mb4)"
-
-
-def _text(raw: Any) -> str:
-    return bytes(raw).decode("utf-8") if raw is not None else ""
 
 
 @dataclass(frozen=True)
@@ -176,20 +164,20 @@ class LiveVSchema:
     async def _read(self, sc: ShardConnection, for_update: bool = False) -> dict[str, StoredDoc]:
         table = await self._ensure_table(sc)
         res = await sc.execute(
-            f"select keyspace, doc, version from {table} where cluster = {_hex(self.cluster)}"
+            f"select keyspace, doc, version from {table} where cluster = {hex_literal(self.cluster)}"
             + (" for update" if for_update else "")
         )
         out: dict[str, StoredDoc] = {}
         for ks, doc, version in res.rows:
-            name = _text(ks)
+            name = row_text(ks)
             try:
-                parsed = json.loads(_text(doc))
+                parsed = json.loads(row_text(doc))
             except ValueError:
                 parsed = None
             if not isinstance(parsed, dict):
                 logger.error("vschema store: unreadable document ignored", extra={"keyspace": name})
                 continue
-            out[name] = StoredDoc(parsed, int(_text(version)))
+            out[name] = StoredDoc(parsed, int(row_text(version)))
         return out
 
     async def _seed_missing(self, sc: ShardConnection, stored: Mapping[str, StoredDoc]) -> bool:
@@ -200,8 +188,8 @@ class LiveVSchema:
             return False
         table = await self._ensure_table(sc)
         values = ", ".join(
-            f"({_hex(self.cluster)}, {_hex(name)}, {_utf8(json.dumps(self.proxy.config.keyspaces[name].vschema))}, "
-            f"0, {_utf8('seeded from ' + str(self.proxy.config.keyspaces[name].vschema_path))}, utc_timestamp(6))"
+            f"({hex_literal(self.cluster)}, {hex_literal(name)}, {utf8_literal(json.dumps(self.proxy.config.keyspaces[name].vschema))}, "
+            f"0, {utf8_literal('seeded from ' + str(self.proxy.config.keyspaces[name].vschema_path))}, utc_timestamp(6))"
             for name in missing
         )
         await sc.execute(
@@ -298,15 +286,15 @@ class LiveVSchema:
             return await self.refresh()
         if self._topology_table is None:
             return await self.refresh()
-        cluster = _hex(self.cluster)
+        cluster = hex_literal(self.cluster)
         async with self._pool.connection() as sc:
             # One round trip for both: the vschema's versions and the topologies'.
             res = await sc.execute(
                 f"select 'v', keyspace, version from {self._table} where cluster = {cluster} union all "
                 f"select 't', keyspace, version from {self._topology_table} where cluster = {cluster}"
             )
-        seen = {_text(ks): int(_text(v)) for kind, ks, v in res.rows if kind == b"v"}
-        topology_seen = {_text(ks): int(_text(v)) for kind, ks, v in res.rows if kind == b"t"}
+        seen = {row_text(ks): int(row_text(v)) for kind, ks, v in res.rows if kind == b"v"}
+        topology_seen = {row_text(ks): int(row_text(v)) for kind, ks, v in res.rows if kind == b"t"}
         if all(seen.get(ks) == self.versions.get(ks)
                and topology_seen.get(ks, 0) == self.topology_versions.get(ks, 0) for ks in self.proxy.config.keyspaces):
             return set()
@@ -386,9 +374,9 @@ class LiveVSchema:
                         raise ProxyError(ER_UNKNOWN_ERROR, str(e)) from e
                     version = max(s.version for s in stored.values()) + 1
                     res = await sc.execute(
-                        f"update {self._table} set doc = {_utf8(json.dumps(docs[keyspace]))}, version = {version}, "
-                        f"change_sql = {_utf8(change_sql[:60000])}, updated_at = utc_timestamp(6) "
-                        f"where cluster = {_hex(self.cluster)} and keyspace = {_hex(keyspace)} "
+                        f"update {self._table} set doc = {utf8_literal(json.dumps(docs[keyspace]))}, version = {version}, "
+                        f"change_sql = {utf8_literal(change_sql[:60000])}, updated_at = utc_timestamp(6) "
+                        f"where cluster = {hex_literal(self.cluster)} and keyspace = {hex_literal(keyspace)} "
                         f"and version = {current.version}"
                     )
                     if res.affected_rows != 1:

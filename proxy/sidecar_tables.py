@@ -34,6 +34,21 @@ class SqlRunner(Protocol):
     async def execute(self, sql: str) -> Result: ...
 
 
+def hex_literal(text: str) -> str:
+    """``text`` as a hex literal (binary-safe in any statement: names, keys of sidecar rows)."""
+    return f"X'{text.encode().hex()}'"
+
+
+def utf8_literal(text: str) -> str:
+    """``text`` as a utf8mb4 string expression (documents kept in utf8mb4 columns)."""
+    return f"convert({hex_literal(text)} using utf8mb4)"
+
+
+def row_text(raw: object) -> str:
+    """A text-protocol value of a sidecar row as str ("" for NULL)."""
+    return bytes(raw).decode("utf-8") if raw is not None else ""  # type: ignore[call-overload]
+
+
 async def ensure_sidecar_table(sc: SqlRunner, database: str, table: str, create: Callable[[str], str]) -> str:
     """The qualified name of sidecar ``table`` on ``sc``'s shard (whose own database is
     ``database``), created with ``create(qualified_name)`` where it is missing."""
@@ -43,7 +58,7 @@ async def ensure_sidecar_table(sc: SqlRunner, database: str, table: str, create:
     res = await sc.execute(
         "select table_schema from information_schema.tables where "
         f"(table_schema = '{SIDECAR_DB}' and table_name = '{table}') or "
-        f"(table_schema = X'{database.encode().hex()}' and table_name = '{fallback_table}')"
+        f"(table_schema = {hex_literal(database)} and table_name = '{fallback_table}')"
     )
     found = {bytes(r[0]).decode() for r in res.rows if r[0] is not None}
     if SIDECAR_DB in found:

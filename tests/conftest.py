@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -58,11 +59,12 @@ def example_cluster_config(data_dir: Path) -> ClusterConfig:
     )
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def local_cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+@asynccontextmanager
+async def running_example_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str
 ) -> AsyncIterator[LocalCluster]:
-    work = tmp_path_factory.mktemp("shardgate-cluster")
+    """The example cluster started in a temporary directory of its own, stopped at the end."""
+    work = tmp_path_factory.mktemp(name)
     config = example_cluster_config(work / "data")
     cluster = LocalCluster(config, template_dir=mariadb_template_dir(request.config, work))
     await cluster.start()
@@ -70,6 +72,14 @@ async def local_cluster(
         yield cluster
     finally:
         await cluster.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def local_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LocalCluster]:
+    async with running_example_cluster(request, tmp_path_factory, "shardgate-cluster") as cluster:
+        yield cluster
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -79,14 +89,8 @@ async def reshard_cluster(
     """A cluster of its own for resharding tests (tests/resharding, tests/cdc/test_reshard.py):
     a switch changes the serving topology and denies writes on shards, which other tests must
     never see. The example cluster's files, its data and ports apart from ``local_cluster``."""
-    work = tmp_path_factory.mktemp("shardgate-reshard-cluster")
-    config = example_cluster_config(work / "data")
-    cluster = LocalCluster(config, template_dir=mariadb_template_dir(request.config, work))
-    await cluster.start()
-    try:
+    async with running_example_cluster(request, tmp_path_factory, "shardgate-reshard-cluster") as cluster:
         yield cluster
-    finally:
-        await cluster.stop()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

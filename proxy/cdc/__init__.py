@@ -3,7 +3,8 @@
 Public API::
 
     VStream(endpoints, tables, start="current" | "beginning" | Vgtid | json,
-            since=None, minimize_skew=False, heartbeat_interval=0.0)
+            since=None, minimize_skew=False, heartbeat_interval=0.0,
+            include_reshard_journal_events=False, stop_on_reshard=False, shard_locator=None)
     run_cdc(config, tables, start, fmt, out)          # the `shardgate cdc` command
     TableChangeFeed(endpoints, keyspace, table)        # messaging: one table's rows
     VStreamRowFormatter(table_name)                    # SQL VSTREAM result rows
@@ -28,6 +29,7 @@ from proxy.cdc.events import (
     Field,
     FieldEvent,
     HeartbeatEvent,
+    JournalEvent,
     RowChange,
     RowEvent,
     RowOp,
@@ -53,6 +55,7 @@ __all__ = [
     "GtidPosition",
     "HeartbeatEvent",
     "InvalidPositionError",
+    "JournalEvent",
     "PositionPurgedError",
     "PositionUnknownError",
     "RowChange",

@@ -8,6 +8,7 @@ from proxy.cdc.events import (
     CommitEvent,
     DdlEvent,
     FieldEvent,
+    JournalEvent,
     RowEvent,
     VEvent,
     VgtidEvent,
@@ -42,4 +43,6 @@ def event_to_json(event: VEvent) -> dict[str, Any]:
         out["statement"] = event.statement
     elif isinstance(event, VgtidEvent):
         out["vgtid"] = event.vgtid.to_json_obj()
+    elif isinstance(event, JournalEvent):
+        out["journal"] = event.journal.to_json()
     return out

@@ -85,13 +85,17 @@ async def run_cdc(
     heartbeat_interval: float = 0.0,
     max_rows: int | None = None,
     endpoints: Mapping[ShardKey, ShardEndpointLike] | None = None,
+    include_reshard_journal_events: bool = False,
+    stop_on_reshard: bool = False,
 ) -> Vgtid | None:
     """Write ``tables``' changes to ``out`` as NDJSON until ``stop``; returns the VGTID
     after the last written transaction (the start position if none was written).
 
     ``config`` is a ``proxy.config.ClusterConfig``; ``endpoints`` overrides its shards. The
     stream reads the shards serving now (the stored topology: proxy/resharding/topology.py)
-    and follows a resharding switch to the new shards.
+    and follows a resharding switch to the new shards (the JOURNAL event written with
+    ``include_reshard_journal_events``; ``stop_on_reshard`` ends there, the resume position
+    then reads the journal again).
     An empty ``tables`` means every table.
     """
     if fmt not in ("debezium", "vstream"):
@@ -111,6 +115,8 @@ async def run_cdc(
         minimize_skew=minimize_skew,
         heartbeat_interval=poll,
         shard_locator=shard_locator(config, endpoints),  # type: ignore[arg-type]
+        include_reshard_journal_events=include_reshard_journal_events,
+        stop_on_reshard=stop_on_reshard,
     ) as stream:
         last_heartbeat = asyncio.get_running_loop().time()
         async for group in stream:

@@ -20,6 +20,16 @@ Shard heartbeats (every ``shard_heartbeat_period`` s from an idle shard) are nev
 forwarded; they feed skew alignment and position tracking. With ``heartbeat_interval``
 set, the stream itself yields a HEARTBEAT group after that many seconds without a group.
 
+Across a resharding switch (proxy/resharding): a source shard's reader passes the switch's
+journal row through; that shard's stream ends there (its VGTID position stays before the
+journal, so a saved VGTID reads it again), and once every participant of the journal reached it
+the participants leave the stream and the journal's targets join it at the GTID positions it
+names (Vitess's vstream_manager). ``include_reshard_journal_events`` forwards a ``JOURNAL, VGTID``
+group at that moment; ``stop_on_reshard`` ends the stream there instead; a journal naming a
+participant the stream lacks fails it (Vitess: "not all journaling participants are in the
+stream"). Shards the stream was not given (a VGTID's retired sources, a journal's targets) are
+found with ``shard_locator``.
+
 Always close the stream (``async with`` or ``aclose()``): its decoder processes run until
 then, even if the caller stops iterating.
 """
@@ -45,6 +55,7 @@ from proxy.cdc.start_positions import ResolvedStart, ShardKey, resolve_start
 from proxy.cdc.table_copy import TableCopy
 from proxy.cdc.table_filter import TableFilter
 from proxy.cdc.transaction_assembler import ShardHeartbeat, ShardTransaction
+from proxy.resharding.journal import Journal
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +99,7 @@ class VStream:
         include_reshard_journal_events: bool = False,
         stop_on_reshard: bool = False,
         shard_locator: ShardLocator | None = None,
+        end_shards_at_journal: bool = False,
     ) -> None:
         """
         endpoints: every shard of the cluster, by (keyspace, shard).
@@ -111,6 +123,9 @@ class VStream:
             names (the sources of a switched reshard, before ``complete``) or a journal's
             target (proxy/resharding/topology.py ``shard_locator`` reads the stored topology).
             Without one, such a shard ends the stream with an error naming it.
+        end_shards_at_journal: each shard's stream just ends at its journal (no participant
+            check, no move to the targets; ``journals`` says which shard met which); the stream
+            ends when every shard did. For readers of fixed per-shard ranges (the Spark source).
         """
         self._endpoints = dict(endpoints)
         self._filter = TableFilter(tables)
@@ -135,7 +150,9 @@ class VStream:
         self._include_journal = include_reshard_journal_events
         self._stop_on_reshard = stop_on_reshard
         self._locator = shard_locator
+        self._end_at_journal = end_shards_at_journal
         self._ended: set[ShardKey] = set()
+        self.journals: dict[ShardKey, Journal] = {}  # the journal each ended shard met
         self._journal_participants: dict[int, set[ShardKey]] = {}
         self._stopped = False
         self._positions: dict[ShardKey, GtidPosition] = {}
@@ -319,6 +336,8 @@ class VStream:
                 group = await self._journal_reached(key, payload)
                 if group is not None:
                     return group
+                if self._stopped:
+                    raise StopAsyncIteration
                 continue
             self._positions[key] = payload.position
             if isinstance(payload, _PositionAdvance):
@@ -335,7 +354,11 @@ class VStream:
         journal = txn.journal
         assert journal is not None
         self._ended.add(key)
+        self.journals[key] = journal
         await self._stop_shard(key)
+        if self._end_at_journal:
+            self._stopped = not self._readers
+            return None
         participants = {(p.keyspace, p.shard) for p in journal.participants}
         missing = sorted(participants - set(self._positions))
         if missing:

@@ -341,8 +341,11 @@ class MessagingService:
                 for key in [k for k in self.managers if k[0] == keyspace and k[1] == shard]:
                     manager = self.managers.pop(key)
                     for sub in self._subscriptions:
-                        sub.detach(manager)
-                    self._spawn_close(manager, None)
+                        if sub.follows:
+                            sub.detach(manager)
+                    # Subscribers of that shard alone (USE ks:shard) are told why their stream ends.
+                    self._spawn_close(manager, SubscriptionEnded(
+                        f"shard {keyspace}/{shard} no longer serves (resharded): subscribe again"))
         await self.reload(keyspace)
         for sub in [s for s in self._subscriptions if s.keyspace == keyspace and s.follows]:
             for shard in shards:

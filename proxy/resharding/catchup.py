@@ -67,6 +67,7 @@ class CatchupStream:
         router: RowRouter,
         writers: Mapping[str, ShardWriter],
         stop_at: GtidPosition | None = None,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
     ) -> None:
         self.workflow = workflow
         self.keyspace = keyspace
@@ -75,8 +76,12 @@ class CatchupStream:
         self.tables = tables
         self.router = router
         self.writers = writers
+        # Where to stop; may be set while the stream runs (the switch sets it once writes are
+        # denied): it is checked after every transaction and idle heartbeat.
         self.stop_at = stop_at
+        self.heartbeat_seconds = heartbeat_seconds
         self.progress = SourceProgress()
+        self.live = asyncio.Event()  # set once the binlog stream delivered its first group
 
     async def load_positions(self, copy_start: str) -> None:
         """Each target's applied position of this source (the copy's start where none yet)."""
@@ -110,11 +115,12 @@ class CatchupStream:
             {key: self.endpoint},
             [f"{self.keyspace}.*"],
             start=Vgtid.from_positions({key: start}),
-            heartbeat_interval=HEARTBEAT_SECONDS,
-            shard_heartbeat_period=HEARTBEAT_SECONDS,
+            heartbeat_interval=self.heartbeat_seconds,
+            shard_heartbeat_period=self.heartbeat_seconds,
         )
         async with stream:
             async for group in stream:
+                self.live.set()
                 assert group.vgtid is not None
                 position = GtidPosition.parse(group.vgtid.position_of(self.keyspace, self.source) or "")
                 if group.is_heartbeat:

@@ -40,7 +40,7 @@ import time
 from collections.abc import Sequence
 
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError
-from proxy.sidecar_tables import SqlRunner
+from proxy.sidecar_tables import SqlRunner, hex_literal
 from sqltext.quoting import quote_identifier, sql_literal
 
 logger = logging.getLogger(__name__)
@@ -158,7 +158,9 @@ async def _change(conn: SqlRunner, database: str, tables: Sequence[str], deny: b
 
 async def deny_writes(conn: SqlRunner, database: str, tables: Sequence[str], timeout_seconds: float = 30.0) -> None:
     """Deny INSERT/UPDATE/DELETE on ``tables`` of ``database`` on ``conn``'s shard (idempotent).
-    Waits up to ``timeout_seconds`` for open transactions on the tables to end."""
+    Waits up to ``timeout_seconds`` for open transactions on the tables to end. ``conn``: a
+    ``proxy.pools.ShardConnection`` (its errors are ShardErrors); its session's
+    ``lock_wait_timeout`` and ``sql_log_bin`` are restored afterwards."""
     await _change(conn, database, tables, True, timeout_seconds)
 
 
@@ -171,7 +173,7 @@ async def denied_tables(conn: SqlRunner, database: str) -> list[str]:
     """The tables of ``database`` whose writes are denied (they have shardgate's deny triggers)."""
     res = await conn.execute(
         "select distinct event_object_table from information_schema.triggers "
-        f"where trigger_schema = X'{database.encode().hex()}' and trigger_name like '{_TRIGGER_PREFIX}%' "
+        f"where trigger_schema = {hex_literal(database)} and trigger_name like '{_TRIGGER_PREFIX}%' "
         "order by 1"
     )
     return [bytes(r[0]).decode() for r in res.rows]

@@ -40,7 +40,7 @@ from typing import Any
 
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection
-from proxy.sidecar_tables import SIDECAR_DB, ensure_sidecar_table
+from proxy.sidecar_tables import SIDECAR_DB, ensure_sidecar_table, hex_literal, utf8_literal
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ async def write_journal(conn: ShardConnection, journal: Journal) -> bool:
     text = journal.dumps()
     res = await conn.execute(
         f"insert ignore into {table} (id, db_name, val, created_at) values "
-        f"({journal.id}, X'{db.encode().hex()}', convert(X'{text.encode().hex()}' using utf8mb4), utc_timestamp(6))"
+        f"({journal.id}, {hex_literal(db)}, {utf8_literal(text)}, utc_timestamp(6))"
     )
     written = res.affected_rows == 1
     logger.info("resharding journal written" if written else "resharding journal already there",

@@ -16,6 +16,7 @@ sources' state (Vitess fast-forwards to each snapshot instead; same end state).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -80,25 +81,32 @@ async def copy_source(
             if done:
                 continue
             route = router.route(table.name)
-            while True:
-                rows = await asyncio.to_thread(_chunk, snapshot, table, lastpk, chunk_rows)
-                if not rows:
-                    break
-                by_target = router.split(route, rows)
-                await asyncio.gather(
-                    *(
-                        writers[target].write([replace_sql(table.name, table.columns, target_rows)])
-                        for target, target_rows in by_target.items()
-                        if target_rows
-                    )
-                )
+            rows = await asyncio.to_thread(_chunk, snapshot, table, lastpk, chunk_rows)
+            while rows:
                 last = rows[-1]
                 lastpk = lastpk_to_json(tuple(last[c] for c in table.pk_columns))
-                copied += len(rows)
-                progress.rows[(source, table.name)] = copied
-                await store.save_copy_progress(workflow.name, source, table.name, lastpk, copied, False)
-                if len(rows) < chunk_rows:
-                    break
+                # The next chunk is read while this one is written: the copy waits on the source or the
+                # targets, not on both in turn.
+                more = len(rows) == chunk_rows
+                reading = asyncio.create_task(asyncio.to_thread(_chunk, snapshot, table, lastpk, chunk_rows)) if more else None
+                try:
+                    by_target = router.split(route, rows)
+                    await asyncio.gather(
+                        *(
+                            writers[target].write([replace_sql(table.name, table.columns, target_rows)])
+                            for target, target_rows in by_target.items()
+                            if target_rows
+                        )
+                    )
+                    copied += len(rows)
+                    progress.rows[(source, table.name)] = copied
+                    await store.save_copy_progress(workflow.name, source, table.name, lastpk, copied, False)
+                    rows = await reading if reading is not None else []
+                finally:
+                    if reading is not None and not reading.done():
+                        reading.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await reading
             await store.save_copy_progress(workflow.name, source, table.name, lastpk, copied, True)
             logger.info(
                 "table copied", extra={"workflow": workflow.name, "source": source, "table": table.name, "rows": copied}

@@ -9,9 +9,11 @@ them in ``close()``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import pymysql
@@ -19,7 +21,7 @@ import pymysql
 from proxy.cdc.binlog_decoder import connection_kwargs
 from proxy.cdc.positions import GtidPosition
 from proxy.config import ClusterConfig, ShardEndpoint
-from proxy.resharding.catchup import CatchupStream, reached
+from proxy.resharding.catchup import HEARTBEAT_SECONDS, CatchupStream, reached
 from proxy.resharding.denied_writes import BYPASS_SQL
 from proxy.resharding.row_copy import CopyProgress, copy_source
 from proxy.resharding.row_routing import RowRouter
@@ -28,6 +30,11 @@ from proxy.resharding.table_schema import TableSchema, create_tables, read_table
 from proxy.resharding.workflow import Workflow, WorkflowState, WorkflowStore
 
 logger = logging.getLogger(__name__)
+
+# Idle streams report their position this often during a switch: the writes held meanwhile wait
+# for it once the sources' last transaction is applied.
+SWITCH_HEARTBEAT_SECONDS = 0.05
+STREAM_START_SECONDS = 30.0
 
 
 def _current_position(endpoint: ShardEndpoint) -> GtidPosition:
@@ -120,14 +127,14 @@ class WorkflowStreams:
 
     # -- catch-up ------------------------------------------------------------------------------
 
-    async def _streams(self, stop_at: Mapping[str, GtidPosition] | None) -> list[CatchupStream]:
+    async def _streams(self, stop_at: Mapping[str, GtidPosition] | None, heartbeat_seconds: float = HEARTBEAT_SECONDS) -> list[CatchupStream]:
         wf = self.workflow
         by_name = {t.name: t for t in self._tables}
         streams = []
         for source in wf.streaming_sources:
             stream = CatchupStream(
                 wf.name, wf.keyspace, source, self.endpoints[source], by_name, self.router, self._writers,
-                stop_at=None if stop_at is None else stop_at[source],
+                stop_at=None if stop_at is None else stop_at[source], heartbeat_seconds=heartbeat_seconds,
             )
             start = wf.copy_start.get(source)
             if start is None:
@@ -142,6 +149,40 @@ class WorkflowStreams:
         """Apply the sources' changes to the targets until cancelled."""
         streams = await self._streams(None)
         await asyncio.gather(*(s.run() for s in streams))
+
+    @asynccontextmanager
+    async def follow_until_told(self) -> AsyncIterator[Callable[[Mapping[str, GtidPosition], float], Awaitable[None]]]:
+        """Follow the sources (in a task) for the block, which gets ``finish(goal, timeout)``: stop
+        at exactly ``goal`` once reached. The switch denies writes in between, so the streams are
+        already running and only the last transactions remain (stall in milliseconds, not the
+        seconds a stream takes to start)."""
+        streams = await self._streams(None, heartbeat_seconds=SWITCH_HEARTBEAT_SECONDS)
+        async def run_all() -> None:
+            await asyncio.gather(*(s.run() for s in streams))
+
+        task = asyncio.create_task(run_all(), name=f"reshard-switch-{self.workflow.name}")
+
+        async def finish(goal: Mapping[str, GtidPosition], timeout_seconds: float) -> None:
+            for stream in streams:
+                stream.stop_at = goal[stream.source]
+            async with asyncio.timeout(timeout_seconds):
+                await asyncio.shield(task)
+
+        try:
+            # A binlog stream takes a moment to start (its decoder process): writes are only denied
+            # once every stream is live, or the stall would include that start.
+            async with asyncio.timeout(STREAM_START_SECONDS):
+                live = asyncio.gather(*(s.live.wait() for s in streams))
+                done, _ = await asyncio.wait([task, live], return_when=asyncio.FIRST_COMPLETED)
+                if task in done:
+                    live.cancel()
+                    task.result()  # a stream failed: raise its error
+            yield finish
+        finally:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def catch_up_to(self, goal: Mapping[str, GtidPosition], timeout_seconds: float) -> None:
         """Apply exactly up to ``goal`` (per source shard) and stop; TimeoutError past the timeout."""

@@ -45,6 +45,7 @@ API (what the Reshard workflow calls)::
     await read_topology(config) -> dict[str, KeyspaceTopology]  # over a connection of its own
     serving_endpoints(topologies) -> {(ks, shard): ShardEndpoint}  # what "current" streams read
     shard_locator(config) -> VStream shard_locator (any shard the store knows)
+    await start_stored_local_shards(cluster)  # `shardgate up`: the stored topology's extra local shards
     TopologyConflict: ProxyError 1105 when expected_version is not the stored one
 
 ``conn`` is a :class:`proxy.pools.ShardConnection` to the vschema-store shard
@@ -62,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from proxy.cluster.errors import ClusterError
 from proxy.cluster.layout import (
     SERVER_ID_BASE,
     LocalShardSpec,
@@ -69,11 +71,12 @@ from proxy.cluster.layout import (
     plan_local_shards,
     safe_shard_dirname,
 )
+from proxy.cluster.local import LocalCluster
 from proxy.cluster.ports import port_is_free
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardAddress, ShardConnection, ShardPools
-from proxy.sidecar_tables import ensure_sidecar_table
+from proxy.sidecar_tables import ensure_sidecar_table, hex_literal, row_text, utf8_literal
 from vschema.errors import InvalidShardName
 from vschema.keyrange import KeyRange
 
@@ -93,14 +96,6 @@ def _create_table(name: str) -> str:
         " primary key (cluster, keyspace)"
         ") engine=InnoDB comment 'shardgate: serving shards per keyspace (proxy/resharding/topology.py)'"
     )
-
-
-def _hex(text: str) -> str:
-    return f"X'{text.encode().hex()}'"
-
-
-def _text(raw: Any) -> str:
-    return bytes(raw).decode("utf-8") if raw is not None else ""
 
 
 class TopologyError(ProxyError):
@@ -278,9 +273,9 @@ async def stored_versions(conn: ShardConnection, table: str | None = None) -> di
     """keyspace -> stored version (keyspaces without a row absent)."""
     table = table or await topology_table(conn)
     res = await conn.execute(
-        f"select keyspace, version from {table} where cluster = {_hex(conn.pool.address.database)}"
+        f"select keyspace, version from {table} where cluster = {hex_literal(conn.pool.address.database)}"
     )
-    return {_text(ks): int(_text(v)) for ks, v in res.rows}
+    return {row_text(ks): int(row_text(v)) for ks, v in res.rows}
 
 
 async def load_topology(
@@ -295,19 +290,19 @@ async def load_topology(
     name is ignored (logged)."""
     table = table or await topology_table(conn)
     res = await conn.execute(
-        f"select keyspace, doc, version from {table} where cluster = {_hex(conn.pool.address.database)}"
+        f"select keyspace, doc, version from {table} where cluster = {hex_literal(conn.pool.address.database)}"
     )
     out = dict(base) if base is not None else cluster_topology(config)
     for ks, doc, version in res.rows:
-        name = _text(ks)
+        name = row_text(ks)
         if name not in config.keyspaces:
             logger.warning("topology stored for a keyspace the cluster file does not name", extra={"keyspace": name})
             continue
         try:
-            parsed = json.loads(_text(doc))
+            parsed = json.loads(row_text(doc))
         except ValueError as e:
             raise TopologyError(name, f"unreadable document ({e})") from e
-        out[name] = KeyspaceTopology.from_json(name, parsed, int(_text(version)))
+        out[name] = KeyspaceTopology.from_json(name, parsed, int(row_text(version)))
     return out
 
 
@@ -321,18 +316,18 @@ async def save_topology(
     if topology.keyspace != keyspace:
         raise TopologyError(keyspace, f"document is for keyspace {topology.keyspace}")
     table = await topology_table(conn)
-    cluster = _hex(conn.pool.address.database)
-    doc = f"convert({_hex(json.dumps(topology.to_json(), sort_keys=True))} using utf8mb4)"
+    cluster = hex_literal(conn.pool.address.database)
+    doc = utf8_literal(json.dumps(topology.to_json(), sort_keys=True))
     version = expected_version + 1
     if expected_version == 0:
         res = await conn.execute(
             f"insert ignore into {table} (cluster, keyspace, doc, version, updated_at) "
-            f"values ({cluster}, {_hex(keyspace)}, {doc}, 1, utc_timestamp(6))"
+            f"values ({cluster}, {hex_literal(keyspace)}, {doc}, 1, utc_timestamp(6))"
         )
     else:
         res = await conn.execute(
             f"update {table} set doc = {doc}, version = {version}, updated_at = utc_timestamp(6) "
-            f"where cluster = {cluster} and keyspace = {_hex(keyspace)} and version = {expected_version}"
+            f"where cluster = {cluster} and keyspace = {hex_literal(keyspace)} and version = {expected_version}"
         )
     if res.affected_rows != 1:
         found = await stored_versions(conn)
@@ -379,6 +374,31 @@ def shard_locator(
     return locate
 
 
+async def start_stored_local_shards(cluster: LocalCluster) -> list[tuple[str, str]]:
+    """``shardgate up``: after the cluster file's shards, start the local shards the stored
+    topology adds (a reshard's targets); returns them. Their data dirs must exist (made when
+    the reshard created them): a missing one is an error, never a fresh empty shard."""
+    try:
+        topologies = await read_topology(cluster.config, cluster.endpoints)
+    except ProxyError as e:
+        raise ClusterError(f"cannot read the stored serving topology: {e.message}") from e
+    started: list[tuple[str, str]] = []
+    for keyspace, topology in sorted(topologies.items()):
+        for shard, spec in sorted(topology.shards.items()):
+            if spec.local is None or shard in cluster.config.keyspaces[keyspace].shards:
+                continue
+            if not spec.local.data_dir.exists():
+                raise ClusterError(
+                    f"shard {keyspace}/{shard} of the stored topology has no data dir {spec.local.data_dir}: "
+                    "restore it, or remove the shard from the reshard"
+                )
+            await cluster.start_added_shard(spec.local.spec(keyspace, shard))
+            started.append((keyspace, shard))
+    if started:
+        logger.info("stored topology's local shards started", extra={"shards": ",".join(f"{k}/{s}" for k, s in started)})
+    return started
+
+
 def allocate_local_shard(
     config: ClusterConfig, topologies: Mapping[str, KeyspaceTopology], keyspace: str, shard: str
 ) -> LocalInstance:
@@ -412,5 +432,5 @@ def local_endpoint_spec(keyspace: str, shard: str, instance: LocalInstance) -> S
 __all__ = [
     "KeyspaceTopology", "LocalInstance", "ShardEndpointSpec", "TopologyConflict", "TopologyError",
     "allocate_local_shard", "cluster_topology", "load_topology", "local_endpoint_spec", "read_topology",
-    "save_topology", "serving_endpoints", "shard_locator", "sort_shards", "stored_versions", "topology_table",
+    "save_topology", "serving_endpoints", "shard_locator", "start_stored_local_shards", "sort_shards", "stored_versions", "topology_table",
 ]

@@ -128,13 +128,17 @@ async def switch_traffic(
             worst = max((lag.lag_seconds for lag in lags), default=0.0)
             if worst > max_lag_seconds:
                 raise WorkflowError(name, f"targets lag {worst:.1f} s behind (more than {max_lag_seconds:.0f} s): try again later")
-            await _set_writes(workflow.keyspace, endpoints, losing, tables, True, timeout_seconds)
-            try:
-                final = {s: await current_position(endpoints[s]) for s in losing}
-                await streams.catch_up_to(final, timeout_seconds)
-            except BaseException:
-                await _set_writes(workflow.keyspace, endpoints, losing, tables, False, timeout_seconds)
-                raise
+            async with streams.follow_until_told() as finish:
+                started = time.monotonic()
+                await _set_writes(workflow.keyspace, endpoints, losing, tables, True, timeout_seconds)
+                denied = time.monotonic()
+                try:
+                    final = {s: await current_position(endpoints[s]) for s in losing}
+                    await finish(final, timeout_seconds)
+                except BaseException:
+                    await _set_writes(workflow.keyspace, endpoints, losing, tables, False, timeout_seconds)
+                    raise
+            caught_up = time.monotonic()
         except BaseException as e:
             await view.store.save(workflow)  # back as it was: the host resumes its streams
             if isinstance(e, TimeoutError):
@@ -149,6 +153,12 @@ async def switch_traffic(
         await view.change_topology(
             workflow.keyspace,
             lambda t: t.with_serving([s for s in t.serving if s not in losing] + [s for s in gaining if s not in t.serving]),
+        )
+        flipped = time.monotonic()
+        logger.info(
+            "switch timings",
+            extra={"workflow": name, "deny_s": round(denied - started, 3), "catch_up_s": round(caught_up - denied, 3),
+                   "journal_and_flip_s": round(flipped - caught_up, 3), "writes_stopped_s": round(flipped - denied, 3)},
         )
         await _restart_positions(workflow, endpoints, losing, starts)
         switched = workflow.with_state(

@@ -29,7 +29,7 @@ from typing import Any
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardAddress, ShardConnection, ShardPool
-from proxy.sidecar_tables import ensure_sidecar_table
+from proxy.sidecar_tables import ensure_sidecar_table, row_text, utf8_literal
 from sqltext.quoting import sql_literal
 
 logger = logging.getLogger(__name__)
@@ -164,14 +164,6 @@ def _create_copy_state_table(name: str) -> str:
     )
 
 
-def _text(raw: Any) -> str:
-    return bytes(raw).decode("utf-8") if raw is not None else ""
-
-
-def _utf8(text: str) -> str:
-    return f"convert(X'{text.encode().hex()}' using utf8mb4)"
-
-
 def lastpk_to_json(values: tuple[Any, ...]) -> str:
     """A primary key as JSON: bytes as {"hex": ...}, everything else by its SQL literal text."""
     return json.dumps([{"hex": bytes(v).hex()} if isinstance(v, bytes | bytearray) else sql_literal(v) for v in values])
@@ -212,7 +204,7 @@ class WorkflowStore:
         async with self.connection() as sc:
             table, _ = await self._tables(sc)
             res = await sc.execute(f"select workflow, state, doc from {table} order by created_at")
-        return [Workflow.from_row(_text(n), _text(s), json.loads(_text(d))) for n, s, d in res.rows]
+        return [Workflow.from_row(row_text(n), row_text(s), json.loads(row_text(d))) for n, s, d in res.rows]
 
     async def get(self, name: str) -> Workflow | None:
         async with self.connection() as sc:
@@ -221,7 +213,7 @@ class WorkflowStore:
         if not res.rows:
             return None
         n, s, d = res.rows[0]
-        return Workflow.from_row(_text(n), _text(s), json.loads(_text(d)))
+        return Workflow.from_row(row_text(n), row_text(s), json.loads(row_text(d)))
 
     async def require(self, name: str) -> Workflow:
         workflow = await self.get(name)
@@ -235,7 +227,7 @@ class WorkflowStore:
             res = await sc.execute(
                 f"insert ignore into {table} (workflow, state, doc, created_at, updated_at) values ("
                 f"{sql_literal(workflow.name)}, {sql_literal(str(workflow.state))}, "
-                f"{_utf8(json.dumps(workflow.to_json()))}, utc_timestamp(6), utc_timestamp(6))"
+                f"{utf8_literal(json.dumps(workflow.to_json()))}, utc_timestamp(6), utc_timestamp(6))"
             )
         if res.affected_rows != 1:
             raise WorkflowError(workflow.name, "already exists (see `status`; `cancel` or `complete` it first)")
@@ -246,7 +238,7 @@ class WorkflowStore:
             table, _ = await self._tables(sc)
             await sc.execute(
                 f"update {table} set state = {sql_literal(str(workflow.state))}, "
-                f"doc = {_utf8(json.dumps(workflow.to_json()))}, updated_at = utc_timestamp(6) "
+                f"doc = {utf8_literal(json.dumps(workflow.to_json()))}, updated_at = utc_timestamp(6) "
                 f"where workflow = {sql_literal(workflow.name)}"
             )
         logger.info("workflow saved", extra={"workflow": workflow.name, "state": str(workflow.state)})
@@ -260,11 +252,11 @@ class WorkflowStore:
             )
         return [
             TableCopyState(
-                source=_text(s),
-                table=_text(t),
-                lastpk=None if pk is None else tuple(json.loads(_text(pk))),
-                rows_copied=int(_text(rows)),
-                done=_text(done) == "1",
+                source=row_text(s),
+                table=row_text(t),
+                lastpk=None if pk is None else tuple(json.loads(row_text(pk))),
+                rows_copied=int(row_text(rows)),
+                done=row_text(done) == "1",
             )
             for s, t, pk, rows, done in res.rows
         ]
@@ -280,14 +272,14 @@ class WorkflowStore:
         if not res.rows:
             return None, 0, False
         pk, rows, done = res.rows[0]
-        return (None if pk is None else _text(pk)), int(_text(rows)), _text(done) == "1"
+        return (None if pk is None else row_text(pk)), int(row_text(rows)), row_text(done) == "1"
 
     async def save_copy_progress(
         self, name: str, source: str, table: str, lastpk: str | None, rows_copied: int, done: bool
     ) -> None:
         async with self.connection() as sc:
             _, copy_table = await self._tables(sc)
-            pk = "NULL" if lastpk is None else _utf8(lastpk)
+            pk = "NULL" if lastpk is None else utf8_literal(lastpk)
             await sc.execute(
                 f"insert into {copy_table} (workflow, source_shard, table_name, lastpk, rows_copied, done, updated_at) "
                 f"values ({sql_literal(name)}, {sql_literal(source)}, {sql_literal(table)}, {pk}, {rows_copied}, "
@@ -314,7 +306,7 @@ class WorkflowStore:
         sc = await self.pool.acquire()
         try:
             res = await sc.execute(f"select get_lock({sql_literal(lock_name(name))}, {float(timeout_seconds)})")
-            held = _text(res.rows[0][0]) == "1"
+            held = row_text(res.rows[0][0]) == "1"
             try:
                 yield held
             finally:

@@ -24,6 +24,8 @@ from proxy.cdc import (
     VStream,
 )
 from proxy.cdc.json_values import dumps, json_row
+from proxy.cdc.start_positions import current_position
+from proxy.resharding.journal import Journal
 from proxy.spark.topology import ShardEndpointSpec
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ async def read_shard_range(
         start=start,
         heartbeat_interval=IDLE_REPORT_S,
         shard_heartbeat_period=IDLE_REPORT_S,
+        end_shards_at_journal=True,  # a range never crosses a resharding journal (see journal_boundary)
     ) as stream:
         async with asyncio.timeout(RANGE_READ_TIMEOUT_S):
             async for group in stream:
@@ -85,6 +88,33 @@ async def read_shard_range(
         extra={"keyspace": rng.keyspace, "shard": rng.shard, "start": rng.start, "end": rng.end, "rows": len(rows)},
     )
     return rows
+
+
+async def journal_boundary(
+    endpoint: ShardEndpointSpec, tables: Sequence[str], keyspace: str, shard: str, begin: str
+) -> tuple[str, Journal | None]:
+    """How far a shard that no longer serves (a reshard's source) can be read from ``begin``:
+    up to its resharding journal — (the position before the journal, the journal) — or, if its
+    binlog holds none after ``begin``, up to its position now (and None). Nothing after a journal
+    belongs to the stream (the targets carry on from it)."""
+    key = (keyspace, shard)
+    end = await asyncio.to_thread(current_position, endpoint)
+    if reached(GtidPosition.parse(begin), end):
+        return str(end), None
+    async with VStream(
+        {key: endpoint},
+        list(tables),
+        start=Vgtid([ShardGtid(keyspace, shard, begin)]),
+        heartbeat_interval=IDLE_REPORT_S,
+        shard_heartbeat_period=IDLE_REPORT_S,
+        end_shards_at_journal=True,
+    ) as stream:
+        async with asyncio.timeout(RANGE_READ_TIMEOUT_S):
+            async for _group in stream:
+                position = stream.vgtid.position_of(keyspace, shard)
+                if position is not None and reached(GtidPosition.parse(position), end):
+                    return str(end), None
+        return stream.vgtid.position_of(keyspace, shard) or begin, stream.journals.get(key)
 
 
 def _rows_of(group: EventGroup, commit: CommitEvent | None, others: list[ShardGtid], rng: ShardRange) -> list[tuple]:

@@ -8,6 +8,7 @@ and writes let the proxy route.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,15 +55,23 @@ def load_vschema(config_path: Path) -> Any:
     )
 
 
-def shard_endpoints(config_path: Path) -> dict[tuple[str, str], ShardEndpointSpec]:
-    """Every shard's own MariaDB endpoint, from the cluster YAML."""
-    from proxy.cluster import cluster_endpoints
+def topology_endpoints(
+    config_path: Path,
+) -> tuple[dict[tuple[str, str], ShardEndpointSpec], dict[tuple[str, str], ShardEndpointSpec]]:
+    """(serving, known) shard endpoints from the cluster's stored serving topology (a reshard
+    switched: its targets serve, its sources are known until ``complete``); the cluster YAML's
+    shards where nothing was stored (proxy/resharding/topology.py)."""
     from proxy.config import load_config
+    from proxy.resharding.topology import read_topology
 
-    return {
-        key: ShardEndpointSpec(e.host, e.port, e.user, e.password, e.database)
-        for key, e in cluster_endpoints(load_config(config_path)).items()
-    }
+    topologies = asyncio.run(read_topology(load_config(config_path)))
+
+    def spec(e: Any) -> ShardEndpointSpec:
+        return ShardEndpointSpec(e.host, e.port, e.user, e.password, e.database)
+
+    serving = {key: spec(e) for t in topologies.values() for key, e in t.serving_endpoints.items()}
+    known = {key: spec(e) for t in topologies.values() for key, e in t.endpoints.items()}
+    return serving, known
 
 
 def _text(value: Any) -> str:

@@ -122,6 +122,18 @@ class TwoPCManager:
         # another process's resolver could take our commits for a dead coordinator's.
         self.locks_taken = asyncio.Event()
 
+    def add_shard(self, address: ShardAddress) -> None:
+        """A shard that started serving (a resharding switch): decisions may live there from
+        now on. Commits wait for the resolver's next run, which takes this process's liveness
+        lock there too (as at start-up)."""
+        key = (address.keyspace, address.shard)
+        if key in self.databases and self.pools.get(*key).address == address:
+            return
+        self.pools.ensure(address)
+        self.databases[key] = address.database
+        self.shards = sorted(set(self.shards) | {key})
+        self.locks_taken.clear()
+
     # -- lifecycle -------------------------------------------------------------------
     @property
     def started(self) -> bool:

@@ -5,16 +5,28 @@ after it from the targets, nothing lost, nothing repeated, per-shard order kept.
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
+import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
 
+import pymysql
 import pytest
 
-from proxy.cdc import EventGroup, VStream
+from proxy.cdc import EventGroup, VStream, run_cdc
 from proxy.cdc.events import JournalEvent, RowEvent
 from proxy.cdc.positions import Vgtid
+from proxy.pools import ShardAddress, ShardPools
+from proxy.resharding.denied_writes import BYPASS_SQL
+from proxy.resharding.journal import Journal, KeyspaceShard, ShardGtid, journal_id, write_journal
 from proxy.resharding.topology import read_topology, serving_endpoints, shard_locator
+from proxy.spark.options import SourceOptions
+from proxy.spark.stream_reader import ChangeStreamReader, vgtid_of
+from tests.proxy.sessions_support import dsn_cluster_file
+from tests.proxy_process import start_proxy, stop_proxy
 from tests.resharding.split import KEYSPACE, SOURCE, TARGETS, Split, ids_on, run_sql, shard_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -174,3 +186,129 @@ async def test_a_vgtid_saved_before_the_switch_resumes_after_it(split: Split) ->
     assert sorted(changes) == sorted(expected)
     assert _per_shard(changes) == _per_shard(expected)
     assert sum(isinstance(e, JournalEvent) for g in groups for e in g.events) == 1
+
+
+async def test_vstream_sql_through_a_proxy_follows_the_switch(split: Split, tmp_path: Path) -> None:
+    await split.prepare()
+    moved = ids_on(split.vschema, "customer", SOURCE, 4, next(_ids))
+    proxy = start_proxy(split.config.path, split.cluster.endpoints, tmp_path / "proxy.log")
+    conn = proxy.connect(KEYSPACE, autocommit=True, cursorclass=pymysql.cursors.SSCursor)
+    try:
+        cur = conn.cursor()
+        cur.execute("SET WORKLOAD = OLAP")
+        await asyncio.to_thread(cur.execute, "VSTREAM * FROM customer LIMIT 4")
+        names = [d[0] for d in cur.description]
+        for i in moved[:2]:
+            await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({i}, 'a')")
+        await split.switch()
+        expected = [("+", i) for i in moved[:2]]
+        for i in moved[2:]:
+            target = shard_of(split.vschema, "customer", i, TARGETS)
+            await asyncio.to_thread(_write, split, target, f"insert into customer (customer_id, email) values ({i}, 'a')")
+            expected.append(("+", i))
+        async with asyncio.timeout(20):
+            rows = await asyncio.to_thread(cur.fetchall)
+    finally:
+        conn.close()
+        stop_proxy(proxy)
+    got = [(r[names.index("op")], int(r[names.index("customer_id")])) for r in rows]
+    assert got == expected
+    last = Vgtid.from_json(rows[-1][names.index("vgtid")])
+    assert sorted(s.shard for s in last.shard_gtids) == sorted([*TARGETS, "80-"])
+
+
+async def test_shardgate_cdc_writes_the_journal_event_and_goes_on_on_the_targets(split: Split) -> None:
+    await split.prepare()
+    moved = ids_on(split.vschema, "customer", SOURCE, 2, next(_ids))
+    out = io.StringIO()
+    stop = asyncio.Event()
+    running = asyncio.ensure_future(run_cdc(split.config, [TABLE], "current", "vstream", out, stop=stop, max_rows=2,
+                                            include_reshard_journal_events=True))
+    try:
+        await asyncio.sleep(1.0)  # its positions are read at start
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({moved[0]}, 'a')")
+        await split.switch()
+        target = shard_of(split.vschema, "customer", moved[1], TARGETS)
+        await asyncio.to_thread(_write, split, target, f"insert into customer (customer_id, email) values ({moved[1]}, 'a')")
+        async with asyncio.timeout(20):
+            final = await running
+    finally:
+        stop.set()
+        if not running.done():
+            running.cancel()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(e["shard"], e["row_changes"][0]["after"]["customer_id"]) for e in events if e["type"] == "ROW"] == [
+        (SOURCE, moved[0]), (target, moved[1])]
+    journals = [e for e in events if e["type"] == "JOURNAL"]
+    assert len(journals) == 1 and journals[0]["journal"]["participants"] == [{"keyspace": KEYSPACE, "shard": SOURCE}]
+    assert final is not None and SOURCE not in {s.shard for s in final.shard_gtids}
+
+
+async def test_the_spark_source_reads_the_sources_up_to_the_journal_then_the_targets(split: Split, tmp_path: Path) -> None:
+    await split.prepare()
+    # The source reads shard endpoints from the cluster file: one naming the test cluster's shards.
+    file_shards = {key: e for key, e in split.cluster.endpoints.items() if key[1] in split.config.keyspaces[key[0]].shards}
+    config = dsn_cluster_file(SimpleNamespace(endpoints=file_shards), tmp_path)
+    options = SourceOptions.parse({"config": str(config), "tables": TABLE, "startingPosition": "current"})
+    reader = await asyncio.to_thread(ChangeStreamReader, options)  # it reads the topology (asyncio.run)
+    first = await asyncio.to_thread(reader.initialOffset)
+    moved = ids_on(split.vschema, "customer", SOURCE, 4, next(_ids))
+    expected: list[Change] = []
+    for i in moved[:2]:
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({i}, 'a')")
+        expected.append(("insert", i, SOURCE))
+    await split.switch()
+    for i in moved[2:]:
+        target = shard_of(split.vschema, "customer", i, TARGETS)
+        await asyncio.to_thread(_write, split, target, f"insert into customer (customer_id, email) values ({i}, 'a')")
+        expected.append(("insert", i, target))
+    # A reverse replication writes to the source after the journal: never part of the stream.
+    await asyncio.to_thread(_write, split, SOURCE, BYPASS_SQL, f"delete from customer where customer_id = {moved[0]}")
+
+    def batch(start: dict, end: dict) -> list[Change]:
+        rows = [row for p in reader.partitions(start, end) for row in reader.read(p)]
+        return [(r[0], json.loads(r[5] or r[4])["customer_id"], r[2]) for r in rows]
+
+    second = await asyncio.to_thread(reader.latestOffset, first)  # the source up to its journal
+    assert second["retired"] == [f"{KEYSPACE}/{SOURCE}"] and set(second["next"]) == {f"{KEYSPACE}/{t}" for t in TARGETS}
+    third = await asyncio.to_thread(reader.latestOffset, second)  # the targets from the journal on
+    assert {e.shard for e in vgtid_of(third).shard_gtids} == {*TARGETS, "80-"}
+    changes = await asyncio.to_thread(batch, first, second) + await asyncio.to_thread(batch, second, third)
+    assert sorted(changes) == sorted(expected)
+    assert await asyncio.to_thread(batch, third, await asyncio.to_thread(reader.latestOffset, third)) == []
+
+
+async def test_a_journal_with_several_participants_moves_the_stream_once_all_reached_it(split: Split) -> None:
+    """A merge's journal names several sources: each ends at it, the others go on until theirs."""
+    topology = await split.prepare()
+    base = next(_ids)
+    a, c = ids_on(split.vschema, "customer", SOURCE, 2, base)
+    b = ids_on(split.vschema, "customer", "80-", 1, base)[0]
+    d = ids_on(split.vschema, "customer", TARGETS[0], 1, base)[0]
+    gtids = tuple(ShardGtid(KEYSPACE, t, str(run_sql(topology.endpoint(t), "select @@global.gtid_binlog_pos")[0][0]))
+                  for t in TARGETS)
+    participants = (KeyspaceShard(KEYSPACE, SOURCE), KeyspaceShard(KEYSPACE, "80-"))
+    workflow = f"merge-{base}"
+    journal = Journal(journal_id(workflow, KEYSPACE, participants), "SHARDS", KEYSPACE, ("customer",), gtids,
+                      participants, (workflow,))
+    pools = ShardPools([ShardAddress(KEYSPACE, s, e.host, e.port, e.user, e.password, e.database)
+                        for s in (SOURCE, "80-") for e in [topology.endpoint(s)]], maxsize=1)
+    stream = await _stream(split, include_reshard_journal_events=True)
+    try:
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({a}, 'a')")
+        async with pools.get(KEYSPACE, SOURCE).connection() as sc:
+            await write_journal(sc, journal)
+        await asyncio.to_thread(_write, split, "80-", f"insert into customer (customer_id, email) values ({b}, 'b')")
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({c}, 'c')")
+        async with pools.get(KEYSPACE, "80-").connection() as sc:
+            await write_journal(sc, journal)
+        await asyncio.to_thread(_write, split, TARGETS[0], f"insert into customer (customer_id, email) values ({d}, 'd')")
+        changes, groups = await _collect(stream, 3)
+        changes += await _nothing_more(stream)
+    finally:
+        await stream.aclose()
+        await pools.close()
+    assert changes == [("insert", a, SOURCE), ("insert", b, "80-"), ("insert", d, TARGETS[0])]  # not c: after -80's journal
+    journal_groups = [g for g in groups if any(isinstance(e, JournalEvent) for e in g.events)]
+    assert len(journal_groups) == 1 and journal_groups[0].shard == "80-"  # forwarded when the last one reached it
+    assert groups.index(journal_groups[0]) == len(groups) - 2

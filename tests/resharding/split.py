@@ -34,6 +34,7 @@ from proxy.resharding.topology import (
     local_endpoint_spec,
     save_topology,
 )
+from tests.cdc.conftest import Shard
 from vschema.keyrange import KeyRange
 from vschema.loader import build_vschema
 from vschema.model import Keyspace
@@ -67,20 +68,7 @@ def ids_on(split_keyspace: Keyspace, table: str, shard: str, count: int, start: 
 
 def run_sql(endpoint: ShardEndpoint, *statements: str | tuple[str, Sequence[Any]]) -> list[tuple]:
     """Statements on one shard (autocommit); the last one's rows."""
-    conn = pymysql.connect(host=endpoint.host, port=endpoint.port, user=endpoint.user, password=endpoint.password,
-                           database=endpoint.database, autocommit=True)
-    try:
-        rows: list[tuple] = []
-        with conn.cursor() as cur:
-            for statement in statements:
-                if isinstance(statement, tuple):
-                    cur.execute(*statement)
-                else:
-                    cur.execute(statement)
-                rows = list(cur.fetchall())
-        return rows
-    finally:
-        conn.close()
+    return Shard(endpoint.database, "", endpoint).run_sync(*statements)
 
 
 class Split:

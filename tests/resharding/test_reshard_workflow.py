@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import time
+import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from tests.conftest import mariadb_template_dir
 from tests.resharding.split import run_sql
 from tests.resharding.workflow_cluster import (
+    ChangeConsumer,
     UpProcess,
     Writer,
     kill_shard,
@@ -83,16 +86,24 @@ def assert_rows_placed(config_path: Path, expected: set[int]) -> None:
     assert not extra, f"rows nobody committed: {sorted(extra)[:5]}"
 
 
-def assert_only_held_writes_failed(writer: Writer) -> None:
-    """Writes may only fail at the switch, refused by the sources' deny rule (the serving side holds
-    them until the topology flips where it can); anything else is a bug."""
-    other = [e for e in writer.errors if "disallowed due to rule: enforce denied tables" not in e]
+def assert_no_write_failed(writer: Writer, *, switches_with_several_sources: int = 0) -> None:
+    """Writes at the switch wait (held by the proxy) instead of failing; a transaction the switch
+    caught is rolled back as retryable (1213) and retried, like a deadlock victim.
+
+    Known exception (serving side, reported): when several shards lose traffic at once (a reverse
+    of a split, a merge), a transaction that wrote to one of them and is then held on another keeps
+    the first one's table lock, so denying writes there waits for the hold to time out and that
+    transaction fails with the hold's error (at most one per such switch)."""
+    held_too_long = [e for e in writer.errors if "without the switch completing" in e and ", " in e.split("]")[0]]
+    other = [e for e in writer.errors if e not in held_too_long]
     assert not other, other[:5]
+    assert len(held_too_long) <= switches_with_several_sources, held_too_long
     assert len(writer.committed) > 100, "the writer hardly wrote"
 
 
 def run_ok(config_path: Path, workflow: str, *verb: str) -> str:
     done = reshard(config_path, workflow, *verb)
+    print(f"$ reshard {workflow} {' '.join(verb)}\n{done.stderr}")  # shown when a test fails
     assert done.returncode == 0, f"reshard {' '.join(verb)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -100,6 +111,8 @@ def run_ok(config_path: Path, workflow: str, *verb: str) -> str:
 def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> None:
     path = up.config_path
     expected = seed(up, 1, SEED_ROWS)
+    changes = ChangeConsumer(up)
+    changes.start()
     writer = Writer(up, 1_000_000)
     writer.start()
     try:
@@ -112,11 +125,45 @@ def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> No
         time.sleep(1.0)  # writes after the switch go to the targets
     finally:
         writer.stop()
-    assert_only_held_writes_failed(writer)
+    assert_no_write_failed(writer)
+    # The change stream crossed the switch at the journal: every committed row exactly once, none
+    # of the rows the copy and catch-up wrote into the targets.
+    wait_for(lambda: writer.committed <= set(changes.seen), 60, "the change stream to see every committed row")
+    changes.stop()
+    counts = Counter(changes.seen)
+    assert not [i for i, n in counts.items() if n > 1], "rows seen twice"
+    assert set(counts) == writer.committed
     expected |= writer.committed
     run_ok(path, "split", "complete")
     assert status(path, "split")["state"] == "Completed"
     assert_rows_placed(path, expected)
+
+
+def test_cancel_before_the_switch_removes_the_targets_and_progress_shows_in_metrics(up: UpProcess) -> None:
+    path = up.config_path
+    seed(up, 1, 500)
+    run_ok(path, "early", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+    text = run_ok(path, "early", "status")
+    assert "state Running" in text and "copy -80/customer:" in text and "stream -80 -> -40: lag" in text, text
+    http = up.config.http  # type: ignore[attr-defined]
+
+    def metrics_show_progress() -> bool:
+        body = urllib.request.urlopen(f"http://{http.host}:{http.port}/metrics", timeout=5).read().decode()
+        return (
+            'shardgate_reshard_rows_copied{source="-80",table="customer",workflow="early"}' in body
+            and 'shardgate_reshard_lag_seconds{source="-80",workflow="early"}' in body
+        )
+
+    wait_for(metrics_show_progress, 30, "reshard metrics")
+    switch_first = reshard(path, "early", "complete")
+    assert switch_first.returncode == 2 and "complete needs the traffic switched" in switch_first.stderr
+    run_ok(path, "early", "cancel")
+    assert status(path, "early")["state"] == "Cancelled"
+    assert set(shard_endpoints(path)) == {"-80", "80-"}
+    assert serving_shards(path) == ("-80", "80-")
+    # The name and the shards may be used again.
+    run_ok(path, "early", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+    assert status(path, "early")["state"] == "Running"
 
 
 def test_bad_requests_are_refused_with_clear_errors(up: UpProcess) -> None:
@@ -185,7 +232,7 @@ def test_kill_9_during_the_copy_resumes_and_a_killed_target_recovers(up: UpProce
         assert "result: clean" in report, report
     finally:
         writer.stop()
-    assert_only_held_writes_failed(writer)
+    assert_no_write_failed(writer)
     expected |= writer.committed
     run_ok(path, "split", "switch-traffic")
     run_ok(path, "split", "complete")
@@ -217,7 +264,7 @@ def test_reverse_traffic_switch_again_then_merge_back(up: UpProcess) -> None:
         time.sleep(1.0)
     finally:
         writer.stop()
-    assert_only_held_writes_failed(writer)
+    assert_no_write_failed(writer, switches_with_several_sources=2)
     expected |= writer.committed
     run_ok(path, "merge", "complete")
     assert_rows_placed(path, expected)

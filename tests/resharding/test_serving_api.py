@@ -29,6 +29,7 @@ from proxy.resharding.topology import (
     cluster_topology,
     load_topology,
     save_topology,
+    start_stored_local_shards,
 )
 from tests.resharding.split import KEYSPACE, SOURCE, SPLIT_SERVING, TARGETS, Split, run_sql
 
@@ -88,3 +89,14 @@ async def test_journal_is_written_once_and_read_back(split: Split) -> None:
         assert await write_journal(sc, journal) is False
         assert await read_journal(sc, jid) == journal
         assert await read_journal(sc, jid + 1) is None
+
+
+async def test_shardgate_up_starts_the_local_shards_the_stored_topology_adds(split: Split) -> None:
+    await split.prepare()
+    for shard in TARGETS:
+        await split.cluster.stop_shard(KEYSPACE, shard)
+        assert not split.cluster.is_running(KEYSPACE, shard)
+    assert await start_stored_local_shards(split.cluster) == [(KEYSPACE, s) for s in TARGETS]
+    for shard in TARGETS:
+        assert split.cluster.is_running(KEYSPACE, shard)
+        assert run_sql(split.endpoint(shard), "select count(*) from customer") == [(0,)]

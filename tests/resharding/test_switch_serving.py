@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pymysql
 import pytest
 
 from proxy.cluster import LocalCluster
+from proxy.resharding.denied_writes import deny_writes
 from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 from tests.resharding.split import (
     KEYSPACE,
@@ -87,6 +89,20 @@ async def test_every_proxy_process_follows_the_switch(split: Split, proxies: lis
         assert run_sql(target, f"select email from customer where customer_id = {i}") == [(f"after-{i}".encode(),)]
     assert run_sql(split.cluster.endpoint(KEYSPACE, SOURCE),
                    f"select count(*) from customer where email like 'after-%' and customer_id in ({listed})") == [(0,)]
+    # A two-phase commit whose decision lives on a new shard (the transaction's first one).
+    first, other = ids_on(split.vschema, "customer", TARGETS[0], 1, next(_ids))[0], ids_on(
+        split.vschema, "customer", "80-", 1, next(_ids))[0]
+    conn = b.connect(KEYSPACE, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for statement in ("set transaction_mode = 'twopc'", "begin",
+                              f"insert into customer (customer_id, email) values ({first}, '2pc')",
+                              f"insert into customer (customer_id, email) values ({other}, '2pc')", "commit"):
+                cur.execute(statement)
+    finally:
+        conn.close()
+    assert run_sql(split.endpoint(TARGETS[0]), f"select email from customer where customer_id = {first}") == [(b"2pc",)]
+    assert run_sql(split.endpoint("80-"), f"select email from customer where customer_id = {other}") == [(b"2pc",)]
     # A proxy started after the switch serves the stored topology from its start.
     late = _proxy(split.cluster, proxies[0].log.parent, "late")
     try:
@@ -116,11 +132,30 @@ def _write_loop(p: ProxyProcess, ids: list[int], stop: threading.Event, done: li
         conn.close()
 
 
+def _metric(p: ProxyProcess, http_port: int, name: str) -> float:
+    """The sum of a metric's samples in ``p``'s /metrics (the only proxy on that port)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and not line.startswith("#"))
+
+
 async def test_writes_during_the_switch_are_held_then_land_on_the_targets(
-    split: Split, proxies: list[ProxyProcess]
+    split: Split, reshard_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     await split.prepare()
-    a = proxies[0]
+    a = _proxy(reshard_cluster, tmp_path, "alone")  # alone on the HTTP port: its /metrics are read
+    try:
+        await _held_writes(split, a)
+        assert split.config.http is not None
+        held = _metric(a, split.config.http.port, 'shardgate_reshard_writes_held_total{keyspace="commerce",outcome="released"}')
+        assert held >= 1
+        assert _metric(a, split.config.http.port, 'shardgate_reshard_write_hold_seconds_count{keyspace="commerce"}') == held
+    finally:
+        stop_proxy(a)
+
+
+async def _held_writes(split: Split, a: ProxyProcess) -> None:
     ids = ids_on(split.vschema, "customer", SOURCE, 400, next(_ids))
     stop = threading.Event()
     done: list[tuple[int, float, str]] = []
@@ -214,3 +249,25 @@ async def test_the_first_write_of_a_transaction_on_the_source_shard_is_held_and_
     assert run_sql(target, f"select email from customer where customer_id = {moved}") == [(b"tx",)]
     assert run_sql(split.endpoint("80-"), f"select email from customer where customer_id = {stays}") == [(b"tx",)]
     assert run_sql(split.endpoint(SOURCE), f"select count(*) from customer where customer_id = {moved}") == [(0,)]
+
+
+async def test_a_write_held_past_write_hold_seconds_fails_with_vitess_buffering_error(
+    split: Split, reshard_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    await split.prepare()
+    short = split.config.path.parent / "cluster-short-hold.yaml"  # beside the vschema files it names
+    short.write_text(split.config.path.read_text() + "\nresharding: {write_hold_seconds: 1}\n")
+    p = start_proxy(short, reshard_cluster.endpoints, tmp_path / "proxy.log")
+    try:
+        source = split.cluster.endpoint(KEYSPACE, SOURCE)
+        async with split._source() as sc:
+            await deny_writes(sc, source.database, split.tables)  # a switch that never flips
+        i = ids_on(split.vschema, "customer", SOURCE, 1, next(_ids))[0]
+        started = time.monotonic()
+        with pytest.raises(pymysql.MySQLError) as e:
+            await asyncio.to_thread(_query, p, f"insert into customer (customer_id, email) values ({i}, 'x')")
+        assert 1 <= time.monotonic() - started < 5
+        assert e.value.args[0] == 1105
+        assert "upstream shards are not available" in e.value.args[1] and "keyspace commerce" in e.value.args[1]
+    finally:
+        stop_proxy(p)

@@ -23,14 +23,18 @@ from pathlib import Path
 
 import pymysql
 
+from proxy.cdc import VStream
+from proxy.cdc.events import RowOp
 from proxy.cluster import find_free_port_range, find_mariadb_binaries
 from proxy.cluster.datadir import ensure_template
 from proxy.config import ShardEndpoint, load_config
 from proxy.resharding.cluster_view import ClusterView
+from proxy.resharding.topology import read_topology, serving_endpoints, shard_locator
 from tests.conftest import EXAMPLE_CLUSTER_YAML
 from tests.proxy_process import REPO, free_port
 
 KEYSPACE = "commerce"
+ER_LOCK_DEADLOCK = 1213
 
 
 def write_cluster_file(work: Path, template_dir: Path, copy_chunk_rows: int = 2000) -> Path:
@@ -199,6 +203,7 @@ class Writer:
         self.next_id = first_id
         self.committed: set[int] = set()
         self.errors: list[str] = []
+        self.retried = 0
         self.write_seconds: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -230,12 +235,63 @@ class Writer:
                             cur.execute("commit")
                     self.committed.update(ids)
                 except pymysql.MySQLError as e:
-                    self.errors.append(f"{ids}: {e}")
                     try:
                         conn.rollback()
                     except pymysql.MySQLError:
                         conn = self.up.connect(read_timeout=60)
+                    if e.args and e.args[0] == ER_LOCK_DEADLOCK:
+                        # A transaction caught by the switch is rolled back as a deadlock victim is:
+                        # the application runs it again (under new ids: nothing of it committed).
+                        self.retried += 1
+                    else:
+                        self.errors.append(f"{ids}: {e}")
                 self.write_seconds.append(time.perf_counter() - started)
                 time.sleep(0.002)
         finally:
             conn.close()
+
+
+class ChangeConsumer:
+    """A Python VStream over ``commerce.customer`` from "current", across the switch (it follows the
+    journal to the new shards): the customer ids of the inserts it saw, in order."""
+
+    def __init__(self, up: UpProcess) -> None:
+        self.up = up
+        self.seen: list[int] = []
+        self.error: BaseException | None = None
+        self.opened = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        assert self.opened.wait(60), f"the change stream did not open: {self.error}"
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._follow())
+        except BaseException as e:  # handed to the test by stop()
+            self.error = e
+            self.opened.set()
+
+    async def _follow(self) -> None:
+        config = self.up.config
+        topologies = await read_topology(config)  # type: ignore[arg-type]
+        endpoints = {k: e for k, e in serving_endpoints(topologies).items() if k[0] == KEYSPACE}
+        async with VStream(
+            endpoints, [f"{KEYSPACE}.customer"], start="current", heartbeat_interval=0.2,
+            shard_locator=shard_locator(config),  # type: ignore[arg-type]
+        ) as stream:
+            self.opened.set()
+            async for group in stream:
+                for event in group.row_events():
+                    if event.op is RowOp.INSERT:
+                        self.seen.extend(int(change.after["customer_id"]) for change in event.changes if change.after)
+                if self._stop.is_set():
+                    return
