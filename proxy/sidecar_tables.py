@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from proxy.engine.result import Result
 from proxy.errors import (
     ER_ACCESS_DENIED,
     ER_DBACCESS_DENIED,
@@ -21,6 +20,9 @@ from proxy.errors import (
     ShardError,
 )
 from sqltext.quoting import quote_identifier
+
+if TYPE_CHECKING:  # the CDC decoders import this module (the journal table): keep it light
+    from proxy.engine.result import Result
 
 logger = logging.getLogger(__name__)
 

@@ -68,8 +68,11 @@ class TableChangeWatch:
     async def _run(self) -> None:
         while True:
             try:
+                # A resharding switch ends a source's feed at its journal; the messaging service
+                # then starts a watch on the new shards (MessagingService.set_shards).
                 async with TableChangeFeed(
-                    self.endpoints, self.keyspace, self.table, row_ops=_INSERTS, on_ddl=self.on_ddl, row_images=False
+                    self.endpoints, self.keyspace, self.table, row_ops=_INSERTS, on_ddl=self.on_ddl, row_images=False,
+                    end_shards_at_journal=True,
                 ) as feed:
                     async for touch in feed.touches():
                         self.on_insert(touch.shard, touch.received_at)
