@@ -180,7 +180,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if (
             error is not None
             and self._route is not None
-            and self._route.writes
+            and self._route.keyword == "insert"
             and is_denied_write_error((error.code, error.message))
         ):
             # A write refused at a resharding switch wrote nothing: the command goes to the

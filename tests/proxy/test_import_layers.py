@@ -34,6 +34,9 @@ LOCAL_IMPORTS_ALLOWED = {
     "proxy.cli": "subcommands",
     # The CDC decoder zygote loads the decoder before its first fork, not in the parent.
     "proxy.cdc.decoder_launcher": "zygote",
+    # The decoder processes import the proxy.cdc package; the serving topology (pools, the
+    # cluster package) loads only where `shardgate cdc` reads it.
+    "proxy.cdc.runner": "decoder processes stay light",
     # pyspark is an optional, heavy dependency: loaded only inside Spark.
     "proxy.spark": "pyspark",
     "proxy.spark.source": "pyspark",
