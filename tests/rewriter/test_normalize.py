@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from rewriter.normalize import normalize
+from rewriter.normalize import normalize, normalize_cached
 
 
 def test_integer_literal_becomes_bind_variable():
@@ -110,3 +110,42 @@ def test_unterminated_string_is_an_error():
 @pytest.mark.parametrize("sql", ["select N'abc' from t", "select b'0101' from t"])
 def test_prefixed_string_literals_are_kept(sql):
     assert normalize(sql) == (sql, {})
+
+
+# normalize_cached: the same answers as normalize, whatever the statement's literals.
+_TEMPLATES_TO_VARY = [
+    "select customer_id, email from customer where customer_id = {a}",
+    "insert into customer(customer_id, email, tenant_id) values ({a}, '{s}', {b})",
+    "select * from t where a = '{s}' and b = {a} order by {c} limit {b}",
+    "select a from t where a = -{a} and b = {a}.5 and c = 1e{c}",
+    "select a from t where d > date '2020-01-0{c}' and x in ({a}, {b}) and y = '{s}'",
+    "select a + interval {c} day from t where n = '{s}' and m = {a}",
+    "select cast(a as decimal({c}, 2)) from t where z = 0x1{c}",
+    "select `col {a}` from t where q = _utf8mb4'{s}' and r = N'{s}' and s = {b} /* {a} */ -- {c}",
+    "select a from t where a = '{s}' '{s}' and b={a}",
+    "select {a}, '{s}', {a}, '{a}' from dual",
+    "update t set a = {a} where b = '{s}' and c = {c} for update wait {c}",
+    "select a from t group by {c} order by {c} desc",
+    "select a from t where b = 'x{s}' and c = \"{s}\" and d = {b}",
+]
+
+
+@pytest.mark.parametrize("template", _TEMPLATES_TO_VARY)
+def test_normalize_cached_answers_as_normalize_for_any_literals(template):
+    values = [
+        dict(a=a, b=b, c=c, s=s)
+        for a in (1, 2, 7, 12345) for b in (1, 2, 10) for c in (1, 2, 3) for s in ("x", "1", "a b", "", "2")
+    ]
+    for v in values + values:  # the second time through, from the templates kept
+        sql = template.format(**v)
+        shape, bindvars = normalize_cached(sql)
+        assert (shape, bindvars) == normalize(sql), sql
+        assert {k: type(x) for k, x in bindvars.items()} == {k: type(x) for k, x in normalize(sql)[1].items()}, sql
+
+
+def test_normalize_cached_reports_a_syntax_error_as_normalize_does():
+    with pytest.raises(ValueError) as cached:
+        normalize_cached("select 'unterminated from t where a = 1")
+    with pytest.raises(ValueError) as plain:
+        normalize("select 'unterminated from t where a = 1")
+    assert str(cached.value) == str(plain.value)
