@@ -38,14 +38,33 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from proxy.errors import ER_QUERY_INTERRUPTED, ER_QUERY_TIMEOUT, ProxyError
 
 if TYPE_CHECKING:
-    from proxy.pools import ShardConnection
+    from proxy.pools import ShardConnection, ShardPool
 
 logger = logging.getLogger(__name__)
+
+
+class ShardQueryConnection(Protocol):
+    """A shard connection a statement's query runs on, as KILL QUERY reaches it: the pools'
+    ``ShardConnection`` and the fast path's ``ShardLink``."""
+
+    broken: bool
+
+    @property
+    def thread_id(self) -> int: ...
+
+    @property
+    def pool(self) -> ShardPool: ...
+
+    @property
+    def keyspace(self) -> str: ...
+
+    @property
+    def shard(self) -> str: ...
 
 T = TypeVar("T")
 
@@ -92,21 +111,21 @@ class RunningStatement:
         # transport (a kill arriving later must not write an error after it).
         self.answered = False
         self._pinned = pinned  # the session's transaction connections: kept, never marked broken
-        self._on_shards: set[ShardConnection] = set()
+        self._on_shards: set[ShardQueryConnection] = set()
         self._task: asyncio.Task[Any] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._grace: asyncio.TimerHandle | None = None
         self._killer: asyncio.Task[None] | None = None
 
     # -- what ShardConnection.stream tells ------------------------------------------
-    def shard_query_started(self, sc: ShardConnection) -> None:
+    def shard_query_started(self, sc: ShardQueryConnection) -> None:
         if self.finished:
             return  # a background task started by this statement outlives it: not ours to stop
         if self.killed is not None:
             raise self.error()
         self._on_shards.add(sc)
 
-    def shard_query_ended(self, sc: ShardConnection) -> None:
+    def shard_query_ended(self, sc: ShardQueryConnection) -> None:
         self._on_shards.discard(sc)
 
     @property

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 # What the link announces: pymysql's capabilities (as the pools' connections have them),
 # without connection attributes.
 _CAPABILITIES = (CLIENT.CAPABILITIES | CLIENT.CONNECT_WITH_DB) & ~CLIENT.CONNECT_ATTRS
-_CHARSET_ID = charset_by_name("utf8mb4").id
+_CHARSET_ID = charset_by_name("utf8mb4").id  # type: ignore[attr-defined]  # the stubs omit Charset.id
 _MAX_PACKET = (1 << 24) - 1
 _NATIVE_PASSWORD = b"mysql_native_password"
 _CONNECT_TIMEOUT_S = 5.0
