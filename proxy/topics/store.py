@@ -267,12 +267,14 @@ class ShardTopicStore:
         for _ in range(CAS_ATTEMPTS):
             async with self.connection() as sc:
                 # One row: the mark, and the waiting rows' keys as one string (decoding thousands
-                # of rows in Python would cost more than the pass itself).
+                # of rows in Python would cost more than the pass itself). One derived table,
+                # grouped by the mark's row: 200-233 us of shard CPU where the same values read
+                # through an aggregated derived table of a derived table cost 567-600 us.
                 rows = rows_of(await sc.execute(
-                    f"SELECT m.generation, m.last_ms, m.last_seq, {NOW_MS}, w.pks, w.bytes FROM {META_TABLE} m"
-                    f" JOIN (SELECT GROUP_CONCAT(_pk ORDER BY _pk SEPARATOR ',') AS pks, SUM(payload_bytes) AS bytes"
-                    f" FROM (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (message_id) WHERE message_id IS NULL"
-                    f" AND pending = 0 ORDER BY _pk LIMIT {PASS_LIMIT}) t) w WHERE m.name = {quoted}"))
+                    f"SELECT m.generation, m.last_ms, m.last_seq, {NOW_MS}, GROUP_CONCAT(t._pk ORDER BY t._pk"
+                    f" SEPARATOR ','), SUM(t.payload_bytes) FROM {META_TABLE} m LEFT JOIN (SELECT _pk, payload_bytes"
+                    f" FROM {table} FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0 ORDER BY _pk"
+                    f" LIMIT {PASS_LIMIT}) t ON 1 WHERE m.name = {quoted} GROUP BY m.name"))
                 if not rows or int(rows[0][0]) <= 0:
                     return PassResult(0, None, gone=True)
                 generation, last_ms, last_seq, now_ms = (int(v) for v in rows[0][:4])
