@@ -35,12 +35,17 @@ class SessionVCursor:
         self._tx = transaction_getter
         self.sequences = sequences
         self.settings = settings
+        # While a write runs (the session sets a set here, then takes it): every shard a
+        # statement was sent to, so messaging polls only the shards an INSERT reached.
+        self.reached: set[tuple[str, str]] | None = None
 
     @property
     def vschema(self) -> VSchema:
         return self._vschema()
 
     async def execute_shard(self, keyspace: str, shard: str, sql: str) -> Result:
+        if self.reached is not None:
+            self.reached.add((keyspace, shard))
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -57,6 +62,8 @@ class SessionVCursor:
         return list(await asyncio.gather(*(self.execute_shard(keyspace, s, q) for s, q in queries)))
 
     async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncIterator[Result]:
+        if self.reached is not None:
+            self.reached.add((keyspace, shard))
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)

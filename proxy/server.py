@@ -16,7 +16,7 @@ import shutil
 import ssl
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from hashlib import sha1
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -291,8 +291,9 @@ class Proxy:
         CDC stream this proxy runs, a shard-targeted DDL): re-read its schema in the background."""
         self.schema_tracker.ddl_seen(keyspace)
 
-    def wrote(self, session: ProxySession, sql: str) -> None:
-        """A DML statement succeeded: tell messaging now, or at commit inside a transaction."""
+    def wrote(self, session: ProxySession, sql: str, reached: Iterable[tuple[str, str]] = ()) -> None:
+        """A DML statement succeeded: tell messaging now, or at commit inside a transaction.
+        ``reached``: the (keyspace, shard)s it was sent to (empty: unknown, every shard)."""
         topic = self.topics.written(session, sql)
         if topic is not None:
             if session.in_transaction:
@@ -305,6 +306,8 @@ class Proxy:
         ks = dml.keyspace or session.keyspace
         if ks is None:
             return
+        if dml.kind == "insert":
+            dml = dml.at_shards(s for k, s in reached if k == ks)
         if session.in_transaction:
             session.after_commit.append((ks, dml))
         else:
@@ -314,7 +317,8 @@ class Proxy:
         if isinstance(dml, TopicWrite):
             self.topics.committed(dml)
         elif dml.kind == "insert":
-            self.messaging.notify(keyspace, None, dml.table)
+            for shard in dml.shards or (None,):
+                self.messaging.notify(keyspace, shard, dml.table)
         elif dml.kind == "ack":
             self.messaging.acked(keyspace, dml.table, dml.ids)
 

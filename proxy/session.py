@@ -231,25 +231,31 @@ class ProxySession(BaseSession):
             self.tx.writing = kw not in _READS
         elif self.tx is None and kw in _DML and self.transaction_mode == TWOPC:
             return await self._atomic_statement(sql, kw)
+        reached = self.vcursor.reached = set() if kw in _WRITES else None
         try:
             out = await self.proxy.route(self, sql, kw)
         except ProxyError:
             if self.tx is not None and self.tx.aborted:
                 self.tx, self.after_commit = None, []
             raise
-        if kw in _WRITES:
-            self.proxy.wrote(self, sql)
+        finally:
+            self.vcursor.reached = None
+        if reached is not None:
+            self.proxy.wrote(self, sql, reached)
         return out
 
     async def _atomic_statement(self, sql: str, kw: str) -> Outcome:
         """An autocommit DML statement of a twopc session: in an implicit transaction, so
         that shards it reaches together commit atomically (one shard: plain autocommit)."""
         self.begin_transaction(implicit=True)
+        reached = self.vcursor.reached = set() if kw in _WRITES else None
         try:
             out = await self.proxy.route(self, sql, kw)
-            if kw in _WRITES:
-                self.proxy.wrote(self, sql)
+            self.vcursor.reached = None
+            if reached is not None:
+                self.proxy.wrote(self, sql, reached)
         except BaseException:
+            self.vcursor.reached = None
             try:
                 await self.rollback()
             except ProxyError as e:
