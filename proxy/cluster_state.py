@@ -233,7 +233,8 @@ class ClusterState:
         if isinstance(write, TopicWrite):
             self.topics.committed(write)
         elif write.kind == "insert":
-            self.messaging.notify(keyspace, None, write.table)
+            for shard in write.shards or (None,):
+                self.messaging.notify(keyspace, shard, write.table)
         elif write.kind == "ack":
             self.messaging.acked(keyspace, write.table, write.ids)
 

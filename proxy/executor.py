@@ -306,6 +306,10 @@ class Executor:
         ks = dml.keyspace or session.keyspace
         if ks is None:
             return
+        if dml.kind == "insert":
+            # Only the shards the rows went to poll (the write hold cleared ``reached`` when
+            # this statement started); none recorded: every shard.
+            dml = dml.at_shards(s for k, s in session.vcursor.reached if k == ks)
         if session.in_transaction:
             session.after_commit.append((ks, dml))
         else:

@@ -198,7 +198,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         elif self._route is not None and self._route.inserted_table is not None:
             # What Executor.after_write does for an INSERT that names no topic (routing checked), without
             # parsing the statement again for its table (~7 µs): messaging polls that table now.
-            self.session.state.messaging.notify(self._route.keyspace, None, self._route.inserted_table)
+            self.session.state.messaging.notify(self._route.keyspace, self._route.shard, self._route.inserted_table)
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)

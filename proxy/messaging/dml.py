@@ -11,7 +11,8 @@ business (``MessagingService.is_message_table``; ``notify``/``acked`` ignore oth
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -49,6 +50,11 @@ class MessageDml:
     keyspace: str | None  # the statement's qualifier, if any
     table: str
     ids: tuple[str | int, ...] = ()  # for acks: the id literals
+    shards: tuple[str, ...] = ()  # for inserts: the shards the rows went to (empty: unknown)
+
+    def at_shards(self, shards: Iterable[str]) -> MessageDml:
+        """This insert, known to have reached ``shards`` (only their managers need to poll)."""
+        return replace(self, shards=tuple(sorted(set(shards))))
 
 
 def inserted_table(sql: str) -> MessageDml | None:

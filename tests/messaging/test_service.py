@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
 
+from proxy.config import MessagingConfig
 from proxy.errors import ProxyError
 from proxy.messaging.errors import MessageTableError, MessageTableNotFound, NotAMessageTable
 from proxy.messaging.service import MessagingService
+from proxy.server import Proxy
+from proxy.session import ProxySession
 from tests.messaging.conftest import FAST, SHARDS, Stream, run_sql
 
 
@@ -188,3 +192,33 @@ async def test_stopping_the_service_ends_open_streams_with_an_error(tables, shar
     with pytest.raises(ProxyError) as e:
         await s.batch(within=2)
     assert "messager engine is closed" in e.value.message
+
+
+async def test_insert_through_the_proxy_wakes_only_the_shards_its_rows_went_to(local_cluster, shard_pools):
+    slow_poll = "vitess_message,vt_ack_wait=30,vt_purge_after=86400,vt_batch_size=10,vt_cache_size=100,vt_poller_interval=30"
+    pools = [shard_pools.get("commerce", s) for s in ("-80", "80-")]
+    original = (await run_sql(pools[0], "SELECT TABLE_COMMENT FROM information_schema.TABLES"
+                              " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'customer_events'")).rows[0][0]
+    for pool in pools:
+        await run_sql(pool, f"ALTER TABLE customer_events COMMENT '{slow_poll}'")
+    config = dataclasses.replace(local_cluster.config, messaging=MessagingConfig(binlog_watch=False))
+    proxy = Proxy(config, local_cluster.endpoints)
+    try:
+        await proxy.start()
+        s = await Stream(proxy.messaging.subscribe("commerce", "customer_events")).open()
+        managers = [proxy.messaging.managers[("commerce", shard, "customer_events")] for shard in ("-80", "80-")]
+        await asyncio.sleep(0.3)  # the subscriber's first polls are over
+        before = [m.counters.polls for m in managers]
+        session = ProxySession(proxy)
+        session.use_target("commerce")
+        await session.execute("INSERT INTO customer_events (id, tenant_id, message) VALUES (4242, 1, '{}')")
+        assert [r[0] for r in await s.rows(1)] == ["4242"]
+        await asyncio.sleep(0.3)  # a poll of the other shard, had it been woken, is over too
+        polled = [m.counters.polls - b for m, b in zip(managers, before, strict=True)]
+        assert sorted(polled) == [0, 1]  # the other shard was not woken
+        await s.close()
+    finally:
+        await proxy.close()
+        for pool in pools:
+            await run_sql(pool, "DELETE FROM customer_events WHERE id = 4242")
+            await run_sql(pool, f"ALTER TABLE customer_events COMMENT '{original.decode()}'")
