@@ -41,6 +41,7 @@ from proxy.session import Outcome, ProxySession
 from proxy.show import handle_show
 from proxy.system_variables import select_variables, set_statement, with_proxy_functions
 from proxy.topics.service import PlanWithTopics
+from proxy.topics.statement import is_topic_ddl
 from proxy.twopc import TWOPC
 from proxy.vschema_statements import alter_vschema
 from proxy.vstream_statement import vstream
@@ -180,6 +181,8 @@ class Executor:
     # -- routing ---------------------------------------------------------------------
     async def _route(self, session: ProxySession, sql: str, kw: str, any_shard: bool = False) -> Outcome:
         state = self.state
+        if kw in _DDL and is_topic_ddl(sql):
+            self._check_vschema_ddl(session)  # topic DDL changes what every proxy serves, as vschema DDL
         topic_out = None if any_shard else await state.topics.route(session, sql, kw)
         if isinstance(topic_out, PlanWithTopics):
             return await self._planned(session, sql, kw, topic_out.catalog)

@@ -443,7 +443,8 @@ def test_vschema_ddl_only_for_the_users_of_vschema_ddl_authorized_users(local_cl
                               autocommit=True)
         try:
             for sql in (f"alter vschema create vindex {v} using hash",
-                        f"create queue {_name('acl_q')} (body varchar(20))"):
+                        f"create queue {_name('acl_q')} (body varchar(20))",
+                        f"create topic {_name('acl_t')}"):
                 with pytest.raises(pymysql.err.OperationalError) as e, app.cursor() as c:
                     c.execute(sql)
                 assert e.value.args == (1045, "User 'app' is not authorized to perform vschema operations")
