@@ -27,7 +27,7 @@ from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.resharding.cluster_view import ClusterView
 from proxy.resharding.row_routing import RoutingError, RowRouter
 from proxy.resharding.shard_writer import ShardWriter
-from proxy.resharding.table_schema import read_tables
+from proxy.resharding.table_schema import SchemaCopyError, read_tables
 from proxy.resharding.topology import (
     KeyspaceTopology,
     ShardEndpointSpec,
@@ -146,13 +146,13 @@ async def create_workflow(
     topologies = await view.topologies()
     topology = topologies[keyspace]
     check_shards(name, topology, sources, targets, config.vschema_store_location)
-    # Every table must have a shard to go to before anything is created.
-    tables = await read_tables(topology.endpoint(sources[0]))
+    # Every table must have a primary key and a shard to go to before anything is created.
     try:
+        tables = await read_tables(topology.endpoint(sources[0]))
         router = RowRouter(keyspace, config.keyspaces[keyspace].vschema, targets)
         for table in tables:
             router.route(table.name)
-    except RoutingError as e:
+    except (RoutingError, SchemaCopyError) as e:
         raise WorkflowError(name, str(e)) from e
 
     def add_targets(current: KeyspaceTopology) -> KeyspaceTopology:
@@ -198,7 +198,7 @@ async def streams_stopped(view: ClusterView, workflow: Workflow, state: Workflow
     await view.store.save(stopped)
     async with view.store.locked(workflow.name, LOCK_WAIT_SECONDS) as held:
         if not held:
-            await view.store.save(workflow)
+            await view.store.save(workflow, if_state=state)
             raise WorkflowError(workflow.name, f"its streams did not stop within {LOCK_WAIT_SECONDS:.0f} s")
         yield stopped
 
