@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from proxy.engine.result import Result
 from proxy.errors import ShardError
+
+if TYPE_CHECKING:  # the CDC decoders import this module (the journal table): keep it light
+    from proxy.engine.result import Result
 
 logger = logging.getLogger(__name__)
 

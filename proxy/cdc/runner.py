@@ -25,8 +25,7 @@ from proxy.cdc.event_json import event_to_json
 from proxy.cdc.json_values import dumps
 from proxy.cdc.positions import GTID_BEGINNING, GTID_CURRENT, GTID_SNAPSHOT, Vgtid
 from proxy.cdc.start_positions import ShardKey
-from proxy.cdc.vstream import VStream
-from proxy.resharding.topology import read_topology, serving_endpoints, shard_locator
+from proxy.cdc.vstream import ShardLocator, VStream
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +66,16 @@ def parse_start(start: str) -> tuple[str | Vgtid, datetime | float | None]:
 
 async def serving_endpoints_of(
     config: object, endpoints: Mapping[ShardKey, ShardEndpointLike] | None
-) -> dict[ShardKey, ShardEndpointLike]:
+) -> tuple[dict[ShardKey, ShardEndpointLike], ShardLocator]:
     """The shards serving now: the stored topology's (a reshard switched), else the cluster
-    file's (``endpoints``: the file's shards where the caller has them)."""
-    return dict(serving_endpoints(await read_topology(config, endpoints)))  # type: ignore[arg-type]
+    file's (``endpoints``: the file's shards where the caller has them); and a locator of the
+    others (a reshard's sources and targets)."""
+    # Imported here: the topology brings the pools and the cluster package, which the CDC core
+    # (and its decoder processes) need not load.
+    from proxy.resharding.topology import read_topology, serving_endpoints, shard_locator
+
+    serving = serving_endpoints(await read_topology(config, endpoints))  # type: ignore[arg-type]
+    return dict(serving), shard_locator(config, endpoints)  # type: ignore[arg-type]
 
 
 async def run_cdc(
@@ -101,7 +106,7 @@ async def run_cdc(
     if fmt not in ("debezium", "vstream"):
         raise ValueError(f"unknown CDC output format {fmt!r} (debezium or vstream)")
     start_position, since = parse_start(start)
-    shard_endpoints = await serving_endpoints_of(config, endpoints)
+    shard_endpoints, locate = await serving_endpoints_of(config, endpoints)
     stop = stop if stop is not None else asyncio.Event()
     poll = _STOP_POLL_SECONDS
     if heartbeat_interval > 0:
@@ -114,7 +119,7 @@ async def run_cdc(
         since=since,
         minimize_skew=minimize_skew,
         heartbeat_interval=poll,
-        shard_locator=shard_locator(config, endpoints),  # type: ignore[arg-type]
+        shard_locator=locate,
         include_reshard_journal_events=include_reshard_journal_events,
         stop_on_reshard=stop_on_reshard,
     ) as stream:

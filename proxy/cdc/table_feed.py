@@ -38,10 +38,14 @@ class TableChangeFeed:
         start: str | Vgtid = "current",
         row_ops: frozenset[str] = ALL_ROW_OPS,
         on_ddl: Callable[[str, str], None] | None = None,
+        end_shards_at_journal: bool = False,
     ) -> None:
+        """``end_shards_at_journal``: a shard's feed ends at a resharding journal (for a follower
+        that is restarted on the new shards anyway, as messaging's change watch is)."""
         shards = {key: ep for key, ep in endpoints.items() if key[0] == keyspace}
         self._on_ddl = on_ddl
-        self._stream = VStream(shards, [f"{keyspace}.{table}"], start=start, row_ops=row_ops)
+        self._stream = VStream(shards, [f"{keyspace}.{table}"], start=start, row_ops=row_ops,
+                               end_shards_at_journal=end_shards_at_journal)
 
     @property
     def vgtid(self) -> Vgtid:

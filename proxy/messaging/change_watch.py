@@ -68,8 +68,11 @@ class TableChangeWatch:
     async def _run(self) -> None:
         while True:
             try:
+                # A resharding switch ends a source's feed at its journal; the messaging service
+                # then starts a watch on the new shards (MessagingService.set_shards).
                 async with TableChangeFeed(
-                    self.endpoints, self.keyspace, self.table, row_ops=_INSERTS, on_ddl=self.on_ddl
+                    self.endpoints, self.keyspace, self.table, row_ops=_INSERTS, on_ddl=self.on_ddl,
+                    end_shards_at_journal=True,
                 ) as feed:
                     async for change in feed.changes():
                         if change.op is not RowOp.DELETE and wants_delivery(change.row, time.time_ns()):

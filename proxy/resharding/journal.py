@@ -36,11 +36,13 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
-from proxy.pools import ShardConnection
 from proxy.sidecar_tables import SIDECAR_DB, ensure_sidecar_table, hex_literal, utf8_literal
+
+if TYPE_CHECKING:  # the CDC decoders import this module (Journal): the pools stay out of them
+    from proxy.pools import ShardConnection
 
 logger = logging.getLogger(__name__)
 

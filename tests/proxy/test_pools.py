@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import MySQLdb
 import MySQLdb.cursors
+import pytest
+
+from proxy.errors import ProxyError
+from proxy.pools import ShardAddress, ShardPools
 
 EOF_LOOKALIKE = bytes.fromhex("05000001fe00000200")
 
@@ -31,3 +37,27 @@ def test_values_with_two_and_three_byte_lengths_relay_intact(proxy) -> None:
         assert [int(r[1]) for r in rows] == [*range(1, 51), 0]
     finally:
         conn.close()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_retired_pool_closes_idle_connections_at_once_and_busy_ones_when_released(local_cluster) -> None:
+    e = local_cluster.endpoint("commerce", "80-")
+    pools = ShardPools([ShardAddress("commerce", "80-", e.host, e.port, e.user, e.password, e.database)])
+    pool = pools.get("commerce", "80-")
+    try:
+        busy, idle = await pool.acquire(), await pool.acquire()
+        pool.release(idle)
+        await busy.execute("begin")
+        await busy.execute("select 1 from customer limit 1 for update")
+        pools.retire("commerce", "80-")
+        with pytest.raises(ProxyError, match="no such shard"):
+            pools.get("commerce", "80-")
+        await asyncio.sleep(0.1)
+        assert idle.conn.closed
+        await busy.execute("commit")  # the transaction running there finishes there
+        assert not busy.conn.closed
+        pool.release(busy)
+        await pools.close()  # waits for the retired pool's close
+        assert busy.conn.closed
+    finally:
+        await pools.close()
