@@ -109,7 +109,9 @@ def check_shards(
         )
 
 
-def _target_spec(config: ClusterConfig, topologies: dict[str, KeyspaceTopology], keyspace: str, shard: str) -> ShardEndpointSpec:
+def _target_spec(
+    workflow: str, config: ClusterConfig, topologies: dict[str, KeyspaceTopology], keyspace: str, shard: str
+) -> ShardEndpointSpec:
     ks = config.keyspaces[keyspace]
     if shard in ks.reshard_targets:
         return ShardEndpointSpec(ks.reshard_targets[shard])
@@ -120,7 +122,7 @@ def _target_spec(config: ClusterConfig, topologies: dict[str, KeyspaceTopology],
             instance = replace(instance, data_dir=instance.data_dir.with_name(f"{instance.data_dir.name}.{instance.port}"))
         return local_endpoint_spec(keyspace, shard, instance)
     raise WorkflowError(
-        "-", f"target shard {keyspace}/{shard} has no server: give its dsn in keyspaces.{keyspace}.reshard_targets "
+        workflow, f"target shard {keyspace}/{shard} has no server: give its dsn in keyspaces.{keyspace}.reshard_targets "
         f"of {config.path}"
     )
 
@@ -159,7 +161,7 @@ async def create_workflow(
         latest = {**topologies, keyspace: current}
         for target in targets:
             if target not in current.shards:
-                spec = _target_spec(config, latest, keyspace, target)
+                spec = _target_spec(name, config, latest, keyspace, target)
                 current = current.with_shard(target, spec)
                 latest[keyspace] = current
         return current
