@@ -37,6 +37,7 @@ from vschema.keyrange import KeyRange
 from vschema.vindexes.hash import HashVindex
 
 SEED_ROWS = 3000
+ORDERS = [(900_000 + i, i * 7 + 1) for i in range(40)]  # (order_id, customer_id): on every shard
 
 
 @pytest.fixture
@@ -119,6 +120,12 @@ def run_ok(config_path: Path, workflow: str, *verb: str) -> str:
 def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> None:
     path = up.config_path
     expected = seed(up, 1, SEED_ROWS)
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.executemany("insert into corder (order_id, customer_id, sku, price) values (%s, %s, 'sku', 1)", ORDERS)
+    finally:
+        conn.close()
     changes = ChangeConsumer(up)
     changes.start()
     writer = Writer(up, 1_000_000)
@@ -145,6 +152,15 @@ def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> No
     run_ok(path, "split", "complete")
     assert status(path, "split")["state"] == "Completed"
     assert_rows_placed(path, expected)
+    # Orders found by their lookup vindex (lookup rows keep naming keyspace ids, which did not change).
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            for order_id, customer_id in ORDERS:
+                cur.execute("select customer_id from corder where order_id = %s", (order_id,))
+                assert cur.fetchall() == ((customer_id,),)
+    finally:
+        conn.close()
 
 
 def test_cancel_before_the_switch_removes_the_targets_and_progress_shows_in_metrics(up: UpProcess) -> None:
