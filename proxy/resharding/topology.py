@@ -34,7 +34,8 @@ not supported by the serving side).
 
 API (what the Reshard workflow calls)::
 
-    KeyspaceTopology(keyspace, serving, shards, version)    # frozen; .endpoint(shard), .with_serving(...)
+    KeyspaceTopology(keyspace, serving, shards, version)    # frozen; .endpoint(shard), .endpoints,
+        .with_shard(shard, spec), .with_serving(shards), .without_shards(shards), .to_json()/from_json
     ShardEndpointSpec(endpoint: ShardEndpoint, local: LocalInstance | None)
     LocalInstance(port, data_dir, server_id, gtid_domain_id).spec(keyspace, shard) -> LocalShardSpec
     cluster_topology(config) -> dict[str, KeyspaceTopology]             # the cluster file's (version 0)
@@ -42,11 +43,17 @@ API (what the Reshard workflow calls)::
     await stored_versions(conn) -> dict[str, int]                      # keyspace -> stored version
     await save_topology(conn, keyspace, topology, expected_version) -> KeyspaceTopology  # CAS
     allocate_local_shard(config, topologies, keyspace, shard) -> LocalInstance  # next free port/ids
+    local_endpoint_spec(keyspace, shard, instance) -> ShardEndpointSpec
+    LocalCluster.start_added_shard(instance.spec(keyspace, shard), schema_path)  # start it (proxy/cluster)
     await read_topology(config) -> dict[str, KeyspaceTopology]  # over a connection of its own
     serving_endpoints(topologies) -> {(ks, shard): ShardEndpoint}  # what "current" streams read
     shard_locator(config) -> VStream shard_locator (any shard the store knows)
     await start_stored_local_shards(cluster)  # `shardgate up`: the stored topology's extra local shards
     TopologyConflict: ProxyError 1105 when expected_version is not the stored one
+
+The workflow's order: targets saved with ``with_shard`` when created (not serving: every proxy
+and CDC stream then knows where they are), ``with_serving`` at the switch (after the journal),
+``without_shards`` at ``complete``.
 
 ``conn`` is a :class:`proxy.pools.ShardConnection` to the vschema-store shard
 (``config.vschema_store_location``). Every proxy process follows the table through the live
