@@ -291,10 +291,13 @@ async def load_topology(
     *,
     base: Mapping[str, KeyspaceTopology] | None = None,
     table: str | None = None,
+    current: Mapping[str, KeyspaceTopology] | None = None,
 ) -> dict[str, KeyspaceTopology]:
     """Every keyspace's topology: its stored row, or the cluster file's shards where it has none
     (``base``: those, when the caller has them). A stored keyspace the cluster file does not
-    name is ignored (logged)."""
+    name is ignored (logged). An unreadable row raises :class:`TopologyError`, unless the
+    caller serves a ``current`` topology: that one is kept (with the row's version, so a
+    follower does not read it again until it changes) and the error logged."""
     table = table or await topology_table(conn)
     res = await conn.execute(
         f"select keyspace, doc, version from {table} where cluster = {hex_literal(conn.pool.address.database)}"
@@ -305,11 +308,20 @@ async def load_topology(
         if name not in config.keyspaces:
             logger.warning("topology stored for a keyspace the cluster file does not name", extra={"keyspace": name})
             continue
+        stored_version = int(row_text(version))
         try:
-            parsed = json.loads(row_text(doc))
-        except ValueError as e:
-            raise TopologyError(name, f"unreadable document ({e})") from e
-        out[name] = KeyspaceTopology.from_json(name, parsed, int(row_text(version)))
+            try:
+                parsed = json.loads(row_text(doc))
+            except ValueError as e:
+                raise TopologyError(name, f"unreadable document ({e})") from e
+            out[name] = KeyspaceTopology.from_json(name, parsed, stored_version)
+        except TopologyError as e:
+            if current is None or name not in current:
+                raise
+            # Never fall back to the file's shards: after a switch they are the wrong ones.
+            logger.error("stored topology unreadable: keeping the one in force",
+                         extra={"keyspace": name, "version": stored_version, "error": e.message})
+            out[name] = replace(current[name], version=stored_version)
     return out
 
 
