@@ -136,6 +136,8 @@ async def _serve_with_reshard_host(config: Any, serving: Any, cluster: Any = Non
 
 
 def cmd_reshard(args: argparse.Namespace) -> int:
+    import pymysql
+
     from proxy.errors import ProxyError
     from proxy.resharding.commands import run_command
 
@@ -144,6 +146,8 @@ def cmd_reshard(args: argparse.Namespace) -> int:
         return asyncio.run(run_command(config, args))
     except ProxyError as e:
         raise CliError(f"ERROR {e.code} ({e.sqlstate}): {e.message}") from e
+    except (pymysql.MySQLError, OSError) as e:  # a shard the command reads directly is down
+        raise CliError(f"a shard is unavailable: {e}") from e
     except KeyboardInterrupt:
         return 130
 

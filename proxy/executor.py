@@ -128,7 +128,24 @@ class Executor:
         """Run a DML statement; one refused by a source shard at a resharding switch is held
         until the topology changes and run again on the new shards
         (proxy/resharding/write_hold.py says which statements can be, and why)."""
-        opened: set[tuple[str, str]] = set()
+        opened = set(session.tx.conns) if session.tx is not None else set()
+        session.vcursor.reached.clear()
+        try:
+            return await run()
+        except ProxyError as e:
+            denied = denied_shard_error(e)
+            if denied is None:
+                raise
+            return await self._hold_write(session, denied, run, opened)
+
+    async def _hold_write(
+        self,
+        session: ProxySession,
+        error: ShardError,
+        run: Callable[[], Awaitable[Outcome]],
+        opened: set[tuple[str, str]],
+    ) -> Outcome:
+        """The held path of ``_write_holding`` (off the hot path: only at a switch)."""
 
         async def attempt() -> Outcome:
             opened.clear()
@@ -153,13 +170,7 @@ class Executor:
             record_write_hold(error.keyspace, "refused", 0.0)
             raise transaction_refused(error) from error
 
-        try:
-            return await attempt()
-        except ProxyError as e:
-            denied = denied_shard_error(e)
-            if denied is None:
-                raise
-            return await self.state.write_hold.hold(denied, attempt, may_hold)
+        return await self.state.write_hold.hold(error, attempt, may_hold)
 
     async def _atomic_statement(self, session: ProxySession, sql: str, kw: str) -> Outcome:
         """An autocommit DML statement of a twopc session: in an implicit transaction, so

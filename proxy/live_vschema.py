@@ -159,7 +159,8 @@ class LiveVSchema:
     async def _read_topology(self, sc: ShardConnection) -> dict[str, KeyspaceTopology]:
         if self._topology_table is None:
             self._topology_table = await topology_table(sc)
-        return await load_topology(sc, self.proxy.config, base=self.proxy.file_topology, table=self._topology_table)
+        return await load_topology(sc, self.proxy.config, base=self.proxy.file_topology, table=self._topology_table,
+                                   current=self.proxy.topology)
 
     async def _read(self, sc: ShardConnection, for_update: bool = False) -> dict[str, StoredDoc]:
         table = await self._ensure_table(sc)

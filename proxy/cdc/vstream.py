@@ -390,6 +390,11 @@ class VStream:
         for participant in participants:
             self._positions.pop(participant, None)
         self._positions.update(targets)
+        # A target may be a shard that ended at an earlier journal (a reverse switch hands the
+        # keyspace back to the sources): from the journal's position on it is streamed again.
+        self._ended -= set(targets)
+        for target in targets:
+            self.journals.pop(target, None)
         self._vgtid = Vgtid.from_positions(self._positions)
         if self.aligner is not None:
             self.aligner.replace_streams(participants, targets)

@@ -44,6 +44,7 @@ class StateSampler:
         self.sessions = sessions
         self.cdc = cdc
         self._last: dict[str, dict[Any, float]] = {}
+        self._pool_keys: set[tuple[str, str]] = set()
 
     def _counter(self, counter: Any, labels: tuple[str, ...], value: float) -> None:
         add_to_counter(counter, self._last.setdefault(counter._name, {}), labels, value)
@@ -57,7 +58,14 @@ class StateSampler:
         self._twopc()
 
     def _pools(self) -> None:
-        for (keyspace, shard), pool in self.proxy.pools.pools.items():
+        pools = self.proxy.pools.pools
+        # A shard retired by a resharding switch has no pool any more: 0, not a frozen last value
+        # (set, not removed: multi-process metrics cannot remove a series).
+        for keyspace, shard in self._pool_keys - set(pools):
+            for gauge in (metrics.POOL_CAPACITY, metrics.POOL_SIZE, metrics.POOL_IN_USE, metrics.POOL_WAITERS):
+                gauge.labels(keyspace, shard).set(0)
+        self._pool_keys = set(pools)
+        for (keyspace, shard), pool in pools.items():
             inner = pool._pool
             size = inner.size if inner is not None else 0
             free = inner.freesize if inner is not None else 0

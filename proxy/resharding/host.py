@@ -28,7 +28,7 @@ from proxy.observability import metrics
 from proxy.resharding.cluster_view import ClusterView
 from proxy.resharding.streams import WorkflowStreams
 from proxy.resharding.topology import KeyspaceTopology
-from proxy.resharding.workflow import Workflow, WorkflowState
+from proxy.resharding.workflow import Workflow, WorkflowChanged, WorkflowState
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +147,8 @@ class WorkflowHost:
                     await streams.follow()
                 except asyncio.CancelledError:
                     raise
+                except WorkflowChanged:
+                    return  # the next poll sees the new state
                 except Exception as e:
                     logger.warning(
                         "reshard streams failed; retrying",

@@ -27,7 +27,7 @@ from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.resharding.cluster_view import ClusterView
 from proxy.resharding.row_routing import RoutingError, RowRouter
 from proxy.resharding.shard_writer import ShardWriter
-from proxy.resharding.table_schema import read_tables
+from proxy.resharding.table_schema import SchemaCopyError, read_tables
 from proxy.resharding.topology import (
     KeyspaceTopology,
     ShardEndpointSpec,
@@ -109,7 +109,9 @@ def check_shards(
         )
 
 
-def _target_spec(config: ClusterConfig, topologies: dict[str, KeyspaceTopology], keyspace: str, shard: str) -> ShardEndpointSpec:
+def _target_spec(
+    workflow: str, config: ClusterConfig, topologies: dict[str, KeyspaceTopology], keyspace: str, shard: str
+) -> ShardEndpointSpec:
     ks = config.keyspaces[keyspace]
     if shard in ks.reshard_targets:
         return ShardEndpointSpec(ks.reshard_targets[shard])
@@ -120,7 +122,7 @@ def _target_spec(config: ClusterConfig, topologies: dict[str, KeyspaceTopology],
             instance = replace(instance, data_dir=instance.data_dir.with_name(f"{instance.data_dir.name}.{instance.port}"))
         return local_endpoint_spec(keyspace, shard, instance)
     raise WorkflowError(
-        "-", f"target shard {keyspace}/{shard} has no server: give its dsn in keyspaces.{keyspace}.reshard_targets "
+        workflow, f"target shard {keyspace}/{shard} has no server: give its dsn in keyspaces.{keyspace}.reshard_targets "
         f"of {config.path}"
     )
 
@@ -146,20 +148,20 @@ async def create_workflow(
     topologies = await view.topologies()
     topology = topologies[keyspace]
     check_shards(name, topology, sources, targets, config.vschema_store_location)
-    # Every table must have a shard to go to before anything is created.
-    tables = await read_tables(topology.endpoint(sources[0]))
+    # Every table must have a primary key and a shard to go to before anything is created.
     try:
+        tables = await read_tables(topology.endpoint(sources[0]))
         router = RowRouter(keyspace, config.keyspaces[keyspace].vschema, targets)
         for table in tables:
             router.route(table.name)
-    except RoutingError as e:
+    except (RoutingError, SchemaCopyError) as e:
         raise WorkflowError(name, str(e)) from e
 
     def add_targets(current: KeyspaceTopology) -> KeyspaceTopology:
         latest = {**topologies, keyspace: current}
         for target in targets:
             if target not in current.shards:
-                spec = _target_spec(config, latest, keyspace, target)
+                spec = _target_spec(name, config, latest, keyspace, target)
                 current = current.with_shard(target, spec)
                 latest[keyspace] = current
         return current
@@ -198,7 +200,7 @@ async def streams_stopped(view: ClusterView, workflow: Workflow, state: Workflow
     await view.store.save(stopped)
     async with view.store.locked(workflow.name, LOCK_WAIT_SECONDS) as held:
         if not held:
-            await view.store.save(workflow)
+            await view.store.save(workflow, if_state=state)
             raise WorkflowError(workflow.name, f"its streams did not stop within {LOCK_WAIT_SECONDS:.0f} s")
         yield stopped
 

@@ -27,7 +27,7 @@ from proxy.resharding.row_copy import CopyProgress, copy_source
 from proxy.resharding.row_routing import RowRouter
 from proxy.resharding.shard_writer import ShardWriter
 from proxy.resharding.table_schema import TableSchema, create_tables, read_tables
-from proxy.resharding.workflow import Workflow, WorkflowState, WorkflowStore
+from proxy.resharding.workflow import Workflow, WorkflowChanged, WorkflowState, WorkflowStore
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,8 @@ class WorkflowStreams:
                 self.workflow = self.workflow.with_state(
                     self.workflow.state, copy_start={**self.workflow.copy_start, source: gtid}
                 )
-                await self.store.save(self.workflow)
+                if not await self.store.save(self.workflow, if_state=WorkflowState.COPYING):
+                    raise WorkflowChanged(self.workflow.name)
 
         await asyncio.gather(
             *(
@@ -120,9 +121,9 @@ class WorkflowStreams:
                 for source in wf.streaming_sources
             )
         )
-        latest = await self.store.require(wf.name)
-        self.workflow = latest.with_state(WorkflowState.RUNNING, copy_start=self.workflow.copy_start)
-        await self.store.save(self.workflow)
+        self.workflow = self.workflow.with_state(WorkflowState.RUNNING)
+        if not await self.store.save(self.workflow, if_state=WorkflowState.COPYING):
+            raise WorkflowChanged(self.workflow.name)  # leave the state as the command set it
         logger.info("copy finished", extra={"workflow": wf.name, "rows": self.copy_progress.total})
 
     # -- catch-up ------------------------------------------------------------------------------

@@ -34,7 +34,8 @@ not supported by the serving side).
 
 API (what the Reshard workflow calls)::
 
-    KeyspaceTopology(keyspace, serving, shards, version)    # frozen; .endpoint(shard), .with_serving(...)
+    KeyspaceTopology(keyspace, serving, shards, version)    # frozen; .endpoint(shard), .endpoints,
+        .with_shard(shard, spec), .with_serving(shards), .without_shards(shards), .to_json()/from_json
     ShardEndpointSpec(endpoint: ShardEndpoint, local: LocalInstance | None)
     LocalInstance(port, data_dir, server_id, gtid_domain_id).spec(keyspace, shard) -> LocalShardSpec
     cluster_topology(config) -> dict[str, KeyspaceTopology]             # the cluster file's (version 0)
@@ -42,11 +43,17 @@ API (what the Reshard workflow calls)::
     await stored_versions(conn) -> dict[str, int]                      # keyspace -> stored version
     await save_topology(conn, keyspace, topology, expected_version) -> KeyspaceTopology  # CAS
     allocate_local_shard(config, topologies, keyspace, shard) -> LocalInstance  # next free port/ids
+    local_endpoint_spec(keyspace, shard, instance) -> ShardEndpointSpec
+    LocalCluster.start_added_shard(instance.spec(keyspace, shard), schema_path)  # start it (proxy/cluster)
     await read_topology(config) -> dict[str, KeyspaceTopology]  # over a connection of its own
     serving_endpoints(topologies) -> {(ks, shard): ShardEndpoint}  # what "current" streams read
     shard_locator(config) -> VStream shard_locator (any shard the store knows)
     await start_stored_local_shards(cluster)  # `shardgate up`: the stored topology's extra local shards
     TopologyConflict: ProxyError 1105 when expected_version is not the stored one
+
+The workflow's order: targets saved with ``with_shard`` when created (not serving: every proxy
+and CDC stream then knows where they are), ``with_serving`` at the switch (after the journal),
+``without_shards`` at ``complete``.
 
 ``conn`` is a :class:`proxy.pools.ShardConnection` to the vschema-store shard
 (``config.vschema_store_location``). Every proxy process follows the table through the live
@@ -284,10 +291,13 @@ async def load_topology(
     *,
     base: Mapping[str, KeyspaceTopology] | None = None,
     table: str | None = None,
+    current: Mapping[str, KeyspaceTopology] | None = None,
 ) -> dict[str, KeyspaceTopology]:
     """Every keyspace's topology: its stored row, or the cluster file's shards where it has none
     (``base``: those, when the caller has them). A stored keyspace the cluster file does not
-    name is ignored (logged)."""
+    name is ignored (logged). An unreadable row raises :class:`TopologyError`, unless the
+    caller serves a ``current`` topology: that one is kept (with the row's version, so a
+    follower does not read it again until it changes) and the error logged."""
     table = table or await topology_table(conn)
     res = await conn.execute(
         f"select keyspace, doc, version from {table} where cluster = {hex_literal(conn.pool.address.database)}"
@@ -298,11 +308,20 @@ async def load_topology(
         if name not in config.keyspaces:
             logger.warning("topology stored for a keyspace the cluster file does not name", extra={"keyspace": name})
             continue
+        stored_version = int(row_text(version))
         try:
-            parsed = json.loads(row_text(doc))
-        except ValueError as e:
-            raise TopologyError(name, f"unreadable document ({e})") from e
-        out[name] = KeyspaceTopology.from_json(name, parsed, int(row_text(version)))
+            try:
+                parsed = json.loads(row_text(doc))
+            except ValueError as e:
+                raise TopologyError(name, f"unreadable document ({e})") from e
+            out[name] = KeyspaceTopology.from_json(name, parsed, stored_version)
+        except TopologyError as e:
+            if current is None or name not in current:
+                raise
+            # Never fall back to the file's shards: after a switch they are the wrong ones.
+            logger.error("stored topology unreadable: keeping the one in force",
+                         extra={"keyspace": name, "version": stored_version, "error": e.message})
+            out[name] = replace(current[name], version=stored_version)
     return out
 
 

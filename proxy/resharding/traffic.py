@@ -140,7 +140,7 @@ async def switch_traffic(
                     raise
             caught_up = time.monotonic()
         except BaseException as e:
-            await view.store.save(workflow)  # back as it was: the host resumes its streams
+            await view.store.save(workflow, if_state=WorkflowState.STOPPED)  # back as it was: streams resume
             if isinstance(e, TimeoutError):
                 raise WorkflowError(name, f"targets did not catch up within {timeout_seconds:.0f} s; writes allowed again") from e
             raise

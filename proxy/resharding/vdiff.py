@@ -173,7 +173,7 @@ async def run_vdiff(view: ClusterView, name: str, timeout_seconds: float = DEFAU
                 await asyncio.to_thread(snapshot.close)
             for conn in targets.values():
                 await asyncio.to_thread(conn.close)
-            await view.store.save(workflow)  # the streams run again
+            await view.store.save(workflow, if_state=WorkflowState.STOPPED)  # the streams run again
     report = VDiffReport(name, {s: str(p) for s, p in positions.items()}, diffs)
     logger.info("vdiff done", extra={"workflow": name, "clean": report.clean})
     return report

@@ -65,6 +65,10 @@ class WorkflowError(ProxyError):
         self.workflow = workflow
 
 
+class WorkflowChanged(Exception):
+    """A command changed the workflow's state under a running host: the host lets go of it."""
+
+
 @dataclass(frozen=True)
 class Workflow:
     name: str
@@ -233,15 +237,21 @@ class WorkflowStore:
             raise WorkflowError(workflow.name, "already exists (see `status`; `cancel` or `complete` it first)")
         logger.info("workflow created", extra={"workflow": workflow.name, "keyspace": workflow.keyspace})
 
-    async def save(self, workflow: Workflow) -> None:
+    async def save(self, workflow: Workflow, *, if_state: WorkflowState | None = None) -> bool:
+        """Store ``workflow``; with ``if_state`` only while the stored state is still that one (the
+        host's own changes must not undo a state a command set meanwhile). True if written."""
+        condition = "" if if_state is None else f" and state = {sql_literal(str(if_state))}"
         async with self.connection() as sc:
             table, _ = await self._tables(sc)
-            await sc.execute(
+            res = await sc.execute(
                 f"update {table} set state = {sql_literal(str(workflow.state))}, "
                 f"doc = {utf8_literal(json.dumps(workflow.to_json()))}, updated_at = utc_timestamp(6) "
-                f"where workflow = {sql_literal(workflow.name)}"
+                f"where workflow = {sql_literal(workflow.name)}{condition}"
             )
-        logger.info("workflow saved", extra={"workflow": workflow.name, "state": str(workflow.state)})
+        written = if_state is None or res.affected_rows == 1
+        if written:
+            logger.info("workflow saved", extra={"workflow": workflow.name, "state": str(workflow.state)})
+        return written
 
     async def copy_states(self, name: str) -> list[TableCopyState]:
         async with self.connection() as sc:

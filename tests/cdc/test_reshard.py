@@ -312,3 +312,25 @@ async def test_a_journal_with_several_participants_moves_the_stream_once_all_rea
     journal_groups = [g for g in groups if any(isinstance(e, JournalEvent) for e in g.events)]
     assert len(journal_groups) == 1 and journal_groups[0].shard == "80-"  # forwarded when the last one reached it
     assert groups.index(journal_groups[0]) == len(groups) - 2
+
+
+async def test_a_vstream_follows_a_switch_and_its_reverse(split: Split) -> None:
+    await split.prepare()
+    a, c = ids_on(split.vschema, "customer", SOURCE, 2, next(_ids))
+    stream = await _stream(split, include_reshard_journal_events=True)
+    try:
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({a}, 'a')")
+        await split.switch()
+        target = shard_of(split.vschema, "customer", a, TARGETS)
+        await asyncio.to_thread(_write, split, target, f"update customer set email = 'b' where customer_id = {a}")
+        back = await split.reverse()  # the source rewritten from the targets: before its journal position
+        await asyncio.to_thread(_write, split, SOURCE, f"insert into customer (customer_id, email) values ({c}, 'c')")
+        changes, groups = await _collect(stream, 3)
+        changes += await _nothing_more(stream)
+        vgtid = stream.vgtid
+    finally:
+        await stream.aclose()
+    assert changes == [("insert", a, SOURCE), ("update", a, target), ("insert", c, SOURCE)]
+    journals = [e.journal for g in groups for e in g.events if isinstance(e, JournalEvent)]
+    assert len(journals) == 2 and journals[1] == back
+    assert sorted(s.shard for s in vgtid.shard_gtids) == [SOURCE, "80-"]

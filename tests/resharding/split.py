@@ -7,7 +7,8 @@ SwitchTraffic makes it (the workflow itself is another engineer's; these tests c
    primary vindex picks (SELECT on the source, INSERT on the target: nothing is written to the
    source any more, so the copy is complete), record each target's GTID position after its
    copy, write the journal into the source's binlog, flip the topology (targets serving);
-3. ``reset``: back to the cluster file's shards serving (targets kept listed, emptied; writes allowed).
+3. ``reverse``: ReverseTraffic (the source serves again from a second journal, on the targets);
+4. ``reset``: back to the cluster file's shards serving (targets kept listed, emptied; writes allowed).
 
 Only the serving-side API is used: proxy/resharding/{topology,denied_writes,journal}.py.
 """
@@ -25,7 +26,7 @@ import pymysql
 from proxy.cluster import LocalCluster
 from proxy.config import ShardEndpoint
 from proxy.pools import ShardAddress, ShardConnection, ShardPools
-from proxy.resharding.denied_writes import allow_writes, deny_writes
+from proxy.resharding.denied_writes import BYPASS_SQL, allow_writes, deny_writes
 from proxy.resharding.journal import Journal, KeyspaceShard, ShardGtid, journal_id, write_journal
 from proxy.resharding.topology import (
     KeyspaceTopology,
@@ -64,6 +65,17 @@ def ids_on(split_keyspace: Keyspace, table: str, shard: str, count: int, start: 
             out.append(key)
         key += 1
     return out
+
+
+def _rows(endpoint: ShardEndpoint, table: str) -> list[dict[str, Any]]:
+    conn = pymysql.connect(host=endpoint.host, port=endpoint.port, user=endpoint.user, password=endpoint.password,
+                           database=endpoint.database, cursorclass=pymysql.cursors.DictCursor)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"select * from `{table}`")
+            return list(cur.fetchall())
+    finally:
+        conn.close()
 
 
 def run_sql(endpoint: ShardEndpoint, *statements: str | tuple[str, Sequence[Any]]) -> list[tuple]:
@@ -147,57 +159,79 @@ class Split:
         topology = self.topology
         assert topology is not None
         ranges = {shard: KeyRange.parse(shard) for shard in TARGETS}
-        src = topology.endpoint(SOURCE)
-        conn = pymysql.connect(host=src.host, port=src.port, user=src.user, password=src.password,
-                               database=src.database, cursorclass=pymysql.cursors.DictCursor)
-        try:
-            for table in self.tables:
-                vindex = self.vschema.tables[table].primary_vindex
-                assert vindex is not None
-                with conn.cursor() as cur:
-                    cur.execute(f"select * from `{table}`")
-                    rows = list(cur.fetchall())
-                by_target: dict[str, list[dict[str, Any]]] = {s: [] for s in TARGETS}
-                for row in rows:
-                    ksid = vindex.vindex.keyspace_id(row[vindex.columns[0]])
-                    assert ksid is not None
-                    by_target[next(s for s, r in ranges.items() if r.contains(ksid))].append(row)
-                for shard, target_rows in by_target.items():
-                    if not target_rows:
-                        continue
-                    cols = list(target_rows[0])
-                    sql = (f"insert into `{table}` ({', '.join(f'`{c}`' for c in cols)}) "
-                           f"values ({', '.join(['%s'] * len(cols))})")
-                    dst = topology.endpoint(shard)
-                    out = pymysql.connect(host=dst.host, port=dst.port, user=dst.user, password=dst.password,
-                                          database=dst.database, autocommit=False)
-                    try:
-                        with out.cursor() as cur:
-                            cur.executemany(sql, [tuple(r[c] for c in cols) for r in target_rows])
-                        out.commit()
-                    finally:
-                        out.close()
-        finally:
-            conn.close()
+        for table in self.tables:
+            vindex = self.vschema.tables[table].primary_vindex
+            assert vindex is not None
+            by_target: dict[str, list[tuple[str, list[Any]]]] = {s: [] for s in TARGETS}
+            for row in _rows(topology.endpoint(SOURCE), table):
+                ksid = vindex.vindex.keyspace_id(row[vindex.columns[0]])
+                assert ksid is not None
+                cols = list(row)
+                by_target[next(s for s, r in ranges.items() if r.contains(ksid))].append((
+                    f"insert into `{table}` ({', '.join(f'`{c}`' for c in cols)}) values ({', '.join(['%s'] * len(cols))})",
+                    [row[c] for c in cols]))
+            for shard, inserts in by_target.items():
+                if inserts:
+                    run_sql(topology.endpoint(shard), "begin", *inserts, "commit")
 
     @asynccontextmanager
     async def _source(self) -> AsyncIterator[ShardConnection]:
-        e = self.cluster.endpoint(KEYSPACE, SOURCE)
-        pools = ShardPools([ShardAddress(KEYSPACE, SOURCE, e.host, e.port, e.user, e.password, e.database)],
-                           maxsize=1)
+        async with self._connection(SOURCE) as sc:
+            yield sc
+
+    @asynccontextmanager
+    async def _connection(self, shard: str) -> AsyncIterator[ShardConnection]:
+        e = self.topology.endpoint(shard) if self.topology is not None else self.cluster.endpoint(KEYSPACE, shard)
+        pools = ShardPools([ShardAddress(KEYSPACE, shard, e.host, e.port, e.user, e.password, e.database)], maxsize=1)
         try:
-            async with pools.get(KEYSPACE, SOURCE).connection() as sc:
+            async with pools.get(KEYSPACE, shard).connection() as sc:
                 yield sc
         finally:
             await pools.close()
 
-    async def reset(self) -> None:
-        """The cluster file's topology again: targets emptied (kept running and listed), writes
-        allowed on the source."""
-        topology = await self.prepare()
-        source = self.cluster.endpoint(KEYSPACE, SOURCE)
+    async def reverse(self) -> Journal:
+        """ReverseTraffic by hand, after ``switch``: deny writes on the targets, bring the source up
+        to date (its rows replaced by the targets', through the bypass of its own denial, as a
+        reverse replication writes), record its position, write the journal on every target,
+        the source serving again with writes allowed."""
+        topology = self.topology
+        assert topology is not None
+        for shard in TARGETS:
+            async with self._connection(shard) as sc:
+                await deny_writes(sc, topology.endpoint(shard).database, self.tables)
+        source = topology.endpoint(SOURCE)
+        statements: list[str | tuple[str, Sequence[Any]]] = [BYPASS_SQL]
+        for table in self.tables:
+            statements.append(f"delete from `{table}`")
+            for shard in TARGETS:
+                for row in await asyncio.to_thread(_rows, topology.endpoint(shard), table):
+                    cols = list(row)
+                    statements.append((f"insert into `{table}` ({', '.join(f'`{c}`' for c in cols)}) "
+                                       f"values ({', '.join(['%s'] * len(cols))})", [row[c] for c in cols]))
+        statements.append("select @@global.gtid_binlog_pos")
+        position = str((await asyncio.to_thread(run_sql, source, *statements))[0][0])
+        participants = tuple(KeyspaceShard(KEYSPACE, t) for t in TARGETS)
+        workflow = f"reverse{next(_workflows)}"
+        journal = Journal(journal_id(workflow, KEYSPACE, participants), "SHARDS", KEYSPACE, tuple(self.tables),
+                          (ShardGtid(KEYSPACE, SOURCE, position),), participants, (workflow,))
+        for shard in TARGETS:
+            async with self._connection(shard) as sc:
+                await write_journal(sc, journal)
         async with self._source() as sc:
             await allow_writes(sc, source.database, self.tables)
+        async with self.store() as sc:
+            self.topology = await save_topology(
+                sc, KEYSPACE, topology.with_serving(list(self.config.keyspaces[KEYSPACE].shards)), topology.version)
+        self.journal = journal
+        return journal
+
+    async def reset(self) -> None:
+        """The cluster file's topology again: targets emptied (kept running and listed), writes
+        allowed on every shard."""
+        topology = await self.prepare()
+        for shard in (SOURCE, *TARGETS):
+            async with self._connection(shard) as sc:
+                await allow_writes(sc, topology.endpoint(shard).database, self.tables)
         for shard in TARGETS:
             await asyncio.to_thread(run_sql, topology.endpoint(shard),
                                     *(f"delete from `{t}`" for t in self.tables))

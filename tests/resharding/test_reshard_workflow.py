@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from collections import Counter
@@ -11,8 +15,12 @@ from pathlib import Path
 
 import pymysql
 import pytest
+import yaml
 
+from proxy.cluster import LocalCluster, LocalShardSpec, plan_local_shards
+from proxy.config import load_config
 from tests.conftest import mariadb_template_dir
+from tests.proxy_process import REPO
 from tests.resharding.split import run_sql
 from tests.resharding.workflow_cluster import (
     ChangeConsumer,
@@ -29,6 +37,7 @@ from vschema.keyrange import KeyRange
 from vschema.vindexes.hash import HashVindex
 
 SEED_ROWS = 3000
+ORDERS = [(900_000 + i, i * 7 + 1) for i in range(40)]  # (order_id, customer_id): on every shard
 
 
 @pytest.fixture
@@ -111,6 +120,12 @@ def run_ok(config_path: Path, workflow: str, *verb: str) -> str:
 def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> None:
     path = up.config_path
     expected = seed(up, 1, SEED_ROWS)
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.executemany("insert into corder (order_id, customer_id, sku, price) values (%s, %s, 'sku', 1)", ORDERS)
+    finally:
+        conn.close()
     changes = ChangeConsumer(up)
     changes.start()
     writer = Writer(up, 1_000_000)
@@ -137,6 +152,15 @@ def test_split_while_writing_then_vdiff_switch_and_complete(up: UpProcess) -> No
     run_ok(path, "split", "complete")
     assert status(path, "split")["state"] == "Completed"
     assert_rows_placed(path, expected)
+    # Orders found by their lookup vindex (lookup rows keep naming keyspace ids, which did not change).
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            for order_id, customer_id in ORDERS:
+                cur.execute("select customer_id from corder where order_id = %s", (order_id,))
+                assert cur.fetchall() == ((customer_id,),)
+    finally:
+        conn.close()
 
 
 def test_cancel_before_the_switch_removes_the_targets_and_progress_shows_in_metrics(up: UpProcess) -> None:
@@ -268,3 +292,70 @@ def test_reverse_traffic_switch_again_then_merge_back(up: UpProcess) -> None:
     expected |= writer.committed
     run_ok(path, "merge", "complete")
     assert_rows_placed(path, expected)
+
+
+def test_split_of_dsn_shards_into_reshard_targets_hosted_by_serve(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Shards given by dsn (here: local instances the test runs) and the targets named in
+    ``reshard_targets``; the workflow runs in ``shardgate serve``."""
+    path = write_cluster_file(tmp_path / "local", mariadb_template_dir(request.config, tmp_path))
+    config = load_config(path)
+    cluster = LocalCluster(config)
+    asyncio.run(cluster.start())
+    serve: subprocess.Popen[bytes] | None = None
+    try:
+        spare = plan_local_shards(config)
+        base = config.local.base_port  # type: ignore[union-attr]
+        targets = {}
+        for i, shard in enumerate(("-40", "40-80")):
+            spec = LocalShardSpec("commerce", shard, len(spare) + i, base + len(spare) + i,
+                                  config.local.data_dir / "targets" / shard.replace("-", "_"),  # type: ignore[union-attr]
+                                  100 + len(spare) + i, len(spare) + i + 1)
+            asyncio.run(cluster.start_added_shard(spec))
+            targets[shard] = spec.endpoint
+        dsn = tmp_path / "dsn"
+        dsn.mkdir()
+        doc = yaml.safe_load(path.read_text())
+        doc.pop("local")
+        doc.pop("resharding", None)
+        for name, ks in doc["keyspaces"].items():
+            for key in ("vschema", "schema"):
+                ks[key] = str(path.parent / ks[key])
+            ks["shards"] = {s: f"mysql://{e.user}@{e.host}:{e.port}/{e.database}"
+                            for (k, s), e in cluster.endpoints.items() if k == name and s in config.keyspaces[name].shards}
+        doc["keyspaces"]["commerce"]["reshard_targets"] = {
+            s: f"mysql://{e.user}@{e.host}:{e.port}/{e.database}" for s, e in targets.items()
+        }
+        dsn_path = dsn / "cluster.yaml"
+        dsn_path.write_text(yaml.safe_dump(doc))
+        with (tmp_path / "serve.log").open("ab") as log:
+            serve = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "-c", str(dsn_path)],
+                                     cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        port = doc["listen"]["port"]
+        wait_for(lambda: _listening(port), 60, "shardgate serve")
+        conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="", database="commerce",
+                               autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("insert into customer (customer_id, email) values "
+                            + ", ".join(f"({i}, 'dsn{i}')" for i in range(1, 1001)))
+        finally:
+            conn.close()
+        run_ok(dsn_path, "dsn", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+        assert "result: clean" in run_ok(dsn_path, "dsn", "vdiff")
+        run_ok(dsn_path, "dsn", "switch-traffic")
+        run_ok(dsn_path, "dsn", "complete")
+        assert serving_shards(dsn_path) == ("-40", "40-80", "80-")
+        assert_rows_placed(dsn_path, set(range(1, 1001)))
+    finally:
+        if serve is not None:
+            serve.terminate()
+            serve.wait(30)
+        asyncio.run(cluster.stop())
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False

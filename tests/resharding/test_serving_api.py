@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 import pymysql
@@ -26,11 +27,14 @@ from proxy.resharding.journal import (
 from proxy.resharding.topology import (
     KeyspaceTopology,
     TopologyConflict,
+    TopologyError,
     cluster_topology,
     load_topology,
     save_topology,
     start_stored_local_shards,
+    topology_table,
 )
+from proxy.sidecar_tables import hex_literal
 from tests.resharding.split import KEYSPACE, SOURCE, SPLIT_SERVING, TARGETS, Split, run_sql
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -100,3 +104,20 @@ async def test_shardgate_up_starts_the_local_shards_the_stored_topology_adds(spl
     for shard in TARGETS:
         assert split.cluster.is_running(KEYSPACE, shard)
         assert run_sql(split.endpoint(shard), "select count(*) from customer") == [(0,)]
+
+
+async def test_an_unreadable_stored_topology_is_an_error_or_keeps_the_one_in_force(split: Split) -> None:
+    topology = await split.prepare()
+    async with split.store() as sc:
+        table = await topology_table(sc)
+        await sc.execute(f"update {table} set doc = '{{\"serving\": 7}}', version = version + 1 "
+                         f"where keyspace = '{KEYSPACE}'")
+        try:
+            with pytest.raises(TopologyError) as e:
+                await load_topology(sc, split.config)
+            assert e.value.code == 1105 and f"topology of keyspace {KEYSPACE}" in e.value.message
+            kept = (await load_topology(sc, split.config, current={KEYSPACE: topology}))[KEYSPACE]
+            assert kept.serving == topology.serving and kept.version == topology.version + 1
+        finally:
+            await sc.execute(f"update {table} set doc = convert({hex_literal(json.dumps(topology.to_json()))} using "
+                             f"utf8mb4) where keyspace = '{KEYSPACE}'")
