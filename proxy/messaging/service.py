@@ -349,9 +349,9 @@ class MessagingService:
         await self.reload(keyspace)
         for sub in [s for s in self._subscriptions if s.keyspace == keyspace and s.follows]:
             for shard in shards:
-                manager = self.managers.get((keyspace, shard, sub.table))
-                if manager is not None and manager not in sub.managers:
-                    sub.attach(manager)
+                serving = self.managers.get((keyspace, shard, sub.table))
+                if serving is not None and serving not in sub.managers:
+                    sub.attach(serving)
         for (ks, table), (watch, count) in list(self._watches.items()):
             if ks == keyspace:  # its binlog readers follow the new shards
                 await watch.stop()

@@ -40,7 +40,7 @@ import time
 from collections.abc import Sequence
 
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError
-from proxy.sidecar_tables import SqlRunner, hex_literal
+from proxy.sidecar_tables import SqlRunner, hex_literal, row_text
 from sqltext.quoting import quote_identifier, sql_literal
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def is_denied_write_error(error: BaseException | tuple[int, str]) -> bool:
 
 async def _session_value(conn: SqlRunner, name: str) -> str:
     res = await conn.execute(f"select @@session.{name}")
-    return bytes(res.rows[0][0]).decode()
+    return row_text(res.rows[0][0])
 
 
 async def _without_binlog(conn: SqlRunner) -> str | None:
@@ -176,7 +176,7 @@ async def denied_tables(conn: SqlRunner, database: str) -> list[str]:
         f"where trigger_schema = {hex_literal(database)} and trigger_name like '{_TRIGGER_PREFIX}%' "
         "order by 1"
     )
-    return [bytes(r[0]).decode() for r in res.rows]
+    return [row_text(r[0]) for r in res.rows]
 
 
 __all__ = [

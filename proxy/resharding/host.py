@@ -119,8 +119,8 @@ class WorkflowHost:
                 logger.info("starting reshard shard", extra={"keyspace": keyspace, "shard": shard, "port": wanted.port})
                 await cluster.start_added_shard(wanted)
                 self._stopped_shards.discard(key)
-        for spec in cluster.local_shards:
-            key = spec.key
+        for local in cluster.local_shards:
+            key = local.key
             if key in known or key == store or key in self._stopped_shards:
                 continue
             if cluster.is_running(*key):

@@ -39,7 +39,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
-from proxy.sidecar_tables import SIDECAR_DB, ensure_sidecar_table, hex_literal, utf8_literal
+from proxy.sidecar_tables import (
+    SIDECAR_DB,
+    ensure_sidecar_table,
+    hex_literal,
+    row_text,
+    utf8_literal,
+)
 
 if TYPE_CHECKING:  # the CDC decoders import this module (Journal): the pools stay out of them
     from proxy.pools import ShardConnection
@@ -175,7 +181,7 @@ async def read_journal(conn: ShardConnection, id: int) -> Journal | None:
     res = await conn.execute(f"select val from {table} where id = {int(id)}")
     if not res.rows:
         return None
-    return Journal.from_text(bytes(res.rows[0][0]))
+    return Journal.from_text(row_text(res.rows[0][0]))
 
 
 __all__ = [

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pymysql
 
@@ -174,7 +175,8 @@ class WorkflowStreams:
             # once every stream is live, or the stall would include that start.
             async with asyncio.timeout(STREAM_START_SECONDS):
                 live = asyncio.gather(*(s.live.wait() for s in streams))
-                done, _ = await asyncio.wait([task, live], return_when=asyncio.FIRST_COMPLETED)
+                waiting: list[asyncio.Future[Any]] = [task, live]
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if task in done:
                     live.cancel()
                     task.result()  # a stream failed: raise its error

@@ -18,6 +18,7 @@ connection).
 
 from __future__ import annotations
 
+import builtins
 import enum
 import json
 import logging
@@ -204,7 +205,7 @@ class WorkflowStore:
             self._copy_table = await ensure_sidecar_table(sc, database, COPY_STATE_TABLE, _create_copy_state_table)
         return self._workflow_table, self._copy_table
 
-    async def list(self) -> list[Workflow]:
+    async def list(self) -> builtins.list[Workflow]:
         async with self.connection() as sc:
             table, _ = await self._tables(sc)
             res = await sc.execute(f"select workflow, state, doc from {table} order by created_at")
@@ -253,7 +254,7 @@ class WorkflowStore:
             logger.info("workflow saved", extra={"workflow": workflow.name, "state": str(workflow.state)})
         return written
 
-    async def copy_states(self, name: str) -> list[TableCopyState]:
+    async def copy_states(self, name: str) -> builtins.list[TableCopyState]:
         async with self.connection() as sc:
             _, table = await self._tables(sc)
             res = await sc.execute(
