@@ -9,7 +9,7 @@ rules (``rewriter.rules``) merge and push.
 The builder takes the statements whose every part has an operator today: one SELECT
 over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL) or over one
 derived table of such a SELECT, with subqueries in WHERE and in the select list (not
-nested), without other subqueries, CTEs, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
+nested), windows, without other subqueries, CTEs, named windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
 statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
@@ -34,6 +34,7 @@ from rewriter.operators import (
     Route,
     SubQuery,
     Union,
+    Window,
 )
 from rewriter.routing import conjuncts
 from rewriter.subquery_planner import candidates, correlated, outer_aliases
@@ -41,7 +42,7 @@ from rewriter.tables import TableRef, ambient_keyspace, resolve_table
 from vschema.tracked_schema import columns_of
 
 # Nodes that put a statement outside what the operators express today.
-_OUTSIDE = (exp.Subquery, exp.Exists, exp.Window, exp.Rollup, exp.Cube, exp.PropertyEQ, exp.CTE,
+_OUTSIDE = (exp.Subquery, exp.Exists, exp.Rollup, exp.Cube, exp.PropertyEQ, exp.CTE,
             exp.Union, exp.Except, exp.Intersect)
 
 
@@ -75,6 +76,10 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
         op = Aggregator(op, tuple(group.expressions) if group is not None else (), aggregates)
     if having is not None:
         op = Filter(op, tuple(conjuncts(having.this)), clause="having")
+    windows = tuple(w for e in [*sel.expressions, *(order.expressions if order is not None else [])]
+                    for w in e.find_all(exp.Window))
+    if windows:
+        op = Window(op, windows, sel)
     op = Projection(op, tuple(sel.expressions))
     if sel.args.get("distinct"):
         op = Distinct(op)
