@@ -9,7 +9,7 @@ rules (``rewriter.rules``) merge and push.
 The builder takes the statements whose every part has an operator today: one SELECT
 over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL) or over one
 derived table of such a SELECT, with subqueries in WHERE and in the select list (not
-nested), windows, without other subqueries, CTEs, named windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
+nested), windows, non-recursive CTEs (inlined), without other subqueries, named windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
 statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
@@ -21,6 +21,7 @@ from sqlglot import exp
 from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext
+from rewriter.cte_inlining import inline_ctes
 from rewriter.operators import (
     Aggregator,
     ApplyJoin,
@@ -51,6 +52,11 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     or None when ``sel`` uses a construct without an operator yet."""
     if isinstance(sel, exp.Union) and not isinstance(sel, exp.Except | exp.Intersect):
         return _union(sel, ctx)
+    if isinstance(sel, exp.Select) and (sel.args.get("with_") or sel.args.get("with")):
+        # Vitess reads a CTE as the derived table it names: the tree of the statement
+        # with every (non-recursive) CTE inlined (to_primitives sends the WITH text)
+        inlined = inline_ctes(sel)
+        return build(inlined, ctx) if inlined is not None else None
     if not isinstance(sel, exp.Select) or not _expressible(sel):
         return None
     op = _from_clause(sel, ctx)

@@ -29,6 +29,14 @@ from rewriter.window_pushdown import windows_within_shards
 def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
     if any(True for _ in stmt.find_all(exp.CTE)):
         pristine = stmt.copy()
+        try:
+            planned = plan_with_operators(stmt, ctx)
+        except errors.PlanningError as e:
+            if not _computable_refusal(e):
+                raise
+            planned = None
+        if planned is not None:
+            return planned
         # sent whole when every table it reads is on one unsharded keyspace (or a
         # reference table, or none at all); else the CTEs are computed
         if isinstance(stmt, exp.Select):

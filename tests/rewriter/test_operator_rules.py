@@ -64,7 +64,7 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
     "max(o.sku) = (select 1))",
     "select * from customer where customer_id in (select customer_id from corder where price in (select 1))",
     "select * from customer where tenant_id > any (select price from corder)",
-    "with t as (select 1) select * from t",
+    "with recursive t (n) as (select 1 union all select n + 1 from t where n < 3) select * from t",
     "select * from (select * from customer) t join corder o on o.customer_id = t.customer_id",
     "select row_number() over w from customer window w as (order by email)",
     "select tenant_id, count(*) from customer group by tenant_id with rollup",
@@ -274,3 +274,9 @@ def test_window_over_all_rows_of_a_scatter_stays_above_the_route(vschema):
     op, _ = rewritten(vschema, sql)
     assert shape(op) == "Projection(Window(Route))"
     assert plan_with_operators(parse(sql), PlanContext(vschema, None)) is None
+
+
+def test_cte_is_built_as_the_derived_table_it_names(vschema):
+    op, planning = rewritten(vschema, "with t as (select customer_id, email from customer where customer_id = 5) "
+                                      "select email from t")
+    assert isinstance(op, Route) and planning.routing(op).opcode is Opcode.EqualUnique
