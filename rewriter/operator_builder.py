@@ -57,7 +57,13 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
         # with every (non-recursive) CTE inlined (to_primitives sends the WITH text)
         inlined = inline_ctes(sel)
         return build(inlined, ctx) if inlined is not None else None
-    if not isinstance(sel, exp.Select) or not _expressible(sel):
+    if not isinstance(sel, exp.Select):
+        return None
+    try:
+        in_where, in_select = _subqueries(sel)
+    except errors.PlanningError:
+        return None  # ANY / ALL
+    if not _expressible(sel, in_where + in_select):
         return None
     op = _from_clause(sel, ctx)
     if op is None:
@@ -65,14 +71,13 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     where = sel.args.get("where")
     if where is not None:
         op = Filter(op, tuple(conjuncts(where.this)))
-    in_where = {id(p) for p in _where_subqueries(sel)}
-    outer = outer_aliases(sel)
-    for pred in _subqueries(sel):
+    outer = outer_aliases(sel) if in_where or in_select else set()
+    for pred in in_where + in_select:
         q = _subquery_statement(pred)
         inner = build(q, ctx)
         if inner is None:
             return None
-        op = SubQuery(inner, op, pred, pullout=id(pred) in in_where and not correlated(q, outer))
+        op = SubQuery(inner, op, pred, pullout=any(p is pred for p in in_where) and not correlated(q, outer))
     group = sel.args.get("group")
     having = sel.args.get("having")
     order = sel.args.get("order")
@@ -143,7 +148,7 @@ def _union(u: exp.Union, ctx: PlanContext) -> Operator | None:
     return Union(tuple(sources), distinct=found[1])
 
 
-def _expressible(sel: exp.Select) -> bool:
+def _expressible(sel: exp.Select, subqueries: list[exp.Expression]) -> bool:
     if sel.args.get("into") is not None or sel.args.get("windows"):
         return False
     if any(str(m.this).upper() == "SQL_CALC_FOUND_ROWS" for m in sel.args.get("operation_modifiers") or []):
@@ -152,10 +157,6 @@ def _expressible(sel: exp.Select) -> bool:
     if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
         return False
     derived = _derived_table(sel)
-    try:
-        subqueries = _subqueries(sel)
-    except errors.PlanningError:
-        return False  # ANY / ALL
     if subqueries and derived is not None:
         return False
     own: set[int] = set()
@@ -174,25 +175,21 @@ def _expressible(sel: exp.Select) -> bool:
     return True
 
 
-def _where_subqueries(sel: exp.Select) -> list[exp.Expression]:
-    """The predicates of WHERE that hold an uncorrelated-candidate subquery
-    (``subquery_planner.candidates``: IN, EXISTS, scalar)."""
+def _subqueries(sel: exp.Select) -> tuple[list[exp.Expression], list[exp.Expression]]:
+    """The WHERE predicates holding a subquery (``subquery_planner.candidates``: IN,
+    EXISTS, scalar) and the select list's subqueries (scalar or ``EXISTS``), not those
+    nested in them."""
     where = sel.args.get("where")
-    return candidates(where.this) if where is not None else []
-
-
-def _subqueries(sel: exp.Select) -> list[exp.Expression]:
-    """The WHERE subquery predicates and the select list's subqueries (scalar or
-    ``EXISTS``), not those nested in them."""
-    out = _where_subqueries(sel)
+    in_where = candidates(where.this) if where is not None else []
+    in_select: list[exp.Expression] = []
     stack: list[exp.Expression] = list(sel.expressions)
     while stack:
         node = stack.pop()
         if isinstance(node, exp.Subquery | exp.Exists):
-            out.append(node)
+            in_select.append(node)
             continue
         stack.extend(node.iter_expressions())
-    return out
+    return in_where, in_select
 
 
 def _subquery_statement(pred: exp.Expression) -> exp.Expression:
