@@ -9,7 +9,7 @@ rules (``rewriter.rules``) merge and push.
 The builder takes the statements whose every part has an operator today: one SELECT
 over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL) or over one
 derived table of such a SELECT, with subqueries in WHERE and in the select list (not
-nested), without other subqueries, CTEs, windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
+nested), windows, non-recursive CTEs (inlined), without other subqueries, named windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
 statement is
 planned by the route planners (``rewriter.select_planner`` and those it calls).
 """
@@ -21,6 +21,7 @@ from sqlglot import exp
 from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext
+from rewriter.cte_inlining import inline_ctes
 from rewriter.operators import (
     Aggregator,
     ApplyJoin,
@@ -34,6 +35,7 @@ from rewriter.operators import (
     Route,
     SubQuery,
     Union,
+    Window,
 )
 from rewriter.routing import conjuncts
 from rewriter.subquery_planner import candidates, correlated, outer_aliases
@@ -41,7 +43,7 @@ from rewriter.tables import TableRef, ambient_keyspace, resolve_table
 from vschema.tracked_schema import columns_of
 
 # Nodes that put a statement outside what the operators express today.
-_OUTSIDE = (exp.Subquery, exp.Exists, exp.Window, exp.Rollup, exp.Cube, exp.PropertyEQ, exp.CTE,
+_OUTSIDE = (exp.Subquery, exp.Exists, exp.Rollup, exp.Cube, exp.PropertyEQ, exp.CTE,
             exp.Union, exp.Except, exp.Intersect)
 
 
@@ -50,7 +52,18 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     or None when ``sel`` uses a construct without an operator yet."""
     if isinstance(sel, exp.Union) and not isinstance(sel, exp.Except | exp.Intersect):
         return _union(sel, ctx)
-    if not isinstance(sel, exp.Select) or not _expressible(sel):
+    if isinstance(sel, exp.Select) and (sel.args.get("with_") or sel.args.get("with")):
+        # Vitess reads a CTE as the derived table it names: the tree of the statement
+        # with every (non-recursive) CTE inlined (to_primitives sends the WITH text)
+        inlined = inline_ctes(sel)
+        return build(inlined, ctx) if inlined is not None else None
+    if not isinstance(sel, exp.Select):
+        return None
+    try:
+        in_where, in_select = _subqueries(sel)
+    except errors.PlanningError:
+        return None  # ANY / ALL
+    if not _expressible(sel, in_where + in_select):
         return None
     op = _from_clause(sel, ctx)
     if op is None:
@@ -58,14 +71,13 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     where = sel.args.get("where")
     if where is not None:
         op = Filter(op, tuple(conjuncts(where.this)))
-    in_where = {id(p) for p in _where_subqueries(sel)}
-    outer = outer_aliases(sel)
-    for pred in _subqueries(sel):
+    outer = outer_aliases(sel) if in_where or in_select else set()
+    for pred in in_where + in_select:
         q = _subquery_statement(pred)
         inner = build(q, ctx)
         if inner is None:
             return None
-        op = SubQuery(inner, op, pred, pullout=id(pred) in in_where and not correlated(q, outer))
+        op = SubQuery(inner, op, pred, pullout=any(p is pred for p in in_where) and not correlated(q, outer))
     group = sel.args.get("group")
     having = sel.args.get("having")
     order = sel.args.get("order")
@@ -75,6 +87,10 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
         op = Aggregator(op, tuple(group.expressions) if group is not None else (), aggregates)
     if having is not None:
         op = Filter(op, tuple(conjuncts(having.this)), clause="having")
+    windows = tuple(w for e in [*sel.expressions, *(order.expressions if order is not None else [])]
+                    for w in e.find_all(exp.Window))
+    if windows:
+        op = Window(op, windows, sel)
     op = Projection(op, tuple(sel.expressions))
     if sel.args.get("distinct"):
         op = Distinct(op)
@@ -132,7 +148,7 @@ def _union(u: exp.Union, ctx: PlanContext) -> Operator | None:
     return Union(tuple(sources), distinct=found[1])
 
 
-def _expressible(sel: exp.Select) -> bool:
+def _expressible(sel: exp.Select, subqueries: list[exp.Expression]) -> bool:
     if sel.args.get("into") is not None or sel.args.get("windows"):
         return False
     if any(str(m.this).upper() == "SQL_CALC_FOUND_ROWS" for m in sel.args.get("operation_modifiers") or []):
@@ -141,10 +157,6 @@ def _expressible(sel: exp.Select) -> bool:
     if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
         return False
     derived = _derived_table(sel)
-    try:
-        subqueries = _subqueries(sel)
-    except errors.PlanningError:
-        return False  # ANY / ALL
     if subqueries and derived is not None:
         return False
     own: set[int] = set()
@@ -163,25 +175,21 @@ def _expressible(sel: exp.Select) -> bool:
     return True
 
 
-def _where_subqueries(sel: exp.Select) -> list[exp.Expression]:
-    """The predicates of WHERE that hold an uncorrelated-candidate subquery
-    (``subquery_planner.candidates``: IN, EXISTS, scalar)."""
+def _subqueries(sel: exp.Select) -> tuple[list[exp.Expression], list[exp.Expression]]:
+    """The WHERE predicates holding a subquery (``subquery_planner.candidates``: IN,
+    EXISTS, scalar) and the select list's subqueries (scalar or ``EXISTS``), not those
+    nested in them."""
     where = sel.args.get("where")
-    return candidates(where.this) if where is not None else []
-
-
-def _subqueries(sel: exp.Select) -> list[exp.Expression]:
-    """The WHERE subquery predicates and the select list's subqueries (scalar or
-    ``EXISTS``), not those nested in them."""
-    out = _where_subqueries(sel)
+    in_where = candidates(where.this) if where is not None else []
+    in_select: list[exp.Expression] = []
     stack: list[exp.Expression] = list(sel.expressions)
     while stack:
         node = stack.pop()
         if isinstance(node, exp.Subquery | exp.Exists):
-            out.append(node)
+            in_select.append(node)
             continue
         stack.extend(node.iter_expressions())
-    return out
+    return in_where, in_select
 
 
 def _subquery_statement(pred: exp.Expression) -> exp.Expression:

@@ -10,14 +10,21 @@ from sqlglot import exp
 from rewriter.context import PlanContext
 from rewriter.nodes import Plan
 from rewriter.operator_builder import build
+from rewriter.operators import Operator
 from rewriter.rules import rewrite
 from rewriter.rules.planning import Planning
 from rewriter.to_primitives import to_primitives
 
 
-def plan_with_operators(stmt: exp.Expression, ctx: PlanContext) -> Plan | None:
+def logical_plan(stmt: exp.Expression, ctx: PlanContext) -> tuple[Operator, Planning] | None:
+    """The rewritten operator tree of ``stmt`` (``stmt`` is not changed), or None."""
     op = build(stmt, ctx)
     if op is None:
         return None
     planning = Planning(ctx)
-    return to_primitives(rewrite(op, planning), stmt, planning)
+    return rewrite(op, planning), planning
+
+
+def plan_with_operators(stmt: exp.Expression, ctx: PlanContext) -> Plan | None:
+    logical = logical_plan(stmt, ctx)
+    return to_primitives(logical[0], stmt, logical[1]) if logical is not None else None

@@ -18,6 +18,7 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
   (``subquery_planner.pullout``: ``UncorrelatedSubquery``).
 - Joins left at the proxy between Routes: the nested-loop / batched / hash joins
   ``join_planner.plan_join`` lays out (strategy from ``join_strategy``'s cost model).
+- A WITH statement whose inlined tree is one single-shard Route: the WITH text.
 - Anything else: None, for the route planners.
 """
 
@@ -27,7 +28,7 @@ from sqlglot import exp
 
 from rewriter.context import PlanContext, to_sql
 from rewriter.join_planner import plan_join
-from rewriter.nodes import Concatenate, Distinct, Plan
+from rewriter.nodes import SINGLE_SHARD, Concatenate, Distinct, Plan
 from rewriter.operator_builder import union_arms
 from rewriter.operators import (
     Aggregator,
@@ -47,7 +48,9 @@ from rewriter.routing import RouteInfo
 from rewriter.rules.planning import Planning
 from rewriter.select_items import named_as_written
 from rewriter.select_planner import only_order_by, plan_scatter_select, plan_select
+from rewriter.semantics import base_tables
 from rewriter.subquery_planner import pullout
+from rewriter.tables import resolve_table
 
 
 def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan | None:
@@ -58,6 +61,8 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
     if isinstance(sel, exp.Union):
         return _union(op, sel, planning)
     assert isinstance(sel, exp.Select)
+    if sel.args.get("with_") or sel.args.get("with"):
+        return _with_statement(op, sel, planning)
     above: list[Operator] = []
     while not isinstance(op, Route):
         if isinstance(op, ApplyJoin):
@@ -80,6 +85,32 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
         return None
     strip_qualifiers(sel, info.tables, ctx)
     return plan_scatter_select(sel, info, ctx)
+
+
+def _with_statement(op: Operator, sel: exp.Select, planning: Planning) -> Plan | None:
+    """A WITH statement whose inlined tree is one Route to one shard: that shard runs the
+    statement as written (MySQL evaluates the CTEs). Over no vindexed table it is
+    planned like any one-route SELECT (the client's text); else regenerated, keyspace
+    qualifiers dropped (``read_planner`` plans the same)."""
+    if not isinstance(op, Route):
+        return None
+    info = planning.routing(op)
+    if info.opcode not in SINGLE_SHARD or (info.choice is not None and info.choice.needs_lookup):
+        return None
+    ctx = planning.ctx
+    if not op.vindexed_tables():
+        refs = [resolve_table(t, ctx.vschema, ctx.keyspace) for t in base_tables(sel)]
+        changed = strip_qualifiers(sel, refs, ctx)
+        named = named_as_written(sel, ctx)
+        sql = to_sql(named) if changed or not ctx.source else ctx.source
+        info = RouteInfo(info.opcode, info.keyspace, info.sharded, info.choice, refs, info.target_ksid)
+        return make_route(info, sql, field_query_of(named, disposable=named is not sel))
+    original = sel.copy()
+    keyspaces = set(ctx.vschema.keyspaces)
+    for t in original.find_all(exp.Table):
+        if t.args.get("db") is not None and t.args["db"].name in keyspaces:
+            t.set("db", None)  # a shard names its own database
+    return make_route(info, to_sql(original), field_query_of(original, disposable=True))
 
 
 def _over_derived_table(sel: exp.Select, route: Route, info: RouteInfo, planning: Planning,

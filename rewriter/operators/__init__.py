@@ -6,7 +6,7 @@ table, joins, filters, projection, ...); ``rewriter.rules`` rewrites it to a fix
 engine primitives of ``rewriter.nodes``.
 
 Not here yet (those statements are planned by the route planners, ``select_planner``
-and the modules it calls): correlated subqueries, SemiJoin/AntiJoin, Window,
+and the modules it calls): SemiJoin/AntiJoin, a proxy-side Window primitive,
 and the Compute fallback as an operator.
 """
 
@@ -22,8 +22,9 @@ from rewriter.operators.projection import Projection
 from rewriter.operators.route import Route
 from rewriter.operators.subquery import SubQuery
 from rewriter.operators.union import Union
+from rewriter.operators.window import Window
 
 __all__ = [
     "Aggregator", "ApplyJoin", "Derived", "Distinct", "Filter", "Limit", "Operator", "Ordering", "Projection", "Route",
-    "SubQuery", "Union",
+    "SubQuery", "Union", "Window",
 ]

@@ -23,6 +23,7 @@ from rewriter.operators import (
     Projection,
     SubQuery,
     Union,
+    Window,
 )
 from rewriter.rules import (
     merge_derived,
@@ -33,6 +34,7 @@ from rewriter.rules import (
     push_filter,
     push_limit,
     push_ordering,
+    push_window,
     route_takes_statement,
     split_aggregation,
 )
@@ -51,6 +53,7 @@ RULES: tuple[tuple[tuple[type[Operator], ...], Rule], ...] = (
     ((SubQuery,), merge_subquery.apply),
     ((Aggregator, Projection, Distinct, Ordering, Limit), route_takes_statement.apply),
     ((Aggregator,), split_aggregation.apply),
+    ((Window,), push_window.apply),
     ((Ordering,), push_ordering.apply),
     ((Limit,), push_limit.apply),
 )

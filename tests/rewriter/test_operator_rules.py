@@ -64,9 +64,9 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
     "max(o.sku) = (select 1))",
     "select * from customer where customer_id in (select customer_id from corder where price in (select 1))",
     "select * from customer where tenant_id > any (select price from corder)",
-    "with t as (select 1) select * from t",
+    "with recursive t (n) as (select 1 union all select n + 1 from t where n < 3) select * from t",
     "select * from (select * from customer) t join corder o on o.customer_id = t.customer_id",
-    "select row_number() over (order by email) from customer",
+    "select row_number() over w from customer window w as (order by email)",
     "select tenant_id, count(*) from customer group by tenant_id with rollup",
     "select * from customer c full outer join corder o on o.customer_id = c.customer_id",
     "select * from customer intersect select * from customer",
@@ -261,3 +261,22 @@ def test_correlated_subquery_elsewhere_is_left_to_the_route_planners(vschema):
     op, _ = rewritten(vschema, sql)
     assert shape(op) == "Projection(SubQuery(Route,Route))"
     assert plan_with_operators(parse(sql), PlanContext(vschema, None)) is None
+
+
+def test_window_partitioned_by_the_unique_vindex_column_is_computed_by_the_shards(vschema):
+    op, _ = rewritten(vschema, "select customer_id, row_number() over (partition by customer_id order by email) "
+                               "from customer")
+    assert isinstance(op, Route) and "window" in op.absorbed
+
+
+def test_window_over_all_rows_of_a_scatter_stays_above_the_route(vschema):
+    sql = "select customer_id, row_number() over (order by email) from customer"
+    op, _ = rewritten(vschema, sql)
+    assert shape(op) == "Projection(Window(Route))"
+    assert plan_with_operators(parse(sql), PlanContext(vschema, None)) is None
+
+
+def test_cte_is_built_as_the_derived_table_it_names(vschema):
+    op, planning = rewritten(vschema, "with t as (select customer_id, email from customer where customer_id = 5) "
+                                      "select email from t")
+    assert isinstance(op, Route) and planning.routing(op).opcode is Opcode.EqualUnique
