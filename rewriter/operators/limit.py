@@ -16,6 +16,6 @@ class Limit(Operator):
     INPUTS: ClassVar[tuple[str, ...]] = ("input",)
 
     input: Operator
-    count: exp.Expression
+    count: exp.Expression | None  # None: OFFSET without a row count
     offset: exp.Expression | None = None
     pushed: bool = False
