@@ -8,11 +8,12 @@ import time
 
 import pytest
 
+from proxy.cluster_state import ClusterState
 from proxy.config import MessagingConfig
 from proxy.errors import ProxyError
+from proxy.executor import Executor
 from proxy.messaging.errors import MessageTableError, MessageTableNotFound, NotAMessageTable
 from proxy.messaging.service import MessagingService
-from proxy.server import Proxy
 from proxy.session import ProxySession
 from tests.messaging.conftest import FAST, SHARDS, Stream, run_sql
 
@@ -202,7 +203,7 @@ async def test_insert_through_the_proxy_wakes_only_the_shards_its_rows_went_to(l
     for pool in pools:
         await run_sql(pool, f"ALTER TABLE customer_events COMMENT '{slow_poll}'")
     config = dataclasses.replace(local_cluster.config, messaging=MessagingConfig(binlog_watch=False))
-    proxy = Proxy(config, local_cluster.endpoints)
+    proxy = ClusterState(config, local_cluster.endpoints)
     try:
         await proxy.start()
         s = await Stream(proxy.messaging.subscribe("commerce", "customer_events")).open()
@@ -211,7 +212,7 @@ async def test_insert_through_the_proxy_wakes_only_the_shards_its_rows_went_to(l
         before = [m.counters.polls for m in managers]
         session = ProxySession(proxy)
         session.use_target("commerce")
-        await session.execute("INSERT INTO customer_events (id, tenant_id, message) VALUES (4242, 1, '{}')")
+        await Executor(proxy).execute(session, "INSERT INTO customer_events (id, tenant_id, message) VALUES (4242, 1, '{}')")
         assert [r[0] for r in await s.rows(1)] == ["4242"]
         await asyncio.sleep(0.3)  # a poll of the other shard, had it been woken, is over too
         polled = [m.counters.polls - b for m, b in zip(managers, before, strict=True)]
