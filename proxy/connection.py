@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from mysql_mimic import packets as mimic_packets
-from mysql_mimic.connection import Connection
 from mysql_mimic.errors import MysqlError
 from mysql_mimic.stream import ConnectionClosed
 from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
@@ -41,6 +40,7 @@ from proxy.errors import (
 )
 from proxy.executor import Executor
 from proxy.fast_path.protocol import ClientFastPath, install_fast_path
+from proxy.mysql_mimic_internals import MimicConnection, saw_eof
 from proxy.observability.metrics import record_error, record_statement
 from proxy.prepared import (
     BinaryRowEncoder,
@@ -95,7 +95,7 @@ class ClientGone(Exception):
     """The client closed its socket while a result was being sent."""
 
 
-class ProxyConnection(Connection):
+class ProxyConnection(MimicConnection):
     session: ProxySession
     process: ClientProcess  # set by ProcessList.add when the connection is accepted
     fast_path: ClientFastPath | None = None  # proxy.fast_path: answers what it can before command_phase
@@ -119,7 +119,7 @@ class ProxyConnection(Connection):
     def status_flags(self, value: ServerStatus) -> None:
         pass
 
-    async def _start(self) -> None:
+    async def run(self) -> None:
         try:
             await self.connection_phase()
             await self.session.init(self)
@@ -438,7 +438,7 @@ class ProxyConnection(Connection):
         # A client sends nothing while a result streams, except on its way out: a polite
         # one (PyMySQL's close()) sends COM_QUIT then closes, leaving that packet unread
         # before the end of file, which at_eof() does not count as the end.
-        return reader.at_eof() or reader._eof or transport is None or transport.is_closing()
+        return reader.at_eof() or saw_eof(reader) or transport is None or transport.is_closing()
 
     # -- COM_INIT_DB / COM_FIELD_LIST / COM_RESET_CONNECTION ---------------------
     async def handle_init_db(self, data: bytes) -> None:

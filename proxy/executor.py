@@ -301,14 +301,10 @@ class Executor:
             )
 
     # -- after a write ---------------------------------------------------------------
-    def after_write(self, session: ProxySession, sql: str) -> None:
-        """A write answered outside ``execute`` (the fast path's INSERT) succeeded."""
-        self._wrote(session, sql)
-
     def _wrote(self, session: ProxySession, sql: str) -> None:
         """A DML statement succeeded: tell messaging and topics now, or at commit inside a
         transaction."""
-        topic = self.state.topics.written(session, sql)
+        topic = self.state.topics.written(session.written_table)
         if topic is not None:
             if session.in_transaction:
                 session.after_commit.append((topic.keyspace, topic))

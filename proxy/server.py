@@ -29,7 +29,6 @@ from mysql_mimic.auth import (
     Success,
     User,
 )
-from mysql_mimic.server import MysqlServer
 
 from proxy.addresses import is_loopback
 from proxy.cluster_state import ClusterState
@@ -37,6 +36,7 @@ from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.connection import SERVER_CAPABILITIES, ProxyConnection
 from proxy.errors import ER_ACCESS_DENIED, ER_UNKNOWN_ERROR, ProxyError
 from proxy.executor import Executor
+from proxy.mysql_mimic_internals import MimicServer
 from proxy.observability import process_group
 from proxy.session import ProxySession
 from proxy.tls_stream import TlsUpgradableStream
@@ -80,7 +80,7 @@ class ConfigIdentityProvider(IdentityProvider):
         return User(name=username, auth_string="00" * 20, auth_plugin=ProxyAuthPlugin.name)
 
 
-class ProxyServer(MysqlServer):
+class ProxyServer(MimicServer):
     """mysql-mimic's server with our connection class and session factory."""
 
     def __init__(self, state: ClusterState, tls: ssl.SSLContext | None = None, **kw: Any) -> None:
@@ -96,7 +96,7 @@ class ProxyServer(MysqlServer):
         self.state = state
         self.executor = Executor(state)
 
-    async def _client_connected_cb(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stream = TlsUpgradableStream(reader, writer)
         session = self.session_factory()
         connection = ProxyConnection(

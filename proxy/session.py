@@ -72,8 +72,9 @@ class ProxySession(BaseSession):
         # first keyword, and where it went (plan variant, keyspace) once that is known.
         self.statement_keyword = ""
         self.route: tuple[str, str] | None = None
-        # The (keyspace, table) a planned INSERT/UPDATE of the running statement writes to
-        # (the after-write hooks read it instead of the SQL text); None: not planned.
+        # The (keyspace, table) a planned INSERT/UPDATE of the running statement writes to, or
+        # the topic a routed topic INSERT publishes to (the after-write hooks read it instead of
+        # the SQL text); None: neither.
         self.written_table: tuple[str, str] | None = None
         self.vcursor = SessionVCursor(
             lambda: self.state.vschema, state.pools, lambda: self.tx, state.sequences, lambda: self.settings

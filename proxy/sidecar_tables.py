@@ -19,7 +19,7 @@ from proxy.errors import (
     ER_TABLEACCESS_DENIED,
     ShardError,
 )
-from sqltext.quoting import quote_identifier
+from sqltext.quoting import bytes_literal, quote_identifier
 
 if TYPE_CHECKING:  # the CDC decoders import this module (the journal table): keep it light
     from proxy.engine.result import Result
@@ -38,7 +38,7 @@ class SqlRunner(Protocol):
 
 def hex_literal(text: str) -> str:
     """``text`` as a hex literal (binary-safe in any statement: names, keys of sidecar rows)."""
-    return f"X'{text.encode().hex()}'"
+    return bytes_literal(text.encode())
 
 
 def utf8_literal(text: str) -> str:

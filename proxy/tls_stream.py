@@ -16,6 +16,8 @@ from asyncio import sslproto
 
 from mysql_mimic.stream import MysqlStream
 
+from proxy.mysql_mimic_internals import buffered_input, replace_write_buffer, write_buffer
+
 
 class TlsUpgradableStream:
     """mysql-mimic's ``MysqlStream`` (a compiled class, so wrapped, not subclassed)
@@ -32,15 +34,15 @@ class TlsUpgradableStream:
         self.drain = self.inner.drain
         self.reset_seq = self.inner.reset_seq
 
-    # mysql-mimic's write buffer (private in mimic): the connection appends forwarded row
-    # packets to it and flushes it itself.
+    # mysql-mimic's write buffer: the connection appends forwarded row packets to it and
+    # flushes it itself.
     @property
     def buffer(self) -> bytearray:
-        return self.inner._buffer
+        return write_buffer(self.inner)
 
     @buffer.setter
     def buffer(self, value: bytearray) -> None:
-        self.inner._buffer = value
+        replace_write_buffer(self.inner, value)
 
     @property
     def seq(self):  # type: ignore[no-untyped-def]
@@ -51,11 +53,12 @@ class TlsUpgradableStream:
         transport = self.writer.transport
         app_protocol = transport.get_protocol()
         # bytes read past the SSLRequest packet
-        pending = bytes(self.reader._buffer)  # type: ignore[attr-defined]  # asyncio's private reader buffer (no public API)
-        self.reader._buffer.clear()  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
+        unread = buffered_input(self.reader)
+        pending = bytes(unread)
+        unread.clear()
         waiter = loop.create_future()
         tls = sslproto.SSLProtocol(loop, app_protocol, ctx, waiter, server_side=True, call_connection_made=False)
-        transport.pause_reading()  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
+        transport.pause_reading()  # type: ignore[attr-defined]  # a read transport's pause (not on WriteTransport's type)
         transport.set_protocol(tls)
 
         def connection_made() -> None:
@@ -66,7 +69,7 @@ class TlsUpgradableStream:
                 tls.buffer_updated(len(pending))
 
         made = loop.call_soon(connection_made)
-        resume = loop.call_soon(transport.resume_reading)  # type: ignore[attr-defined]  # asyncio's private reader buffer / a read transport's pause (no public API)
+        resume = loop.call_soon(transport.resume_reading)  # type: ignore[attr-defined]  # a read transport's pause (not on WriteTransport's type)
         try:
             await waiter
         except BaseException:

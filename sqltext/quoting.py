@@ -6,12 +6,17 @@ ints/Decimals as digits, ``str`` quoted with MySQL's backslash escapes (``\\0 \\
 \\r \\t \\Z \\\\``, read back the same under the default sql_mode), ``bytes`` as ``X'..'``,
 dates and times as quoted ISO text (aware datetimes in UTC), lists as comma-separated
 literals (for ``IN (::list)``). A float MySQL has no literal for (NaN, infinities) raises.
+
+``text_value_literal(raw, kind)`` renders a value as a shard sent it in the text protocol
+(bytes, typed by its column: ``TextValueKind``), for rows the proxy writes back (temporary
+tables, message acks): numbers as their digits, strings escaped, binary strings as ``X'..'``.
 """
 
 from __future__ import annotations
 
 import datetime
 from decimal import Decimal
+from enum import IntEnum
 from typing import Any
 
 _ESCAPE_TABLE = str.maketrans(
@@ -76,4 +81,29 @@ def sql_literal(value: Any) -> str:
     raise TypeError(f"cannot render {t.__name__} as a SQL literal")
 
 
-__all__ = ["escape_string", "quote_identifier", "sql_literal"]
+class TextValueKind(IntEnum):
+    """How a column's text-protocol value is written as a literal."""
+
+    NUMBER = 0  # integer, decimal and float columns: the digits as sent
+    STRING = 1  # text (and temporal) columns: a quoted, escaped string
+    BYTES = 2  # binary strings and BIT: hexadecimal, so no byte is re-read through a charset
+
+
+def bytes_literal(data: bytes) -> str:
+    """A binary string as ``X'..'`` (binary-safe, no escaping); empty: ``''`` (MySQL reads
+    ``X''`` alike; ``''`` also suits a BIT column)."""
+    return "X'" + data.hex() + "'" if data else "''"
+
+
+def text_value_literal(raw: bytes | None, kind: TextValueKind) -> str:
+    """``raw`` (a text-protocol value; None is SQL NULL) as literal SQL text of ``kind``."""
+    if raw is None:
+        return "NULL"
+    if kind == TextValueKind.NUMBER:
+        return raw.decode("ascii")
+    if kind == TextValueKind.BYTES:
+        return bytes_literal(raw)
+    return "'" + raw.decode("utf-8", "surrogateescape").translate(_ESCAPE_TABLE) + "'"
+
+
+__all__ = ["TextValueKind", "bytes_literal", "escape_string", "quote_identifier", "sql_literal", "text_value_literal"]

@@ -26,13 +26,13 @@ from typing import Any
 from mysql_mimic.types import ColumnType
 
 from proxy.engine import dispatch
-from proxy.engine.result import BINARY_CHARSET, Field, Result, decode_value
+from proxy.engine.result import BINARY_CHARSET, Field, Result, decode_value, literal_kind
 from proxy.engine.route import route_targets
 from proxy.engine.stream_util import collect
 from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Compute, Opcode, Plan, Route, TempInput
 from rewriter.sqltemplate import SqlTemplate
-from sqltext.quoting import escape_string, quote_identifier
+from sqltext.quoting import quote_identifier, text_value_literal
 
 # Distinct values of a join key up to which a later input is fetched by IN list
 # rather than whole (an IN list of 50k integers is ~0.4 MB of SQL; a 600k-row TPC-H
@@ -40,12 +40,6 @@ from sqltext.quoting import escape_string, quote_identifier
 REDUCTION_LIMIT = 50_000
 # Bytes of literal rows per INSERT (well under max_allowed_packet's 16 MiB default).
 INSERT_BATCH_BYTES = 1 << 20
-
-_UNQUOTED_TYPES = frozenset({
-    ColumnType.TINY, ColumnType.SHORT, ColumnType.LONG, ColumnType.LONGLONG,
-    ColumnType.INT24, ColumnType.YEAR, ColumnType.DECIMAL, ColumnType.NEWDECIMAL,
-    ColumnType.FLOAT, ColumnType.DOUBLE,
-})
 
 
 async def execute(node: Compute, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
@@ -137,9 +131,9 @@ async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: VCursor,
                     fields = chunk.fields
                 if not chunk.rows:
                     continue
-                kinds = [_literal_kind(f) for f in fields]
+                kinds = [literal_kind(f) for f in fields]
                 for row in chunk.rows:
-                    text = "(" + ",".join(_literal(v, k) for v, k in zip(row, kinds, strict=True)) + ")"
+                    text = "(" + ",".join(text_value_literal(v, k) for v, k in zip(row, kinds, strict=True)) + ")"
                     batch.append(text)
                     size += len(text)
                     if size >= INSERT_BATCH_BYTES:
@@ -159,26 +153,6 @@ async def _load(inp: TempInput, node: Compute, conn: Any, vcursor: VCursor,
         else:
             out[c] = [decode_value(res.fields[0], r[0]) for r in res.rows]
     return out
-
-
-def _literal_kind(f: Field) -> int:
-    if f.charset == BINARY_CHARSET and f.type not in _UNQUOTED_TYPES:
-        return 2  # bytes: hex
-    if f.type in _UNQUOTED_TYPES:
-        return 0
-    if f.type == ColumnType.BIT:
-        return 2
-    return 1
-
-
-def _literal(v: bytes | None, kind: int) -> str:
-    if v is None:
-        return "NULL"
-    if kind == 0:
-        return v.decode("ascii")
-    if kind == 2:
-        return "X'" + v.hex() + "'" if v else "''"
-    return "'" + escape_string(v.decode("utf-8", "surrogateescape")) + "'"
 
 
 _TYPE_DDL = {

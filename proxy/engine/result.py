@@ -17,6 +17,8 @@ from typing import Any
 
 from mysql_mimic.types import ColumnType
 
+from sqltext.quoting import TextValueKind
+
 Row = tuple[bytes | None, ...]
 
 BINARY_CHARSET = 63
@@ -198,6 +200,16 @@ _NOT_BYTES = _INT_TYPES | _FLOAT_TYPES | _DECIMAL_TYPES | _TEMPORAL_TYPES
 
 def is_numeric(f: Field) -> bool:
     return f.type in _INT_TYPES or f.type in _FLOAT_TYPES or f.type in _DECIMAL_TYPES
+
+
+def literal_kind(f: Field) -> TextValueKind:
+    """How ``f``'s text-protocol values are written back as SQL literals
+    (sqltext.quoting.text_value_literal)."""
+    if is_numeric(f):
+        return TextValueKind.NUMBER
+    if f.charset == BINARY_CHARSET or f.type == ColumnType.BIT:
+        return TextValueKind.BYTES
+    return TextValueKind.STRING
 
 
 def decode_value(f: Field, raw: bytes | None) -> Any:

@@ -38,6 +38,7 @@ from proxy import wire
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
 from proxy.fast_path.routing import FastRoute, fast_route
 from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink
+from proxy.mysql_mimic_internals import buffered_input
 from proxy.observability.metrics import record_error, record_statement
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
@@ -74,7 +75,7 @@ def install_fast_path(connection: ProxyConnection, links: LinkPools) -> ClientFa
         return None
     fast = ClientFastPath(connection, inner, transport, links)
     transport.set_protocol(fast)
-    if connection.stream.reader._buffer:
+    if buffered_input(connection.stream.reader):
         fast.slow = True  # a command arrived with the login: the command loop reads it first
     return fast
 
@@ -138,7 +139,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
     def command_done(self) -> None:
         """The command loop finished a command: the fast path takes the connection back
         unless the next command is already waiting in the loop's reader."""
-        if self.slow and not self.connection.stream.reader._buffer and not self.transport.is_closing():
+        if self.slow and not buffered_input(self.connection.stream.reader) and not self.transport.is_closing():
             self.slow = False
 
     def _start_query(self, payload: bytes) -> bool:
@@ -196,7 +197,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
             data = data[: error.start] + self._error_packet(e, data[error.start + 3])
         elif self._route is not None and self._route.inserted_table is not None:
-            # What Executor.after_write does for an INSERT that names no topic (routing checked), without
+            # What Executor._wrote does for an INSERT that names no topic (routing checked), without
             # parsing the statement again for its table (~7 µs): messaging polls that table now.
             self.session.state.messaging.notify(self._route.keyspace, self._route.shard, self._route.inserted_table)
         if not self.transport.is_closing():

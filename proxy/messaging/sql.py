@@ -10,27 +10,28 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from proxy.engine.result import BINARY_CHARSET, Field, is_numeric
+from proxy.engine.result import Field, literal_kind
 from proxy.messaging.cache import CachedMessage
 from proxy.messaging.table import MessageTableSpec
-from sqltext.quoting import escape_string, quote_identifier
+from sqltext.quoting import TextValueKind, quote_identifier, text_value_literal
 
 PURGE_BATCH_ROWS = 500
 _NUMBER = re.compile(rb"^-?\d+(?:\.\d+)?$")
 
 
 def literal(value: bytes | str | int | None, f: Field | None = None) -> str:
-    """A value as SQL text: numbers bare, binary as X'..', text as an escaped string."""
+    """A value as SQL text, typed by its column ``f``: numbers bare, binary as X'..', text as
+    an escaped string. A value that is not a number (ids a client wrote, a column not known)
+    is never written bare."""
     if value is None:
         return "NULL"
     if isinstance(value, int):
         return str(value)
     raw = value.encode() if isinstance(value, str) else value
-    if (f is None or is_numeric(f)) and _NUMBER.match(raw):
-        return raw.decode()
-    if f is not None and f.charset == BINARY_CHARSET:
-        return "X'" + raw.hex() + "'"
-    return "'" + escape_string(raw.decode("utf-8", "surrogateescape")) + "'"
+    kind = TextValueKind.NUMBER if f is None else literal_kind(f)
+    if kind == TextValueKind.NUMBER and not _NUMBER.match(raw):
+        kind = TextValueKind.STRING
+    return text_value_literal(raw, kind)
 
 
 def _id_list(spec: MessageTableSpec, ids: Iterable[bytes]) -> str:

@@ -176,7 +176,7 @@ def lastpk_to_json(values: tuple[Any, ...]) -> str:
 
 def lastpk_literals(text: str) -> list[str]:
     """SQL literals of a stored lastpk (for ``where (pk...) > (...)``)."""
-    return [f"X'{v['hex']}'" if isinstance(v, dict) else str(v) for v in json.loads(text)]
+    return [sql_literal(bytes.fromhex(v["hex"])) if isinstance(v, dict) else str(v) for v in json.loads(text)]
 
 
 def store_address(config: ClusterConfig, endpoint: ShardEndpoint) -> ShardAddress:

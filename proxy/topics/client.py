@@ -26,7 +26,7 @@ import aiomysql
 from proxy.topics.ids import first_id_at, is_id
 from proxy.topics.schema import DEFAULT_MAX_POLL_BYTES, capped_read_sql
 from proxy.topics.service import Message
-from sqltext.quoting import quote_identifier
+from sqltext.quoting import bytes_literal, quote_identifier
 
 
 def _start_condition(after: str | None, inclusive: bool, from_time: int | None) -> str:
@@ -119,7 +119,7 @@ class TopicClient:
         # Hex literals: binary-safe, and no client-side escaping of bytes (aiomysql's is broken
         # with current PyMySQL).
         ttl = "" if ttl_seconds is None else f", {int(ttl_seconds)}"
-        rows = ",".join(f"(X'{v.hex()}'{ttl})" if v else f"(''{ttl})" for v in values)
+        rows = ",".join(f"({bytes_literal(v)}{ttl})" for v in values)
         cols = "payload" if ttl_seconds is None else "payload, ttl_seconds"
         async with await self._cursor() as cur:
             return int(await cur.execute(f"INSERT INTO {quote_identifier(topic)} ({cols}) VALUES {rows}"))

@@ -162,11 +162,3 @@ def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Looku
         sql = tree.sql(dialect=DIALECT)
     insert_into = target_topic if isinstance(tree, exp.Insert) else None
     return Routed(first.keyspace, first.shard, sql, insert_into)
-
-
-def inserted_topic(sql: str, session_keyspace: str | None, lookup: Lookup) -> TopicInfo | None:
-    """The topic an INSERT wrote to (for the after-commit wake-up of its sequencer)."""
-    m = _INSERT.match(sql)
-    if m is None:
-        return None
-    return lookup(_unq(m, "ks") or session_keyspace, _unq(m, "t") or "")

@@ -504,6 +504,10 @@ class TopicService:
             return None
         if routed.planned:
             return PlanWithTopics(await self.catalog())
+        if routed.insert_into is not None:
+            # The after-write hook reads the topic from here (a topic INSERT is routed, never
+            # planned: one reading beyond its shard is refused above).
+            session.written_table = (routed.insert_into.keyspace, routed.insert_into.name)
         if kw in ("select", "with", "(", "table", "values"):
             return session.vcursor.stream_shard(routed.keyspace, routed.shard, routed.sql)
         return await session.vcursor.execute_shard(routed.keyspace, routed.shard, routed.sql)
@@ -524,10 +528,12 @@ class TopicService:
         """Whether ``sql`` may name a topic (then ``route``/``written`` must see it)."""
         return self._pattern is not None and self._pattern.search(sql) is not None
 
-    def written(self, session: ProxySession, sql: str) -> TopicWrite | None:
-        if not self.names_topic(sql):
+    def written(self, written_table: tuple[str, str] | None) -> TopicWrite | None:
+        """The topic a successful write went to: its table as ``route`` (or the planner)
+        recorded it, not read from the SQL again."""
+        if written_table is None:
             return None
-        info = routing.inserted_topic(sql, session.keyspace, self.lookup)
+        info = self.lookup(*written_table)
         return None if info is None else TopicWrite(info.keyspace, info.name)
 
     def committed(self, write: TopicWrite) -> None:

@@ -35,7 +35,7 @@ from proxy.topics.schema import (
     sql_string,
     view_ddl,
 )
-from sqltext.quoting import quote_identifier
+from sqltext.quoting import bytes_literal, quote_identifier
 
 if TYPE_CHECKING:
     from vschema.tracked_schema import TableSchema
@@ -51,10 +51,6 @@ ADMIN_LOCK_WAIT_S = 10
 
 def rows_of(res: Result) -> list[tuple[Any, ...]]:
     return [tuple(decode_value(f, v) for f, v in zip(res.fields, row, strict=True)) for row in res.rows]
-
-
-def hex_literal(data: bytes) -> str:
-    return "X'" + data.hex() + "'" if data else "''"
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,11 +319,11 @@ class ShardTopicStore:
             return 0
         table = quote_identifier(log_table(name))
         if pointer is None:
-            values = ",".join(f"({hex_literal(p)})" for p in payloads)
+            values = ",".join(f"({bytes_literal(p)})" for p in payloads)
             sql = f"INSERT INTO {table} (payload) VALUES {values}"
         else:
             flag = 1 if pending else 0
-            values = ",".join(f"({hex_literal(p)}, {int(pointer)}, {flag}, {NOW_MS})" for p in payloads)
+            values = ",".join(f"({bytes_literal(p)}, {int(pointer)}, {flag}, {NOW_MS})" for p in payloads)
             sql = f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}"
         async with self.connection() as sc:
             return (await sc.execute(sql)).affected_rows
@@ -338,7 +334,7 @@ class ShardTopicStore:
         table = quote_identifier(log_table(name))
         async with self.transaction() as sc:
             if payloads:
-                values = ",".join(f"({hex_literal(p)}, {int(pointer)}, 1, {NOW_MS})" for p in payloads)
+                values = ",".join(f"({bytes_literal(p)}, {int(pointer)}, 1, {NOW_MS})" for p in payloads)
                 await sc.execute(f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}")
             res = await sc.execute(f"UPDATE {table} SET pending = 0 WHERE tx_pointer = {int(pointer)} AND pending = 1")
         return res.affected_rows

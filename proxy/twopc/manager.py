@@ -32,7 +32,7 @@ from typing import Any
 
 from proxy.errors import ER_DUP_ENTRY, ER_LOCK_WAIT_TIMEOUT, ProxyError, ShardError
 from proxy.pools import ShardAddress, ShardConnection, ShardPools
-from proxy.sidecar_tables import ensure_sidecar_table
+from proxy.sidecar_tables import ensure_sidecar_table, hex_literal
 from proxy.twopc.faults import Faults
 from proxy.twopc.xid import ShardKey, lock_name, make_dtid, parse_participants, participant_list
 
@@ -61,7 +61,7 @@ def _create_table(name: str) -> str:
 def record_insert(table: str, dtid: str, state: str, participants: list[ShardKey]) -> str:
     return (
         f"insert into {table} (dtid, state, participants, time_created) values "
-        f"(X'{dtid.encode().hex()}', '{state}', X'{participant_list(participants).encode().hex()}', utc_timestamp(6))"
+        f"({hex_literal(dtid)}, '{state}', {hex_literal(participant_list(participants))}, utc_timestamp(6))"
     )
 
 
@@ -204,7 +204,7 @@ class TwoPCManager:
         return name
 
     async def read_decision(self, sc: ShardConnection, table: str, dtid: str) -> Decision | None:
-        res = await sc.execute(f"select state, participants from {table} where dtid = X'{dtid.encode().hex()}'")
+        res = await sc.execute(f"select state, participants from {table} where dtid = {hex_literal(dtid)}")
         if not res.rows:
             return None
         state, parts = res.rows[0]
@@ -277,7 +277,7 @@ class TwoPCManager:
     async def _delete(self, sc: ShardConnection, mm: ShardKey, dtids: list[str]) -> None:
         table = await self.sidecar(mm, sc)
         for i in range(0, len(dtids), 500):
-            keys = ", ".join("X'" + d.encode().hex() + "'" for d in dtids[i : i + 500])
+            keys = ", ".join(hex_literal(d) for d in dtids[i : i + 500])
             res = await sc.execute(f"delete from {table} where dtid in ({keys})")
             self.counters.records_cleared += res.affected_rows
 

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 
 from proxy.errors import ER_XAER_NOTA, ProxyError, ShardError
 from proxy.pools import ShardConnection
+from proxy.sidecar_tables import hex_literal
 from proxy.twopc.manager import ROLLBACK_RETENTION_S, TwoPCManager
 from proxy.twopc.xid import (
     ShardKey,
@@ -292,7 +293,7 @@ async def status(m: TwoPCManager, dtid: str) -> list[StatusRow]:
     async with m.pools.get(*d.mm).connection() as sc:
         table = await m.sidecar(d.mm, sc)
         res = await sc.execute(
-            f"select state, participants, time_created from {table} where dtid = X'{dtid.encode().hex()}'"
+            f"select state, participants, time_created from {table} where dtid = {hex_literal(dtid)}"
         )
     if res.rows:
         state, parts, created = res.rows[0]

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sqltext.quoting import bytes_literal
+
 ShardKey = tuple[str, str]
 
 FORMAT_ID = 0x5347  # "SG"
@@ -53,7 +55,7 @@ def bqual(key: ShardKey) -> str:
 
 def xid_sql(dtid: str, key: ShardKey) -> str:
     """The xid of ``dtid``'s branch on shard ``key``, as XA statements take it."""
-    return f"X'{dtid.encode().hex()}',X'{bqual(key).encode().hex()}',{FORMAT_ID}"
+    return f"{bytes_literal(dtid.encode())},{bytes_literal(bqual(key).encode())},{FORMAT_ID}"
 
 
 def participant_list(keys: list[ShardKey]) -> str:

@@ -8,7 +8,13 @@ from decimal import Decimal
 import pytest
 
 from proxy.spark.sql_literals import sql_literal as spark_literal
-from sqltext.quoting import escape_string, quote_identifier, sql_literal
+from sqltext.quoting import (
+    TextValueKind,
+    escape_string,
+    quote_identifier,
+    sql_literal,
+    text_value_literal,
+)
 
 
 def test_identifiers_are_backquoted_with_backquotes_doubled() -> None:
@@ -43,3 +49,13 @@ def test_a_float_mysql_cannot_read_is_refused() -> None:
 def test_the_spark_source_renders_through_the_same_renderer_json_for_documents() -> None:
     assert spark_literal("it's\n") == sql_literal("it's\n")
     assert spark_literal({"a": [1]}) == sql_literal('{"a": [1]}')
+
+
+def test_text_protocol_values_render_by_their_columns_kind() -> None:
+    assert text_value_literal(None, TextValueKind.STRING) == "NULL"
+    assert text_value_literal(b"-12.50", TextValueKind.NUMBER) == "-12.50"
+    assert text_value_literal(b"it's\n", TextValueKind.STRING) == "'it\\'s\\n'"
+    assert text_value_literal("é".encode(), TextValueKind.STRING) == "'é'"
+    assert text_value_literal(b"\x00\xff", TextValueKind.BYTES) == "X'00ff'"
+    assert text_value_literal(b"", TextValueKind.BYTES) == "''"
+

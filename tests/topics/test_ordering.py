@@ -242,6 +242,41 @@ async def test_follower_receives_a_commit_within_milliseconds(topic_proxy, topic
     assert delays[len(delays) // 2] < 0.1, delays
 
 
+async def test_each_routed_form_of_publish_wakes_the_sequencer_at_once(topic_proxy, topics):
+    """The after-write hook takes the topic from the routing result (plain, keyspace-qualified,
+    INSERT ... SELECT, inside a transaction): the message is sequenced at once, not at the next
+    poll (0.2 s here, no follower)."""
+    topic = await topics.create("commerce")
+    forms = [
+        (f"INSERT INTO `{topic}` (payload) VALUES ('plain')", False),
+        (f"INSERT INTO commerce.`{topic}` (payload) VALUES ('qualified')", False),
+        (f"INSERT INTO `{topic}` (payload) SELECT 'selected'", False),
+        (f"INSERT INTO `{topic}` (payload) VALUES ('in-tx')", True),
+    ]
+    conn = await connect(topic_proxy, "commerce")
+    reader = await connect(topic_proxy, "commerce")
+    delays: dict[str, list[float]] = {sql: [] for sql, _ in forms}
+    try:
+        async with conn.cursor() as cur, reader.cursor() as rcur:
+            for k, (sql, in_tx) in enumerate(forms * 3):
+                if in_tx:
+                    await cur.execute("BEGIN")
+                await cur.execute(sql)
+                if in_tx:
+                    await cur.execute("COMMIT")
+                done = time.monotonic()
+                while True:
+                    await rcur.execute(f"SELECT COUNT(*) FROM `{topic}`")
+                    if (await rcur.fetchone())[0] == k + 1:
+                        break
+                    await asyncio.sleep(0.002)
+                delays[sql].append(time.monotonic() - done)
+    finally:
+        conn.close()
+        reader.close()
+    assert all(sorted(d)[1] < 0.05 for d in delays.values()), delays  # each form's median of 3
+
+
 async def test_stream_starts_from_an_id_or_a_time_and_ends_when_the_topic_is_dropped(topic_proxy, topics, follow):
     topic = await topics.create("lookup")
     await run(topic_proxy, "lookup", f"INSERT INTO `{topic}` (payload) VALUES ('old-1'), ('old-2')")
