@@ -239,6 +239,8 @@ class Executor:
         return await self._planned(session, sql, kw)
 
     async def _planned(self, session: ProxySession, sql: str, kw: str, catalog: Catalog | None = None) -> Outcome:
+        if catalog is None and session.statement_keyword == "select":
+            catalog = (session.routing_vschema(), self.state.schema)  # reads by the read shards
         plan, bindvars = plan_statement(self.state, session.database, sql, catalog)
         if session.tx is not None and session.tx.implicit and not reaches_shards_at_once(plan):
             session.tx.in_steps = True  # atomic only if its first step does not commit alone

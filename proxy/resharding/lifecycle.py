@@ -211,6 +211,8 @@ async def cancel_workflow(view: ClusterView, name: str) -> Workflow:
         raise WorkflowError(name, "traffic was switched: use reverse-traffic first, or complete")
     if workflow.state.finished:
         raise WorkflowError(name, f"is already {workflow.state}")
+    if set(workflow.targets) & set((await view.topology(workflow.keyspace)).reads):
+        raise WorkflowError(name, "reads were switched: use reverse-traffic first")
     async with streams_stopped(view, workflow, WorkflowState.CANCELLED) as cancelled:
         pass
     endpoints = await view.endpoints(workflow.keyspace)
@@ -231,6 +233,8 @@ async def complete_workflow(view: ClusterView, name: str) -> Workflow:
     workflow = await view.store.require(name)
     if workflow.state is not WorkflowState.SWITCHED:
         raise WorkflowError(name, f"is {workflow.state}: complete needs the traffic switched (switch-traffic)")
+    if set(workflow.sources) & set((await view.topology(workflow.keyspace)).reads):
+        raise WorkflowError(name, "reads were switched back to the sources: use switch-traffic --reads-only first")
     async with streams_stopped(view, workflow, WorkflowState.COMPLETED) as completed:
         pass
     await _forget_positions(view, workflow, [*workflow.sources, *workflow.targets])
