@@ -42,7 +42,7 @@ from proxy.resharding.journal import (
     journal_id,
     write_journal,
 )
-from proxy.resharding.lifecycle import ReshardRefused, streams_stopped
+from proxy.resharding.lifecycle import ReshardRefused, refuse_topics, streams_stopped
 from proxy.resharding.shard_writer import ShardWriter
 from proxy.resharding.streams import WorkflowStreams, current_position
 from proxy.resharding.table_schema import read_tables
@@ -151,6 +151,7 @@ async def switch_traffic(
         raise WorkflowError(name, f"cannot switch traffic: {hint}")
     losing, gaining = workflow.streaming_sources, workflow.streaming_targets
     endpoints = await view.endpoints(workflow.keyspace)
+    await refuse_topics(workflow.keyspace, endpoints, losing)  # a topic created there since `create`
     tables = [t.name for t in await read_tables(endpoints[losing[0]])]
     async with streams_stopped(view, workflow, WorkflowState.STOPPED, resume_state=str(workflow.state)):
         streams = WorkflowStreams(view.config, view.store, workflow, endpoints)

@@ -20,10 +20,12 @@ import yaml
 
 from proxy.cluster import LocalCluster, LocalShardSpec, plan_local_shards
 from proxy.config import load_config
+from proxy.topics.names import place
 from tests.conftest import mariadb_template_dir
 from tests.proxy_process import REPO
 from tests.resharding.split import run_sql
 from tests.resharding.workflow_cluster import (
+    KEYSPACE,
     ChangeConsumer,
     UpProcess,
     Writer,
@@ -368,6 +370,36 @@ def test_reads_switch_first_then_the_writes_and_each_reverses(up: UpProcess) -> 
     assert serving_shards(path) == ("-80", "80-")
     wait_for(lambda: _email(up, probe) == [], 10, "reads and writes to go back to the source")
     assert _email(up, late) == [(b"after-writes",)]  # the reverse stream brought it back
+
+
+def _topic_on(shard: str, prefix: str) -> str:
+    """A topic name that ``place`` puts on ``shard`` of commerce (-80, 80-)."""
+    return next(f"{prefix}{i}" for i in itertools.count()
+                if place(KEYSPACE, ["-80", "80-"], True, f"{prefix}{i}") == shard)
+
+
+def test_shards_holding_topics_are_not_resharded_and_others_are(up: UpProcess) -> None:
+    path = up.config_path
+    on_source, elsewhere = _topic_on("-80", "events"), _topic_on("80-", "audit")
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"create topic {elsewhere}")
+            # A topic on 80- does not stop a split of -80: placement by key range keeps it there.
+            run_ok(path, "split", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+            cur.execute(f"create topic {on_source}")
+    finally:
+        conn.close()
+    # Created on the source since `create`: the switch refuses, nothing changed, writes go on.
+    refused = reshard(path, "split", "switch-traffic")
+    assert refused.returncode == 2 and "ERROR 1235 (42000)" in refused.stderr, refused.stderr
+    assert f"resharding shards of keyspace {KEYSPACE} that hold topics (-80: {on_source})" in refused.stderr
+    assert serving_shards(path) == ("-80", "80-")
+    assert status(path, "split")["state"] == "Running"
+    _insert(up, _on_shard("-40", 8_000_000), "still-writable")
+    run_ok(path, "split", "cancel")
+    again = reshard(path, "split2", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--no-wait")
+    assert again.returncode == 2 and f"(-80: {on_source})" in again.stderr, again.stderr
 
 
 def test_split_of_dsn_shards_into_reshard_targets_hosted_by_serve(request: pytest.FixtureRequest, tmp_path: Path) -> None:
