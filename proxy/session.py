@@ -72,6 +72,9 @@ class ProxySession(BaseSession):
         # What the running statement is, for the metrics (proxy.observability.metrics): its
         # first keyword, and where it went (plan variant, keyspace) once that is known.
         self.statement_keyword = ""
+        # The running statement only reads (a SELECT, or a VEXPLAIN of one): after a reads-only
+        # resharding switch it routes by the read shards (routing_vschema).
+        self.only_reads = False
         self.route: tuple[str, str] | None = None
         # The (keyspace, table) a planned INSERT/UPDATE of the running statement writes to
         # (the after-write hooks read it instead of the SQL text); None: not planned.
@@ -133,7 +136,7 @@ class ProxySession(BaseSession):
         runs every statement of a transaction on the primary: what a transaction reads
         (``FOR UPDATE`` too) is what it then writes on, never a lagging copy."""
         state = self.state
-        if state.read_vschema is state.vschema or self.statement_keyword != "select" or self.tx is not None:
+        if state.read_vschema is state.vschema or not self.only_reads or self.tx is not None:
             return state.vschema
         return state.read_vschema
 

@@ -74,9 +74,9 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
         return None
     if proxy.topics.names_topic(sql):
         return None
-    # The keyword now, not after routing: a SELECT routes by the read shards
-    # (ProxySession.routing_vschema), through the vcursor too.
-    session.statement_keyword = kw
+    # Set before routing: a SELECT routes by the read shards (ProxySession.routing_vschema),
+    # through the vcursor too.
+    session.only_reads = kw == "select"
     vschema = session.routing_vschema()
     found = cached_plan(sql, vschema, keyspace, proxy.schema)
     if found is None:

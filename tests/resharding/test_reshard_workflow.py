@@ -356,6 +356,8 @@ def test_reads_switch_first_then_the_writes_and_each_reverses(up: UpProcess) -> 
     assert tablets == {"-80": "SERVING", "80-": "SERVING", "-40": "SERVING", "40-80": "SERVING"}, tablets
     assert [r[0] for r in _rows(up, "show vitess_shards") if r[0].startswith(KEYSPACE)] == [
         f"{KEYSPACE}/-80", f"{KEYSPACE}/80-"]  # the shards writes go to
+    explained = _rows(up, f"vexplain queries select email from customer where customer_id = {probe}")
+    assert [(ks, shard) for _g, ks, shard, _q in explained] == [(KEYSPACE, "-40")], explained
     # Writes still land on the source (the catch-up brings them to the target, reads then see them) ...
     written = _on_shard("-40", probe + 1)
     _insert(up, written, "after-reads")
