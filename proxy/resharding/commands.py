@@ -46,6 +46,9 @@ class WorkflowStatus:
     copy: list[TableCopyState]
     lag: list[SourceLag]
     unreachable: str = ""  # why the lag could not be read
+    # Where the keyspace's reads and writes go now (they differ after a reads-only switch).
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
     @property
     def rows_copied(self) -> int:
@@ -67,6 +70,8 @@ class WorkflowStatus:
             "copy_state": [asdict(c) | {"lastpk": None if c.lastpk is None else list(c.lastpk)} for c in self.copy],
             "lag": [asdict(lag) for lag in self.lag],
             "unreachable": self.unreachable,
+            "reads": list(self.reads),
+            "writes": list(self.writes),
         }
 
     def lines(self) -> list[str]:
@@ -75,6 +80,8 @@ class WorkflowStatus:
             f"{','.join(wf.sources)} -> {','.join(wf.targets)}"
         )
         out = [f"workflow {wf.name}: keyspace {wf.keyspace}, {direction}, state {wf.state}"]
+        if self.reads != self.writes:
+            out.append(f"  reads switched: reads go to {','.join(self.reads)}, writes to {','.join(self.writes)}")
         for c in self.copy:
             out.append(f"  copy {c.source}/{c.table}: {c.rows_copied} rows{' (done)' if c.done else ''}")
         for lag in self.lag:
@@ -103,7 +110,8 @@ async def workflow_status(view: ClusterView, name: str) -> WorkflowStatus:
         finally:
             for writer in writers.values():
                 await writer.close()
-    return WorkflowStatus(workflow, copy, lags, unreachable)
+    topology = await view.topology(workflow.keyspace)
+    return WorkflowStatus(workflow, copy, lags, unreachable, topology.reads, topology.serving)
 
 
 def _bar(done: int, total: int) -> str:

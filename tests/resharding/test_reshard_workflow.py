@@ -352,6 +352,7 @@ def test_reads_switch_first_then_the_writes_and_each_reverses(up: UpProcess) -> 
     assert "reads: -40,40-80,80-; writes: -80,80-" in out, out
     wait_for(lambda: _email(up, probe) == [(b"target-only",)], 10, "reads to go to the targets")
     assert serving_shards(path) == ("-80", "80-")
+    assert (status(path, "split")["reads"], status(path, "split")["writes"]) == (["-40", "40-80", "80-"], ["-80", "80-"])
     tablets = {r[2]: r[4] for r in _rows(up, "show vitess_tablets") if r[1] == KEYSPACE}
     assert tablets == {"-80": "SERVING", "80-": "SERVING", "-40": "SERVING", "40-80": "SERVING"}, tablets
     assert [r[0] for r in _rows(up, "show vitess_shards") if r[0].startswith(KEYSPACE)] == [
