@@ -65,6 +65,9 @@ class ClusterState:
             {name: (ks.vschema, self.shard_names(name)) for name, ks in config.keyspaces.items()},
             config.routing_rules or None,
         )
+        # The vschema reads route by: the same object unless a reads-only resharding switch
+        # sends a keyspace's reads to other shards than its writes (see ProxySession.routing_vschema).
+        self.read_vschema: VSchema = self.vschema
         addresses = [
             ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
             for (ks, shard), e in sorted(self.endpoints.items())
@@ -136,32 +139,43 @@ class ClusterState:
         """The shards serving ``keyspace`` now, in key-range order."""
         return list(self.topology[keyspace].serving)
 
-    def install_topology(self, topologies: Mapping[str, KeyspaceTopology], vschema: VSchema) -> set[str]:
-        """Serve ``topologies`` with ``vschema`` (built on their serving shards) from now on:
-        pools for shards that start serving, then the swap (new statements plan and route by
-        it), then the pools of shards that stopped serving retired (their connections close
-        once idle: a transaction running there finishes there). Returns the keyspaces whose
-        topology changed; held writes look again."""
+    def read_shard_names(self, keyspace: str) -> list[str]:
+        """The shards serving reads of ``keyspace`` now (they differ from ``shard_names`` only
+        after a reads-only resharding switch)."""
+        return list(self.topology[keyspace].reads)
+
+    def install_topology(
+        self, topologies: Mapping[str, KeyspaceTopology], vschema: VSchema, read_vschema: VSchema | None = None
+    ) -> set[str]:
+        """Serve ``topologies`` with ``vschema`` (built on their serving shards) and
+        ``read_vschema`` (on their read shards; default ``vschema``) from now on: pools for
+        shards that start serving, then the swap (new statements plan and route by it), then
+        the pools of shards that stopped serving retired (their connections close once idle:
+        a transaction running there finishes there). Returns the keyspaces whose topology
+        changed; held writes look again."""
         changed = {ks for ks, t in topologies.items() if self.topology.get(ks) != t}
         for ks in sorted(changed):
             t = topologies[ks]
             self.endpoints.update(t.endpoints)  # every known shard: CDC resumes on retired ones
-            for shard in t.serving:
+            for shard in t.routed:
                 e = t.endpoint(shard)
                 address = ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
                 self.pools.ensure(address)
                 twopc.manager_for(self).add_shard(address)  # a twopc decision may live there now
         before, self.topology = self.topology, dict(topologies)
         self.vschema = vschema
+        self.read_vschema = vschema if read_vschema is None else read_vschema
         for ks in sorted(changed):
             serving = self.shard_names(ks)
-            for shard in before[ks].serving:
-                if shard not in serving:
+            routed = topologies[ks].routed
+            for shard in before[ks].routed:
+                if shard not in routed:
                     self.pools.retire(ks, shard)
             self.schema_tracker.set_shards(ks, serving, {s: self.database_of(ks, s) for s in serving})
             TOPOLOGY_VERSION.labels(ks).set(topologies[ks].version)
             logger.info("serving topology installed", extra={"keyspace": ks, "version": topologies[ks].version,
-                                                             "serving": ",".join(serving)})
+                                                             "serving": ",".join(serving),
+                                                             "reading": ",".join(topologies[ks].reads)})
         if changed:
             self.write_hold.topology_changed()
         return changed

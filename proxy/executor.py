@@ -60,6 +60,7 @@ _DML = {"insert", "replace", "update", "delete"}
 # Statements that only read: a twopc transaction does not prepare a shard that only these reached.
 _READS = {"select", "show", "describe", "desc", "explain"}
 
+_VEXPLAIN = re.compile(r"^vexplain(?:\s+(?:all|queries|plan)\b)?", re.I)
 _BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
 _COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
 _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
@@ -90,6 +91,7 @@ class Executor:
         """Run one statement; returns a whole Result or a stream of Result chunks."""
         kw = first_keyword(sql)
         session.statement_keyword, session.route, session.written_table = kw, None, None
+        session.only_reads = kw == "select"
         if not kw:
             raise ProxyError(ER_EMPTY_QUERY, "Query was empty")
         if session.tx is not None:
@@ -239,6 +241,8 @@ class Executor:
         return await self._planned(session, sql, kw)
 
     async def _planned(self, session: ProxySession, sql: str, kw: str, catalog: Catalog | None = None) -> Outcome:
+        if catalog is None and session.only_reads:
+            catalog = (session.routing_vschema(), self.state.schema)  # reads by the read shards
         plan, bindvars = plan_statement(self.state, session.database, sql, catalog)
         if session.tx is not None and session.tx.implicit and not reaches_shards_at_once(plan):
             session.tx.in_steps = True  # atomic only if its first step does not commit alone
@@ -390,7 +394,9 @@ class Executor:
         return await alter_vschema(self.state, session, sql)
 
     async def _vexplain(self, session: ProxySession, sql: str) -> Outcome | None:
-        # Planned with the session's target (USE ks:-80): what it shows is where it goes.
+        # Planned with the session's target (USE ks:-80), and the read shards for a SELECT:
+        # what it shows is where it goes.
+        session.only_reads = first_keyword(_VEXPLAIN.sub("", sql, count=1)) == "select"
         return await self._planned(session, sql, "select")
 
     async def _stream(self, session: ProxySession, sql: str) -> Outcome | None:

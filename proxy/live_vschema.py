@@ -42,7 +42,8 @@ resharding switch: ``_shardgate.shard_topology`` on the same shard, proxy/reshar
 one ``UNION ALL`` query reads both tables' versions. A changed topology is installed together with
 a vschema built on its serving shards (``Proxy.install_topology``: pools first, then the swap,
 then the retired shards' pools closed), the plan cache is cleared, and the message managers and
-schema tracking move to the new shards.
+schema tracking move to the new shards. After a reads-only switch a second vschema, built on the
+keyspace's read shards, is installed beside it (``ClusterState.read_vschema``).
 """
 
 from __future__ import annotations
@@ -221,22 +222,36 @@ class LiveVSchema:
         return {name: (stored[name].doc if name in stored else self.docs[name]) for name in self.proxy.config.keyspaces}
 
     def build(
-        self, docs: Mapping[str, Mapping[str, Any]], topologies: Mapping[str, KeyspaceTopology] | None = None
+        self, docs: Mapping[str, Mapping[str, Any]], topologies: Mapping[str, KeyspaceTopology] | None = None,
+        *, reads: bool = False,
     ) -> VSchema:
         """The whole vschema from per-keyspace documents, on the serving shards of
-        ``topologies`` (default: the ones in force)."""
+        ``topologies`` (default: the ones in force); with ``reads``, on their read shards."""
         config = self.proxy.config
         topologies = topologies if topologies is not None else self.proxy.topology
         return build_vschema(
-            {name: (docs[name], list(topologies[name].serving)) for name in config.keyspaces},
+            {name: (docs[name], list(topologies[name].reads if reads else topologies[name].serving))
+             for name in config.keyspaces},
             config.routing_rules or None,
         )
+
+    def build_for_reads(
+        self, docs: Mapping[str, Mapping[str, Any]], vschema: VSchema,
+        topologies: Mapping[str, KeyspaceTopology] | None = None,
+    ) -> VSchema:
+        """The vschema reads route by: ``vschema`` itself unless a keyspace's reads were
+        switched apart from its writes (a reads-only resharding switch)."""
+        topologies = topologies if topologies is not None else self.proxy.topology
+        if all(t.reading is None for t in topologies.values()):
+            return vschema
+        return self.build(docs, topologies, reads=True)
 
     def _install_stored(self, stored: Mapping[str, StoredDoc], topologies: Mapping[str, KeyspaceTopology]) -> None:
         docs = self._docs_with(stored)
         versions = {ks: s.version for ks, s in stored.items()}
         try:
             vschema = self.build(docs, topologies)
+            read_vschema = self.build_for_reads(docs, vschema, topologies)
         except VSchemaError as e:
             key = (",".join(sorted(versions)), sum(versions.values()))
             if key not in self._bad_versions:
@@ -246,18 +261,18 @@ class LiveVSchema:
             self.versions = versions  # not retried every poll; the next change is
             self.topology_versions = {ks: t.version for ks, t in topologies.items()}
             return
-        self._install(vschema, docs, versions, topologies)
+        self._install(vschema, read_vschema, docs, versions, topologies)
 
     def _install(
-        self, vschema: VSchema, docs: dict[str, dict[str, Any]], versions: dict[str, int],
+        self, vschema: VSchema, read_vschema: VSchema, docs: dict[str, dict[str, Any]], versions: dict[str, int],
         topologies: Mapping[str, KeyspaceTopology] | None = None,
     ) -> None:
         self.docs, self.versions = docs, versions
         if topologies is not None:
             self.topology_versions = {ks: t.version for ks, t in topologies.items()}
-            self.proxy.install_topology(topologies, vschema)  # shard pools, then the vschema
+            self.proxy.install_topology(topologies, vschema, read_vschema)  # shard pools, then the vschemas
         else:
-            self.proxy.vschema = vschema
+            self.proxy.vschema, self.proxy.read_vschema = vschema, read_vschema
         DEFAULT_CACHE.clear()  # plans of the old vschema would never match again; free them now
         logger.info("vschema installed", extra={"versions": json.dumps(versions, sort_keys=True),
                                                 "topology_versions": json.dumps(self.topology_versions)})
@@ -371,6 +386,7 @@ class LiveVSchema:
                     docs[keyspace] = mutate(copy.deepcopy(current.doc)) if mutate is not None else current.doc
                     try:
                         vschema = self.build(docs)
+                        read_vschema = self.build_for_reads(docs, vschema)
                     except VSchemaError as e:
                         raise ProxyError(ER_UNKNOWN_ERROR, str(e)) from e
                     version = max(s.version for s in stored.values()) + 1
@@ -384,7 +400,7 @@ class LiveVSchema:
                         raise VSchemaChangeConflict(keyspace)
             versions = {ks: s.version for ks, s in stored.items()}
             versions[keyspace] = version
-            self._install(vschema, docs, versions)
+            self._install(vschema, read_vschema, docs, versions)
         logger.info("vschema changed", extra={"keyspace": keyspace, "version": version, "change": change_sql[:200]})
 
 

@@ -22,6 +22,7 @@ from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
 from proxy.twopc import TWOPC, manager_for
 from proxy.vcursor import SessionVCursor
+from vschema.model import VSchema
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +72,16 @@ class ProxySession(BaseSession):
         # What the running statement is, for the metrics (proxy.observability.metrics): its
         # first keyword, and where it went (plan variant, keyspace) once that is known.
         self.statement_keyword = ""
+        # The running statement only reads (a SELECT, or a VEXPLAIN of one): after a reads-only
+        # resharding switch it routes by the read shards (routing_vschema).
+        self.only_reads = False
         self.route: tuple[str, str] | None = None
         # The (keyspace, table) a planned INSERT/UPDATE of the running statement writes to, or
         # the topic a routed topic INSERT publishes to (the after-write hooks read it instead of
         # the SQL text); None: neither.
         self.written_table: tuple[str, str] | None = None
         self.vcursor = SessionVCursor(
-            lambda: self.state.vschema, state.pools, lambda: self.tx, state.sequences, lambda: self.settings
+            self.routing_vschema, state.pools, lambda: self.tx, state.sequences, lambda: self.settings
         )
 
     # -- mimic's BaseSession interface -------------------------------------------
@@ -126,6 +130,17 @@ class ProxySession(BaseSession):
         self.state.observability.sessions.add(self)  # close() above let it go; the connection stays
 
     # -- state ---------------------------------------------------------------------
+    def routing_vschema(self) -> VSchema:
+        """The vschema the running statement plans and routes by: the read shards' after a
+        reads-only resharding switch when it is a SELECT outside a transaction, else the
+        write shards'. Every statement of a transaction goes by the write shards, as Vitess
+        runs every statement of a transaction on the primary: what a transaction reads
+        (``FOR UPDATE`` too) is what it then writes on, never a lagging copy."""
+        state = self.state
+        if state.read_vschema is state.vschema or not self.only_reads or self.tx is not None:
+            return state.vschema
+        return state.read_vschema
+
     @property
     def in_transaction(self) -> bool:
         return self.tx is not None

@@ -70,13 +70,15 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
         return local_result(["Shards"], [r for r in rows if keep(r[0])])
     if what == "vitess_tablets":
         # Every shard the serving topology knows: a reshard's targets before the switch and its
-        # sources after it (until complete) are NOT_SERVING, as Vitess shows them.
+        # sources after it (until complete) are NOT_SERVING, as Vitess shows them. After a
+        # reads-only switch the targets serve reads: SERVING (the primary stands for the
+        # replicas Vitess would show serving).
         tablets = []
         for ks in sorted(state.topology):
             topology = state.topology[ks]
             for shard in sort_shards(list(topology.shards)):
                 e = topology.endpoint(shard)
-                serving = "SERVING" if shard in topology.serving else "NOT_SERVING"
+                serving = "SERVING" if shard in topology.routed else "NOT_SERVING"
                 tablets.append(("local", ks, shard, "PRIMARY", serving, f"{ks}-{shard}", f"{e.host}:{e.port}", ""))
         return local_result(
             ["Cell", "Keyspace", "Shard", "TabletType", "State", "Alias", "Hostname", "PrimaryTermStartTime"], tablets

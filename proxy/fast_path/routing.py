@@ -74,7 +74,10 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
         return None
     if proxy.topics.names_topic(sql):
         return None
-    vschema = proxy.vschema
+    # Set before routing: a SELECT routes by the read shards (ProxySession.routing_vschema),
+    # through the vcursor too.
+    session.only_reads = kw == "select"
+    vschema = session.routing_vschema()
     found = cached_plan(sql, vschema, keyspace, proxy.schema)
     if found is None:
         return None
@@ -106,7 +109,7 @@ def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any])
             ksid = map_values(route.vindex, [value])[0]
             if ksid is None:
                 return None
-            return session.state.vschema.shard_for(route.keyspace, ksid), route.query.render(bindvars)
+            return session.routing_vschema().shard_for(route.keyspace, ksid), route.query.render(bindvars)
     targets = route_targets(route, session.vcursor, bindvars)
     if len(targets) != 1:
         return None

@@ -26,7 +26,12 @@ from proxy.resharding.lifecycle import cancel_workflow, complete_workflow, creat
 from proxy.resharding.shard_writer import ShardWriter
 from proxy.resharding.streams import SourceLag, workflow_lag
 from proxy.resharding.table_schema import read_tables
-from proxy.resharding.traffic import DEFAULT_TIMEOUT_SECONDS, refuse_partial_switch, switch_traffic
+from proxy.resharding.traffic import (
+    DEFAULT_TIMEOUT_SECONDS,
+    refuse_both_halves,
+    switch_reads,
+    switch_traffic,
+)
 from proxy.resharding.vdiff import report_json, report_lines, run_vdiff
 from proxy.resharding.workflow import TableCopyState, Workflow, WorkflowState
 
@@ -41,6 +46,9 @@ class WorkflowStatus:
     copy: list[TableCopyState]
     lag: list[SourceLag]
     unreachable: str = ""  # why the lag could not be read
+    # Where the keyspace's reads and writes go now (they differ after a reads-only switch).
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
     @property
     def rows_copied(self) -> int:
@@ -62,6 +70,8 @@ class WorkflowStatus:
             "copy_state": [asdict(c) | {"lastpk": None if c.lastpk is None else list(c.lastpk)} for c in self.copy],
             "lag": [asdict(lag) for lag in self.lag],
             "unreachable": self.unreachable,
+            "reads": list(self.reads),
+            "writes": list(self.writes),
         }
 
     def lines(self) -> list[str]:
@@ -70,6 +80,8 @@ class WorkflowStatus:
             f"{','.join(wf.sources)} -> {','.join(wf.targets)}"
         )
         out = [f"workflow {wf.name}: keyspace {wf.keyspace}, {direction}, state {wf.state}"]
+        if self.reads != self.writes:
+            out.append(f"  reads switched: reads go to {','.join(self.reads)}, writes to {','.join(self.writes)}")
         for c in self.copy:
             out.append(f"  copy {c.source}/{c.table}: {c.rows_copied} rows{' (done)' if c.done else ''}")
         for lag in self.lag:
@@ -98,7 +110,8 @@ async def workflow_status(view: ClusterView, name: str) -> WorkflowStatus:
         finally:
             for writer in writers.values():
                 await writer.close()
-    return WorkflowStatus(workflow, copy, lags, unreachable)
+    topology = await view.topology(workflow.keyspace)
+    return WorkflowStatus(workflow, copy, lags, unreachable, topology.reads, topology.serving)
 
 
 def _bar(done: int, total: int) -> str:
@@ -178,13 +191,29 @@ async def run_command(config: Any, args: argparse.Namespace, out: TextIO = sys.s
                 out.write("\n".join(report_lines(report)) + "\n")
             return 0 if report.clean else 1
 
+        async def reads(reverse: bool) -> int:
+            lag = (await workflow_status(view, name)).max_lag
+            workflow, topology = await switch_reads(view, name, reverse=reverse, lag_seconds=lag)
+            out.write(f"workflow {name}: reads switched to {','.join(workflow.sources if reverse else workflow.targets)} "
+                      f"(reads: {','.join(topology.reads)}; writes: {','.join(topology.serving)})\n")
+            return 0
+
         async def switch() -> int:
-            refuse_partial_switch(args.reads_only, args.writes_only)
+            refuse_both_halves("switch-traffic", args.reads_only, args.writes_only)
+            if args.reads_only:
+                return await reads(reverse=False)
             workflow = await switch_traffic(view, name, timeout_seconds=args.timeout or DEFAULT_TIMEOUT_SECONDS)
             out.write(f"workflow {name}: traffic switched to {','.join(workflow.targets)}\n")
             return 0
 
         async def reverse() -> int:
+            refuse_both_halves("reverse-traffic", args.reads_only, args.writes_only)
+            workflow = await view.store.require(name)
+            # Only the reads were switched (the writes never were): reversing means the reads.
+            only_reads = workflow.state is WorkflowState.RUNNING and not workflow.reversed and not args.writes_only and (
+                await view.topology(workflow.keyspace)).reading is not None
+            if args.reads_only or only_reads:
+                return await reads(reverse=True)
             workflow = await switch_traffic(view, name, reverse=True, timeout_seconds=args.timeout or DEFAULT_TIMEOUT_SECONDS)
             out.write(f"workflow {name}: traffic switched back to {','.join(workflow.sources)}\n")
             return 0

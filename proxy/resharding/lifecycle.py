@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -35,6 +35,7 @@ from proxy.resharding.topology import (
     local_endpoint_spec,
 )
 from proxy.resharding.workflow import Workflow, WorkflowError, WorkflowState
+from proxy.topics.names import LOG_PREFIX, META_TABLE
 from sqltext.quoting import quote_identifier
 from vschema.errors import InvalidShardName
 from vschema.keyrange import KeyRange
@@ -50,6 +51,24 @@ class ReshardRefused(ProxyError):
 
     def __init__(self, what: str) -> None:
         super().__init__(ER_NOT_SUPPORTED_YET, f"This version of shardgate doesn't yet support '{what}'", "42000")
+
+
+async def refuse_topics(keyspace: str, endpoints: Mapping[str, ShardEndpoint], shards: Sequence[str]) -> None:
+    """Refuse to move shards that hold topics (proxy/topics). A topic lives on the one shard of
+    its keyspace that md5(name) falls in: its log ``_tms_<t>``, its row in ``_tms_topics`` (with
+    the id high-water mark that must survive) and the view ``<t>``, none of which the vschema
+    routes, and every proxy's topic service keeps the shard it found at start. Copying them
+    would need the copy, the catch-up, the switch's denied writes and the topic services to
+    place them by name; until then the reshard is refused up front, naming the topics. Shards
+    the reshard does not touch keep theirs: placement by key range does not move them."""
+    held: list[str] = []
+    for shard in shards:
+        names = [t.name for t in await read_tables(endpoints[shard])]
+        topics = sorted(n[len(LOG_PREFIX):] for n in names if n.startswith(LOG_PREFIX) and n != META_TABLE)
+        if topics or META_TABLE in names:
+            held.append(f"{shard}: {', '.join(topics) if topics else 'dropped topics (their id high-water marks)'}")
+    if held:
+        raise ReshardRefused(f"resharding shards of keyspace {keyspace} that hold topics ({'; '.join(held)})")
 
 
 def _ranges(workflow: str, names: Sequence[str], what: str) -> list[KeyRange]:
@@ -148,6 +167,7 @@ async def create_workflow(
     topologies = await view.topologies()
     topology = topologies[keyspace]
     check_shards(name, topology, sources, targets, config.vschema_store_location)
+    await refuse_topics(keyspace, {s: topology.endpoint(s) for s in sources}, sources)
     # Every table must have a primary key and a shard to go to before anything is created.
     try:
         tables = await read_tables(topology.endpoint(sources[0]))
@@ -211,6 +231,8 @@ async def cancel_workflow(view: ClusterView, name: str) -> Workflow:
         raise WorkflowError(name, "traffic was switched: use reverse-traffic first, or complete")
     if workflow.state.finished:
         raise WorkflowError(name, f"is already {workflow.state}")
+    if set(workflow.targets) & set((await view.topology(workflow.keyspace)).reads):
+        raise WorkflowError(name, "reads were switched: use reverse-traffic first")
     async with streams_stopped(view, workflow, WorkflowState.CANCELLED) as cancelled:
         pass
     endpoints = await view.endpoints(workflow.keyspace)
@@ -231,6 +253,8 @@ async def complete_workflow(view: ClusterView, name: str) -> Workflow:
     workflow = await view.store.require(name)
     if workflow.state is not WorkflowState.SWITCHED:
         raise WorkflowError(name, f"is {workflow.state}: complete needs the traffic switched (switch-traffic)")
+    if set(workflow.sources) & set((await view.topology(workflow.keyspace)).reads):
+        raise WorkflowError(name, "reads were switched back to the sources: use switch-traffic --reads-only first")
     async with streams_stopped(view, workflow, WorkflowState.COMPLETED) as completed:
         pass
     await _forget_positions(view, workflow, [*workflow.sources, *workflow.targets])

@@ -29,13 +29,19 @@ cluster that never resharded. The document::
 naming old shards read them from here. The password is stored because every proxy process must
 connect to target shards that the cluster file does not list (local ones have none).
 
-Only the ``serving`` list routes: reads and writes go to the same shards (a reads-only switch is
-not supported by the serving side).
+``serving`` routes writes, and reads too unless the document also holds ``"reading": [...]``:
+after ``switch-traffic --reads-only`` (Vitess switches the replica/rdonly reads first; here every
+shard is a primary, so the read list stands for them) SELECTs go by ``reading`` (the targets)
+while writes still go by ``serving`` (the sources, which the catch-up copies to the targets).
+The write switch (``--writes-only`` or the plain switch) sets ``serving`` and drops ``reading``;
+``reverse-traffic`` after a reads-only switch drops ``reading``. A document without it (every
+keyspace never resharded, every plain switch) routes as before: one list for both.
 
 API (what the Reshard workflow calls)::
 
-    KeyspaceTopology(keyspace, serving, shards, version)    # frozen; .endpoint(shard), .endpoints,
-        .with_shard(shard, spec), .with_serving(shards), .without_shards(shards), .to_json()/from_json
+    KeyspaceTopology(keyspace, serving, shards, version, reading)  # frozen; .endpoint(shard), .endpoints,
+        .reads (the shards reads go to), .with_shard(shard, spec), .with_serving(shards) (reads too),
+        .with_reading(shards | None) (reads only), .without_shards(shards), .to_json()/from_json
     ShardEndpointSpec(endpoint: ShardEndpoint, local: LocalInstance | None)
     LocalInstance(port, data_dir, server_id, gtid_domain_id).spec(keyspace, shard) -> LocalShardSpec
     cluster_topology(config) -> dict[str, KeyspaceTopology]             # the cluster file's (version 0)
@@ -181,12 +187,14 @@ class ShardEndpointSpec:
 class KeyspaceTopology:
     """One keyspace's serving shards (key-range order) and every known shard's endpoint.
 
-    ``version`` is the stored row's (0: the cluster file's, nothing stored)."""
+    ``version`` is the stored row's (0: the cluster file's, nothing stored); ``reading``: the
+    shards reads go to when a reads-only switch made them differ from ``serving`` (else None)."""
 
     keyspace: str
     serving: tuple[str, ...]
     shards: Mapping[str, ShardEndpointSpec] = field(default_factory=dict)
     version: int = 0
+    reading: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.serving:
@@ -198,6 +206,22 @@ class KeyspaceTopology:
             raise TopologyError(self.keyspace, "a shard is listed twice in serving")
         object.__setattr__(self, "serving", tuple(sort_shards(self.serving)))
         object.__setattr__(self, "shards", dict(self.shards))
+        if self.reading is not None:
+            unknown = [s for s in self.reading if s not in self.shards]
+            if not self.reading or unknown:
+                raise TopologyError(self.keyspace, f"reading shard {unknown[0] if unknown else '(none)'} has no endpoint")
+            reading = tuple(sort_shards(self.reading))
+            object.__setattr__(self, "reading", None if reading == self.serving else reading)
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The shards reads go to: ``reading`` after a reads-only switch, else ``serving``."""
+        return self.reading if self.reading is not None else self.serving
+
+    @property
+    def routed(self) -> tuple[str, ...]:
+        """Every shard that takes reads or writes (their pools stay open)."""
+        return tuple(sort_shards(sorted(set(self.serving) | set(self.reads))))
 
     def endpoint(self, shard: str) -> ShardEndpoint:
         try:
@@ -215,8 +239,12 @@ class KeyspaceTopology:
         return {(self.keyspace, s): self.shards[s].endpoint for s in self.serving}
 
     def with_serving(self, serving: Sequence[str]) -> KeyspaceTopology:
-        """The same shards, ``serving`` serving (the switch, or its reverse)."""
-        return replace(self, serving=tuple(serving))
+        """The same shards, ``serving`` serving reads and writes (the switch, or its reverse)."""
+        return replace(self, serving=tuple(serving), reading=None)
+
+    def with_reading(self, reading: Sequence[str] | None) -> KeyspaceTopology:
+        """Reads go to ``reading``, writes stay (a reads-only switch); None: reads follow writes again."""
+        return replace(self, reading=None if reading is None else tuple(reading))
 
     def with_shard(self, shard: str, spec: ShardEndpointSpec) -> KeyspaceTopology:
         """A shard added (a target before the switch) or its endpoint changed."""
@@ -224,19 +252,25 @@ class KeyspaceTopology:
 
     def without_shards(self, shards: Sequence[str]) -> KeyspaceTopology:
         """Retired shards forgotten (``complete``); refuses to drop a serving one."""
-        serving = [s for s in shards if s in self.serving]
+        serving = [s for s in shards if s in self.routed]
         if serving:
             raise TopologyError(self.keyspace, f"shard {serving[0]} still serves")
         return replace(self, shards={s: e for s, e in self.shards.items() if s not in shards})
 
     def to_json(self) -> dict[str, Any]:
-        return {"serving": list(self.serving), "shards": {s: e.to_json() for s, e in sorted(self.shards.items())}}
+        doc: dict[str, Any] = {"serving": list(self.serving)}
+        if self.reading is not None:
+            doc["reading"] = list(self.reading)
+        doc["shards"] = {s: e.to_json() for s, e in sorted(self.shards.items())}
+        return doc
 
     @classmethod
     def from_json(cls, keyspace: str, doc: Mapping[str, Any], version: int) -> KeyspaceTopology:
         try:
             shards = {str(s): ShardEndpointSpec.from_json(e) for s, e in doc["shards"].items()}
-            return cls(keyspace, tuple(str(s) for s in doc["serving"]), shards, version)
+            reading = doc.get("reading")
+            return cls(keyspace, tuple(str(s) for s in doc["serving"]), shards, version,
+                       None if reading is None else tuple(str(s) for s in reading))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TopologyError(keyspace, f"unreadable document ({type(e).__name__}: {e})") from e
 

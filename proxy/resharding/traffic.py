@@ -14,8 +14,14 @@ The order is Vitess's (``go/vt/vtctl/workflow/traffic_switcher.go``):
    step 4, so ``reverse-traffic`` can undo the switch with nothing lost.
 
 A failure before step 4 allows the writes again and puts the workflow back as it was.
-Reads and writes switch together: the serving topology has one list of serving shards, so
-``--reads-only``/``--writes-only`` are refused (see :func:`refuse_partial_switch`).
+
+Reads may switch first (``--reads-only``, :func:`switch_reads`; Vitess switches the replica and
+rdonly reads before the primary's writes): the topology's read list (``reading``, see
+:mod:`proxy.resharding.topology`) then names the shards the stream keeps up to date, and SELECTs
+outside transactions go there while writes stay. Nothing stops and no journal is written: reads
+move no data. The write switch above (``--writes-only`` or plain) moves the reads with the
+writes; ``reverse-traffic --reads-only`` (or plain, when only the reads were switched) moves them
+back. Reads from the shards the stream follows see its lag.
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ from proxy.resharding.journal import (
     journal_id,
     write_journal,
 )
-from proxy.resharding.lifecycle import ReshardRefused, streams_stopped
+from proxy.resharding.lifecycle import ReshardRefused, refuse_topics, streams_stopped
 from proxy.resharding.shard_writer import ShardWriter
 from proxy.resharding.streams import WorkflowStreams, current_position
 from proxy.resharding.table_schema import read_tables
+from proxy.resharding.topology import KeyspaceTopology
 from proxy.resharding.workflow import Workflow, WorkflowError, WorkflowState
 
 logger = logging.getLogger(__name__)
@@ -48,11 +55,36 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_LAG_SECONDS = 30.0
 
 
-def refuse_partial_switch(reads_only: bool, writes_only: bool) -> None:
-    if reads_only:
-        raise ReshardRefused("switch-traffic --reads-only (reads and writes of a keyspace follow one serving topology)")
-    if writes_only:
-        raise ReshardRefused("switch-traffic --writes-only (reads and writes of a keyspace follow one serving topology)")
+def refuse_both_halves(verb: str, reads_only: bool, writes_only: bool) -> None:
+    if reads_only and writes_only:
+        raise ReshardRefused(f"{verb} --reads-only --writes-only together (give neither to switch both)")
+
+
+async def switch_reads(view: ClusterView, name: str, *, reverse: bool = False, lag_seconds: float = 0.0,
+                       max_lag_seconds: float = DEFAULT_MAX_LAG_SECONDS) -> tuple[Workflow, KeyspaceTopology]:
+    """``switch-traffic --reads-only`` (reads to the targets) or ``reverse-traffic --reads-only``
+    (reads to the sources), writes untouched; ``lag_seconds``: the streams' current lag (the
+    shards gaining reads must be caught up, as for the write switch)."""
+    workflow = await view.store.require(name)
+    if workflow.state not in (WorkflowState.RUNNING, WorkflowState.SWITCHED):
+        hint = "the copy is still running" if workflow.state is WorkflowState.COPYING else f"it is {workflow.state}"
+        raise WorkflowError(name, f"cannot switch reads: {hint}")
+    gaining, losing = (workflow.sources, workflow.targets) if reverse else (workflow.targets, workflow.sources)
+    # The shards gaining reads must be kept up to date: the forward stream (Running) keeps the
+    # targets so, the reverse stream (Switched) the sources; the serving ones are so anyway.
+    topology = await view.topology(workflow.keyspace)
+    kept_current = set(topology.serving) | set(workflow.streaming_targets)
+    if not set(gaining) <= kept_current:
+        raise WorkflowError(name, f"cannot switch reads to {','.join(gaining)}: no stream keeps them up to date")
+    if lag_seconds > max_lag_seconds and not set(gaining) <= set(topology.serving):
+        raise WorkflowError(name, f"targets lag {lag_seconds:.1f} s behind (more than {max_lag_seconds:.0f} s): try again later")
+    topology = await view.change_topology(
+        workflow.keyspace,
+        lambda t: t.with_reading([s for s in t.reads if s not in losing] + [s for s in gaining if s not in t.reads]),
+    )
+    logger.info("reads switched", extra={"workflow": name, "to": ",".join(gaining), "reading": ",".join(topology.reads),
+                                         "serving": ",".join(topology.serving)})
+    return workflow, topology
 
 
 async def _set_writes(keyspace: str, endpoints: Mapping[str, ShardEndpoint], shards: Sequence[str], tables: list[str], deny: bool, wait_seconds: float) -> None:
@@ -119,6 +151,7 @@ async def switch_traffic(
         raise WorkflowError(name, f"cannot switch traffic: {hint}")
     losing, gaining = workflow.streaming_sources, workflow.streaming_targets
     endpoints = await view.endpoints(workflow.keyspace)
+    await refuse_topics(workflow.keyspace, endpoints, losing)  # a topic created there since `create`
     tables = [t.name for t in await read_tables(endpoints[losing[0]])]
     async with streams_stopped(view, workflow, WorkflowState.STOPPED, resume_state=str(workflow.state)):
         streams = WorkflowStreams(view.config, view.store, workflow, endpoints)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import subprocess
 import sys
@@ -19,10 +20,12 @@ import yaml
 
 from proxy.cluster import LocalCluster, LocalShardSpec, plan_local_shards
 from proxy.config import load_config
+from proxy.topics.names import place
 from tests.conftest import mariadb_template_dir
 from tests.proxy_process import REPO
 from tests.resharding.split import run_sql
 from tests.resharding.workflow_cluster import (
+    KEYSPACE,
     ChangeConsumer,
     UpProcess,
     Writer,
@@ -198,8 +201,8 @@ def test_bad_requests_are_refused_with_clear_errors(up: UpProcess) -> None:
     assert wide.returncode == 2 and "do not cover exactly the key range" in wide.stderr, wide.stderr
     unknown = reshard(path, "bad", "create", "--source-shards", "-40", "--target-shards", "-20,20-40", "--no-wait")
     assert unknown.returncode == 2 and "source shard commerce/-40 does not serve" in unknown.stderr
-    partial = reshard(path, "bad", "switch-traffic", "--reads-only")
-    assert partial.returncode == 2 and "ERROR 1235 (42000)" in partial.stderr, partial.stderr
+    both = reshard(path, "bad", "switch-traffic", "--reads-only", "--writes-only")
+    assert both.returncode == 2 and "ERROR 1235 (42000)" in both.stderr, both.stderr
     missing = reshard(path, "nope", "status")
     assert missing.returncode == 2 and "workflow nope: not found" in missing.stderr
     unsharded = reshard(path, "bad", "create", "--source-shards", "0", "--target-shards", "-80,80-", "--no-wait",
@@ -292,6 +295,127 @@ def test_reverse_traffic_switch_again_then_merge_back(up: UpProcess) -> None:
     expected |= writer.committed
     run_ok(path, "merge", "complete")
     assert_rows_placed(path, expected)
+
+
+def _on_shard(shard: str, first: int) -> int:
+    """The first customer id from ``first`` whose keyspace id falls in ``shard``."""
+    vindex, rng = HashVindex("hash"), KeyRange.parse(shard)
+    return next(i for i in itertools.count(first) if rng.contains(vindex.keyspace_id(i) or b""))
+
+
+def _email(up: UpProcess, customer_id: int, *, in_transaction: bool = False) -> list[tuple]:
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            if in_transaction:
+                cur.execute("begin")
+            cur.execute(f"select email from customer where customer_id = {customer_id}")
+            rows = list(cur.fetchall())
+            if in_transaction:
+                cur.execute("commit")
+            return rows
+    finally:
+        conn.close()
+
+
+def _rows(up: UpProcess, sql: str) -> list[tuple]:
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _insert(up: UpProcess, customer_id: int, email: str) -> None:
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"insert into customer (customer_id, email, tenant_id) values ({customer_id}, '{email}', 1)")
+    finally:
+        conn.close()
+
+
+def test_reads_switch_first_then_the_writes_and_each_reverses(up: UpProcess) -> None:
+    path = up.config_path
+    seed(up, 1, 200)
+    run_ok(path, "split", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+    endpoints = shard_endpoints(path)
+    # A row written straight on a target only: a read through the proxy that finds it was
+    # answered by the target; one that does not, by the source.
+    probe = _on_shard("-40", 7_000_000)
+    run_sql(endpoints["-40"], f"insert into customer (customer_id, email, tenant_id) values ({probe}, 'target-only', 1)")
+    assert _email(up, probe) == []
+
+    out = run_ok(path, "split", "switch-traffic", "--reads-only")
+    assert "reads: -40,40-80,80-; writes: -80,80-" in out, out
+    wait_for(lambda: _email(up, probe) == [(b"target-only",)], 10, "reads to go to the targets")
+    assert serving_shards(path) == ("-80", "80-")
+    assert (status(path, "split")["reads"], status(path, "split")["writes"]) == (["-40", "40-80", "80-"], ["-80", "80-"])
+    tablets = {r[2]: r[4] for r in _rows(up, "show vitess_tablets") if r[1] == KEYSPACE}
+    assert tablets == {"-80": "SERVING", "80-": "SERVING", "-40": "SERVING", "40-80": "SERVING"}, tablets
+    assert [r[0] for r in _rows(up, "show vitess_shards") if r[0].startswith(KEYSPACE)] == [
+        f"{KEYSPACE}/-80", f"{KEYSPACE}/80-"]  # the shards writes go to
+    explained = _rows(up, f"vexplain queries select email from customer where customer_id = {probe}")
+    assert [(ks, shard) for _g, ks, shard, _q in explained] == [(KEYSPACE, "-40")], explained
+    # Writes still land on the source (the catch-up brings them to the target, reads then see them) ...
+    written = _on_shard("-40", probe + 1)
+    _insert(up, written, "after-reads")
+    assert run_sql(endpoints["-80"], f"select email from customer where customer_id = {written}") == [(b"after-reads",)]
+    wait_for(lambda: _email(up, written) == [(b"after-reads",)], 30, "the catch-up to copy the write")
+    # ... and a transaction reads where it writes: the source.
+    assert _email(up, probe, in_transaction=True) == []
+    cancel = reshard(path, "split", "cancel")
+    assert cancel.returncode == 2 and "reads were switched: use reverse-traffic first" in cancel.stderr, cancel.stderr
+
+    run_ok(path, "split", "reverse-traffic")  # only the reads were switched: they go back
+    wait_for(lambda: _email(up, probe) == [], 10, "reads to go back to the source")
+    assert serving_shards(path) == ("-80", "80-")
+
+    run_ok(path, "split", "switch-traffic", "--reads-only")
+    wait_for(lambda: _email(up, probe) == [(b"target-only",)], 10, "reads to go to the targets again")
+    run_ok(path, "split", "switch-traffic", "--writes-only")
+    assert serving_shards(path) == ("-40", "40-80", "80-")
+    late = _on_shard("-40", written + 1)
+    _insert(up, late, "after-writes")  # on the target; the reverse stream copies it to the source
+    assert run_sql(endpoints["-40"], f"select email from customer where customer_id = {late}") == [(b"after-writes",)]
+    assert _email(up, probe) == [(b"target-only",)]
+
+    run_ok(path, "split", "reverse-traffic")
+    assert serving_shards(path) == ("-80", "80-")
+    wait_for(lambda: _email(up, probe) == [], 10, "reads and writes to go back to the source")
+    assert _email(up, late) == [(b"after-writes",)]  # the reverse stream brought it back
+
+
+def _topic_on(shard: str, prefix: str) -> str:
+    """A topic name that ``place`` puts on ``shard`` of commerce (-80, 80-)."""
+    return next(f"{prefix}{i}" for i in itertools.count()
+                if place(KEYSPACE, ["-80", "80-"], True, f"{prefix}{i}") == shard)
+
+
+def test_shards_holding_topics_are_not_resharded_and_others_are(up: UpProcess) -> None:
+    path = up.config_path
+    on_source, elsewhere = _topic_on("-80", "events"), _topic_on("80-", "audit")
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"create topic {elsewhere}")
+            # A topic on 80- does not stop a split of -80: placement by key range keeps it there.
+            run_ok(path, "split", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+            cur.execute(f"create topic {on_source}")
+    finally:
+        conn.close()
+    # Created on the source since `create`: the switch refuses, nothing changed, writes go on.
+    refused = reshard(path, "split", "switch-traffic")
+    assert refused.returncode == 2 and "ERROR 1235 (42000)" in refused.stderr, refused.stderr
+    assert f"resharding shards of keyspace {KEYSPACE} that hold topics (-80: {on_source})" in refused.stderr
+    assert serving_shards(path) == ("-80", "80-")
+    assert status(path, "split")["state"] == "Running"
+    _insert(up, _on_shard("-40", 8_000_000), "still-writable")
+    run_ok(path, "split", "cancel")
+    again = reshard(path, "split2", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--no-wait")
+    assert again.returncode == 2 and f"(-80: {on_source})" in again.stderr, again.stderr
 
 
 def test_split_of_dsn_shards_into_reshard_targets_hosted_by_serve(request: pytest.FixtureRequest, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import uuid
 import pymysql
 import pytest
 
+from proxy.errors import ProxyError
 from proxy.resharding.denied_writes import (
     BYPASS_SQL,
     allow_writes,
@@ -60,6 +61,21 @@ async def test_topology_is_saved_with_compare_and_set_and_read_back(split: Split
             await save_topology(sc, KEYSPACE, topology, topology.version)
         assert e.value.code == 1105 and "changed concurrently" in e.value.message
     assert KeyspaceTopology.from_json(KEYSPACE, saved.to_json(), saved.version) == saved
+    assert "reading" not in saved.to_json()  # one list for reads and writes: the document as before
+
+
+async def test_a_reads_only_switch_is_stored_as_a_read_list_beside_the_serving_one(split: Split) -> None:
+    topology = await split.prepare()
+    async with split.store() as sc:
+        saved = await save_topology(sc, KEYSPACE, topology.with_reading(["80-", *TARGETS]), topology.version)
+        assert (saved.serving, saved.reads, saved.routed) == (("-80", "80-"), SPLIT_SERVING, ("-40", "-80", "40-80", "80-"))
+        assert (await load_topology(sc, split.config))[KEYSPACE] == saved
+        # The write switch takes the reads with it; reads back on the writes' shards: no read list.
+        assert topology.with_reading(["80-", *TARGETS]).with_serving(SPLIT_SERVING).reading is None
+        assert saved.with_reading(["-80", "80-"]).reading is None
+        with pytest.raises(ProxyError, match="shard -40 still serves"):
+            saved.without_shards(TARGETS)
+        await save_topology(sc, KEYSPACE, saved.with_reading(None), saved.version)
 
 
 async def test_denied_writes_fail_with_vitess_text_until_allowed_and_reads_go_on(split: Split) -> None:

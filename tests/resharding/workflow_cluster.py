@@ -48,6 +48,7 @@ def write_cluster_file(work: Path, template_dir: Path, copy_chunk_rows: int = 20
         f"""listen: {{host: 127.0.0.1, port: {free_port()}}}
 http: {{host: 127.0.0.1, port: {free_port()}}}
 users: [{{user: root, password: ""}}]
+vschema_ddl_authorized_users: "%"
 local: {{data_dir: {work / "data"}, base_port: {base}}}
 vschema_store: {{keyspace: lookup, shard: "0"}}
 resharding: {{copy_chunk_rows: {copy_chunk_rows}}}
