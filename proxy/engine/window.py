@@ -1,0 +1,214 @@
+"""Window: window functions computed at the proxy over the merged rows of a scatter.
+
+All rows are kept (a window needs its whole partition; ``MemorySort`` keeps as much).
+For each function the row indexes are sorted by its partition and order keys under
+the columns' collations (``compare``): the route below delivers the rows merged in the
+first function's order, so that sort is one linear pass of Timsort. Partitions are then
+walked in order: ROW_NUMBER, RANK / DENSE_RANK (peers: equal on the order keys), NTILE
+(the first ``rows % n`` buckets one row larger, as MySQL), LAG/LEAD (offset, default),
+and over the frame of each row FIRST_VALUE/LAST_VALUE and SUM/COUNT/AVG/MIN/MAX, typed
+and printed as the aggregate primitives print them (``ordered_aggregate``): SUM of
+integers is DECIMAL, AVG keeps 4 more digits.
+
+Frames: ROWS with UNBOUNDED / n PRECEDING / CURRENT ROW / n FOLLOWING ends; RANGE only
+with UNBOUNDED and CURRENT ROW ends (CURRENT ROW reaching the peers). Without a frame a
+window with ORDER BY ends at the current row's last peer, one without at the
+partition's end. The planner sends other frames to Compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+from proxy.engine import dispatch
+from proxy.engine.compare import columns_key_fn, row_key_fn, value_key_fn
+from proxy.engine.ordered_aggregate import (
+    aggregate_field,
+    average_text,
+    column_name,
+    count_field,
+    number_text,
+)
+from proxy.engine.result import Field, Result, Row, decode_value, is_numeric
+from proxy.engine.stream_util import from_result
+from proxy.engine.vcursor import VCursor
+from proxy.errors import ER_NOT_SUPPORTED_YET, ER_WRONG_ARGUMENTS, ProxyError
+from rewriter import nodes as P
+from sqltext.quoting import sql_literal
+
+_AGG_KIND = {P.WIN_SUM: P.AGG_SUM, P.WIN_COUNT: P.AGG_SUM_COUNT, P.WIN_COUNT_STAR: P.AGG_SUM_COUNT_STAR,
+             P.WIN_AVG: P.AGG_AVG, P.WIN_MIN: P.AGG_MIN, P.WIN_MAX: P.AGG_MAX}
+_NUMBERING = (P.WIN_ROW_NUMBER, P.WIN_RANK, P.WIN_DENSE_RANK, P.WIN_NTILE)
+
+
+def _field(fn: P.WindowFunc, fields: list[Field], bindvars: Mapping[str, Any]) -> Field:
+    name = column_name(fn.name, bindvars)
+    if fn.kind in _NUMBERING or fn.kind == P.WIN_COUNT_STAR:
+        return count_field(name)
+    # LAG/LEAD/FIRST_VALUE/LAST_VALUE: the argument's column, NULL allowed
+    return aggregate_field(_AGG_KIND.get(fn.kind, P.AGG_ANY_VALUE), fields[fn.arg], name)
+
+
+def _count(v: P.Val | None, bindvars: Mapping[str, Any], what: str, zero_ok: bool) -> int:
+    if v is None:
+        return 1
+    try:
+        n = int(v.resolve(bindvars))
+    except (TypeError, ValueError) as e:
+        raise ProxyError(ER_WRONG_ARGUMENTS, f"Incorrect arguments to {what}") from e
+    if n < 0 or (n == 0 and not zero_ok):
+        raise ProxyError(ER_WRONG_ARGUMENTS, f"Incorrect arguments to {what}")
+    return n
+
+
+def _literal_bytes(v: P.Val | None, bindvars: Mapping[str, Any]) -> bytes | None:
+    """LAG/LEAD's default as the text the column sends."""
+    value = v.resolve(bindvars) if v is not None else None
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return sql_literal(value).encode()
+
+
+def _frames(fn: P.WindowFunc, peers: list[tuple[int, int]], bindvars: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """The frame of each row of a partition, as ``[lo, hi)``; ``peers[i]`` is the
+    ``[first, last+1)`` of row i's peer group."""
+    size = len(peers)
+
+    def ends(b: P.FrameBound, start: bool) -> list[int]:
+        if b.kind == "unbounded":
+            return [0 if b.preceding else size] * size
+        if b.kind == "current":
+            if fn.frame_rows:
+                return list(range(size)) if start else list(range(1, size + 1))
+            return [p[0] if start else p[1] for p in peers]
+        n = _count(b.distance, bindvars, "the window frame", zero_ok=True)
+        step = (-n if b.preceding else n) + (0 if start else 1)
+        return [min(max(i + step, 0), size) for i in range(size)]
+
+    return [(lo, max(lo, hi)) for lo, hi in zip(ends(fn.start, True), ends(fn.end, False), strict=True)]
+
+
+def _peer_groups(rows: list[Row], order_key: Any) -> list[tuple[int, int]]:
+    """For each row of a partition, the ``[first, last+1)`` of its peers."""
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(rows):
+        k = order_key(rows[i])
+        j = i + 1
+        while j < len(rows) and order_key(rows[j]) == k:
+            j += 1
+        out.extend([(i, j)] * (j - i))
+        i = j
+    return out
+
+
+def _compute(fn: P.WindowFunc, rows: list[Row], fields: list[Field], out_field: Field,
+             bindvars: Mapping[str, Any]) -> list[bytes | None]:
+    """The function's value for each row of ``rows`` (all the input), in input order."""
+    order = list(fn.order)
+    sort_key = row_key_fn(fields, [P.OrderKey(c) for c in fn.partition] + order)
+    indexes = sorted(range(len(rows)), key=lambda i: sort_key(rows[i]))
+    part_key = columns_key_fn(fields, list(fn.partition))
+    order_key = row_key_fn(fields, order)
+    values: list[bytes | None] = [None] * len(rows)
+    offset = _count(fn.offset, bindvars, fn.kind.upper(), zero_ok=fn.kind in (P.WIN_LAG, P.WIN_LEAD))
+    default = _literal_bytes(fn.default, bindvars)
+    start = 0
+    while start < len(indexes):
+        k = part_key(rows[indexes[start]])
+        end = start + 1
+        while end < len(indexes) and part_key(rows[indexes[end]]) == k:
+            end += 1
+        part = indexes[start:end]
+        part_rows = [rows[i] for i in part]
+        for i, v in zip(part, _partition_values(fn, part_rows, fields, out_field, order_key, offset, default,
+                                                   bindvars),
+                        strict=True):
+            values[i] = v
+        start = end
+    return values
+
+
+def _partition_values(fn: P.WindowFunc, rows: list[Row], fields: list[Field], out_field: Field, order_key: Any,
+                      offset: int, default: bytes | None, bindvars: Mapping[str, Any]) -> list[bytes | None]:
+    size = len(rows)
+    kind = fn.kind
+    if kind == P.WIN_ROW_NUMBER:
+        return [str(i + 1).encode() for i in range(size)]
+    if kind == P.WIN_NTILE:
+        q, r = divmod(size, offset)
+        big = r * (q + 1)
+        return [str(i // (q + 1) + 1 if i < big else (i - big) // q + r + 1).encode() for i in range(size)]
+    if kind in (P.WIN_LAG, P.WIN_LEAD):
+        step = -offset if kind == P.WIN_LAG else offset
+        return [rows[i + step][fn.arg] if 0 <= i + step < size else default for i in range(size)]
+    peers = _peer_groups(rows, order_key)
+    if kind in (P.WIN_RANK, P.WIN_DENSE_RANK):
+        out: list[bytes | None] = []
+        dense = 0
+        for i, (first, _) in enumerate(peers):
+            if first == i:
+                dense += 1
+            out.append(str(first + 1 if kind == P.WIN_RANK else dense).encode())
+        return out
+    frames = _frames(fn, peers, bindvars)
+    if kind in (P.WIN_FIRST_VALUE, P.WIN_LAST_VALUE):
+        return [None if lo >= hi else rows[lo if kind == P.WIN_FIRST_VALUE else hi - 1][fn.arg]
+                for lo, hi in frames]
+    if kind == P.WIN_COUNT_STAR:
+        return [str(hi - lo).encode() for lo, hi in frames]
+    raw = [r[fn.arg] for r in rows]
+    if kind in (P.WIN_MIN, P.WIN_MAX):
+        key = value_key_fn(fields[fn.arg])
+        out = []
+        for lo, hi in frames:
+            best = None
+            for v in raw[lo:hi]:
+                if v is not None and (best is None or (key(v) < key(best) if kind == P.WIN_MIN else key(v) > key(best))):
+                    best = v
+            out.append(best)
+        return out
+    # SUM / COUNT / AVG over prefix sums: each frame in O(1)
+    src = fields[fn.arg]
+    if kind != P.WIN_COUNT and not is_numeric(src):
+        raise ProxyError(ER_NOT_SUPPORTED_YET,
+                         f"VT12001: unsupported: {kind.upper()} OVER the non-numeric column {src.name} across shards")
+    sums: list[Any] = [0]
+    counts = [0]
+    for v in raw:
+        x = decode_value(src, v) if v is not None and kind != P.WIN_COUNT else None
+        sums.append(sums[-1] + x if x is not None else sums[-1])
+        counts.append(counts[-1] + (v is not None))
+    out = []
+    for lo, hi in frames:
+        n = counts[hi] - counts[lo]
+        if kind == P.WIN_COUNT:
+            out.append(str(n).encode())
+        elif n == 0:
+            out.append(None)
+        elif kind == P.WIN_SUM:
+            out.append(number_text(sums[hi] - sums[lo], out_field))
+        else:
+            out.append(average_text(sums[hi] - sums[lo], n, out_field))
+    return out
+
+
+async def execute(node: P.Window, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
+    res = await dispatch.execute(node.input, vcursor, bindvars)
+    fields = list(res.fields)
+    out_fields = [_field(fn, fields, bindvars) for fn in node.functions]
+    rows = list(res.rows)
+    columns = [_compute(fn, rows, fields, f, bindvars) for fn, f in zip(node.functions, out_fields, strict=True)]
+    out_rows = [row + tuple(col[i] for col in columns) for i, row in enumerate(rows)]
+    return Result(fields=fields + out_fields, rows=out_rows)
+
+
+async def stream(node: P.Window, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+    async for chunk in from_result(await execute(node, vcursor, bindvars)):
+        yield chunk
+
