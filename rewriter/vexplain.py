@@ -85,7 +85,9 @@ def describe(node: P.Plan) -> dict[str, Any]:
         return {"OperatorType": "Sort", "Variant": "Memory", "OrderBy": _order(node.order_by),
                 "Inputs": [describe(node.input)]}
     if isinstance(node, P.Window):
-        return {"OperatorType": "Window", "Functions": ", ".join(f"{f.text} AS {f.name}" for f in node.functions),
+        funcs = ", ".join(f.text if "".join(f.text.lower().split()) == "".join(f.name.lower().split())
+                          else f"{f.text} AS {f.name}" for f in node.functions)
+        return {"OperatorType": "Window", "Functions": funcs,
                 "Inputs": [describe(node.input)]}
     if isinstance(node, P.Aggregate):
         aggs = ", ".join(

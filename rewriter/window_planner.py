@@ -76,6 +76,8 @@ class _Columns:
 
     def item(self, e: exp.Expression) -> int:
         self.exprs.append(e)
+        # a helper the select list already sends is not sent twice
+        self._hidden.setdefault(to_sql(_unaliased(e)), len(self.exprs) - 1)
         return len(self.exprs) - 1
 
     def hidden(self, e: exp.Expression) -> int:
@@ -140,14 +142,18 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
     shard_order = [*(OrderKey(c) for c in first.partition), *first.order]
     if shard_order:
         pushed.set("order", exp.Order(expressions=[
-            exp.Ordered(this=_unaliased(cols.exprs[key.column]).copy(), desc=key.desc) for key in shard_order]))
+            # NULLs first ascending, last descending: MySQL's own order, no CASE added
+            exp.Ordered(this=_unaliased(cols.exprs[key.column]).copy(), desc=key.desc, nulls_first=not key.desc)
+            for key in shard_order]))
     plan: Plan = make_route(info, to_sql(pushed), field_query_of(pushed))
     innermost_route(plan).order_by = shard_order
     plan = Window(funcs, plan)
     if sort_keys:
         plan = MemorySort([OrderKey(output(ref) if is_item else ref, desc, text)
                            for is_item, ref, desc, text in sort_keys], plan)
-    plan = SimpleProjection([output(k) for k in range(len(items))], plan)
+    keep = [output(k) for k in range(len(items))]
+    if keep != list(range(width + len(windows))):  # hidden helpers to drop, or windows amid the items
+        plan = SimpleProjection(keep, plan)
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
