@@ -139,7 +139,7 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
     pushed.set("expressions", cols.exprs)
     for key in ("order", "limit", "offset"):
         pushed.set(key, None)
-    shard_order = [*(OrderKey(c) for c in first.partition), *first.order]
+    shard_order = [*(OrderKey(c, False, to_sql(_unaliased(cols.exprs[c]))) for c in first.partition), *first.order]
     if shard_order:
         pushed.set("order", exp.Order(expressions=[
             # NULLs first ascending, last descending: MySQL's own order, no CASE added
