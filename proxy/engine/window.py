@@ -116,7 +116,7 @@ def _compute(fn: P.WindowFunc, rows: list[Row], fields: list[Field], out_field: 
     part_key = columns_key_fn(fields, list(fn.partition))
     order_key = row_key_fn(fields, order)
     values: list[bytes | None] = [None] * len(rows)
-    offset = _count(fn.offset, bindvars, fn.kind.upper(), zero_ok=fn.kind in (P.WIN_LAG, P.WIN_LEAD))
+    offset = _count(fn.offset, bindvars, fn.kind, zero_ok=fn.kind in (P.WIN_LAG, P.WIN_LEAD))
     default = _literal_bytes(fn.default, bindvars)
     start = 0
     while start < len(indexes):
@@ -178,10 +178,10 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], fields: list[Field], ou
     if kind != P.WIN_COUNT and not is_numeric(src):
         raise ProxyError(ER_NOT_SUPPORTED_YET,
                          f"VT12001: unsupported: {kind.upper()} OVER the non-numeric column {src.name} across shards")
+    values = [decode_value(src, v) if v is not None and kind != P.WIN_COUNT else None for v in raw]
     sums: list[Any] = [0]
     counts = [0]
-    for v in raw:
-        x = decode_value(src, v) if v is not None and kind != P.WIN_COUNT else None
+    for v, x in zip(raw, values, strict=True):
         sums.append(sums[-1] + x if x is not None else sums[-1])
         counts.append(counts[-1] + (v is not None))
     out = []
@@ -189,12 +189,15 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], fields: list[Field], ou
         n = counts[hi] - counts[lo]
         if kind == P.WIN_COUNT:
             out.append(str(n).encode())
-        elif n == 0:
+            continue
+        if n == 0:
             out.append(None)
-        elif kind == P.WIN_SUM:
-            out.append(number_text(sums[hi] - sums[lo], out_field))
-        else:
-            out.append(average_text(sums[hi] - sums[lo], n, out_field))
+            continue
+        total = sums[hi] - sums[lo]
+        if lo and isinstance(total, float):
+            # a difference of float prefix sums is not the sum MySQL adds up row by row
+            total = sum(x for x in values[lo:hi] if x is not None)
+        out.append(number_text(total, out_field) if kind == P.WIN_SUM else average_text(total, n, out_field))
     return out
 
 

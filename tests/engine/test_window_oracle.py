@@ -8,6 +8,7 @@ import pytest
 from mysql_mimic.types import ColumnType
 
 from proxy.engine.result import Result
+from proxy.errors import ProxyError
 from rewriter import nodes as P
 from rewriter.vexplain import describe
 from tests.engine.test_compute_oracle import run_sharded, schema  # noqa: F401  (fixture)
@@ -42,6 +43,13 @@ QUERIES = {
         "min(price) over (order by id rows between 3 preceding and current row) mn, "
         "avg(score) over (order by id rows between current row and unbounded following) a, "
         "last_value(name) over (order by id rows between 1 following and 2 following) lv from items", "unordered"),
+    # DOUBLE frames summed row by row as MySQL (windowing_use_high_precision); MariaDB
+    # adds and removes rows as the frame slides, so values that cancel to 0 differ in
+    # their last bits: the arguments are kept positive
+    "double_and_collated_extremes_sliding": (
+        "select id, avg(abs(score) / 3) over (partition by qty order by id rows between 2 preceding and 2 following) a, "
+        "sum(abs(score) / 7) over (order by id rows between 4 preceding and 1 preceding) s, "
+        "max(grp) over (order by id rows between 3 preceding and 3 following) mx from items", "unordered"),
     "range_unbounded_both": (
         "select id, count(qty) over (order by qty range between unbounded preceding and unbounded following) c, "
         "first_value(price) over (order by qty, id range between current row and unbounded following) f "
@@ -112,3 +120,9 @@ async def test_lag_lead_default_fills_past_the_partition(schema, vcursor, oracle
         "then lead(name, 2) over (partition by grp order by id) else 'none' end from items")
     assert [f.name for f in got.fields] == ["id", "l3", "ld"]
     assert _sortable(normalised(got)) == _sortable(normalised(want))
+
+
+async def test_ntile_of_zero_buckets_is_refused_as_mysql_does(schema, vcursor):  # noqa: F811
+    with pytest.raises(ProxyError) as e:
+        await run_sharded(vcursor, schema, "select id, ntile(0) over (order by id) from items")
+    assert (e.value.code, e.value.message) == (1210, "Incorrect arguments to ntile")
