@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from proxy.engine import dispatch
-from proxy.engine.compare import columns_key_fn, row_key_fn, value_key_fn
+from proxy.engine.compare import row_key_fn, value_key_fn
 from proxy.engine.ordered_aggregate import (
     aggregate_field,
     average_text,
@@ -93,49 +93,66 @@ def _frames(fn: P.WindowFunc, peers: list[tuple[int, int]], bindvars: Mapping[st
     return [(lo, max(lo, hi)) for lo, hi in zip(ends(fn.start, True), ends(fn.end, False), strict=True)]
 
 
-def _peer_groups(rows: list[Row], order_key: Any) -> list[tuple[int, int]]:
-    """For each row of a partition, the ``[first, last+1)`` of its peers."""
+def _peer_groups(order_keys: list[Any]) -> list[tuple[int, int]]:
+    """For each row of a partition, the ``[first, last+1)`` of its peers (rows with
+    equal order keys)."""
     out: list[tuple[int, int]] = []
-    i = 0
-    while i < len(rows):
-        k = order_key(rows[i])
+    i, size = 0, len(order_keys)
+    while i < size:
+        k = order_keys[i]
         j = i + 1
-        while j < len(rows) and order_key(rows[j]) == k:
+        while j < size and order_keys[j] == k:
             j += 1
         out.extend([(i, j)] * (j - i))
         i = j
     return out
 
 
-def _compute(fn: P.WindowFunc, rows: list[Row], fields: list[Field], out_field: Field,
+# A window's partitions: each as its rows' input indexes in window order, with their
+# ORDER BY keys (peers compare equal)
+_Partitions = list[tuple[list[int], list[Any]]]
+
+
+def _partitions(partition: tuple[int, ...], order: tuple[P.OrderKey, ...], rows: list[Row],
+                fields: list[Field]) -> _Partitions:
+    # one key per row (collation keys are the cost: ~5 us a row), sorted once; the
+    # input arrives in the first window's order, which Timsort passes over linearly
+    if not partition and not order:
+        return [(list(range(len(rows))), [()] * len(rows))]
+    n = len(partition)
+    key_of = row_key_fn(fields, [P.OrderKey(c) for c in partition] + list(order))
+    keys = [key_of(r) for r in rows]
+    indexes = sorted(range(len(rows)), key=keys.__getitem__)
+    out: _Partitions = []
+    start = 0
+    while start < len(indexes):
+        head = keys[indexes[start]][:n]
+        end = start + 1
+        while end < len(indexes) and keys[indexes[end]][:n] == head:
+            end += 1
+        part = indexes[start:end]
+        out.append((part, [keys[i][n:] for i in part]))
+        start = end
+    return out
+
+
+def _compute(fn: P.WindowFunc, parts: _Partitions, rows: list[Row], fields: list[Field], out_field: Field,
              bindvars: Mapping[str, Any]) -> list[bytes | None]:
     """The function's value for each row of ``rows`` (all the input), in input order."""
-    order = list(fn.order)
-    sort_key = row_key_fn(fields, [P.OrderKey(c) for c in fn.partition] + order)
-    indexes = sorted(range(len(rows)), key=lambda i: sort_key(rows[i]))
-    part_key = columns_key_fn(fields, list(fn.partition))
-    order_key = row_key_fn(fields, order)
     values: list[bytes | None] = [None] * len(rows)
     offset = _count(fn.offset, bindvars, fn.kind, zero_ok=fn.kind in (P.WIN_LAG, P.WIN_LEAD))
     default = _literal_bytes(fn.default, bindvars)
-    start = 0
-    while start < len(indexes):
-        k = part_key(rows[indexes[start]])
-        end = start + 1
-        while end < len(indexes) and part_key(rows[indexes[end]]) == k:
-            end += 1
-        part = indexes[start:end]
+    for part, order_keys in parts:
         part_rows = [rows[i] for i in part]
-        for i, v in zip(part, _partition_values(fn, part_rows, fields, out_field, order_key, offset, default,
-                                                   bindvars),
-                        strict=True):
+        computed = _partition_values(fn, part_rows, order_keys, fields, out_field, offset, default, bindvars)
+        for i, v in zip(part, computed, strict=True):
             values[i] = v
-        start = end
     return values
 
 
-def _partition_values(fn: P.WindowFunc, rows: list[Row], fields: list[Field], out_field: Field, order_key: Any,
-                      offset: int, default: bytes | None, bindvars: Mapping[str, Any]) -> list[bytes | None]:
+def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], fields: list[Field],
+                      out_field: Field, offset: int, default: bytes | None,
+                      bindvars: Mapping[str, Any]) -> list[bytes | None]:
     size = len(rows)
     kind = fn.kind
     if kind == P.WIN_ROW_NUMBER:
@@ -147,7 +164,7 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], fields: list[Field], ou
     if kind in (P.WIN_LAG, P.WIN_LEAD):
         step = -offset if kind == P.WIN_LAG else offset
         return [rows[i + step][fn.arg] if 0 <= i + step < size else default for i in range(size)]
-    peers = _peer_groups(rows, order_key)
+    peers = _peer_groups(order_keys)
     if kind in (P.WIN_RANK, P.WIN_DENSE_RANK):
         out: list[bytes | None] = []
         dense = 0
@@ -206,7 +223,13 @@ async def execute(node: P.Window, vcursor: VCursor, bindvars: Mapping[str, Any])
     fields = list(res.fields)
     out_fields = [_field(fn, fields, bindvars) for fn in node.functions]
     rows = list(res.rows)
-    columns = [_compute(fn, rows, fields, f, bindvars) for fn, f in zip(node.functions, out_fields, strict=True)]
+    layouts: dict[tuple[Any, ...], _Partitions] = {}  # windows with the same PARTITION BY / ORDER BY share one
+    columns = []
+    for fn, f in zip(node.functions, out_fields, strict=True):
+        spec = (fn.partition, fn.order)
+        if spec not in layouts:
+            layouts[spec] = _partitions(fn.partition, fn.order, rows, fields)
+        columns.append(_compute(fn, layouts[spec], rows, fields, f, bindvars))
     out_rows = [row + tuple(col[i] for col in columns) for i, row in enumerate(rows)]
     return Result(fields=fields + out_fields, rows=out_rows)
 
