@@ -207,7 +207,7 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
                     return None
             d = func.args.get("default")
             if d is not None:
-                default = Val(const=None) if isinstance(d, exp.Null) else value_of(d, ctx.list_vars)
+                default = value_of(d, ctx.list_vars)
                 if default is None:
                     return None
     partition = tuple(cols.hidden(p) for p in w.args.get("partition_by") or [])

@@ -19,7 +19,10 @@ partition's end. The planner sends other frames to Compute.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
+from decimal import Decimal
 from typing import Any
+
+from mysql_mimic.types import ColumnType
 
 from proxy.engine import dispatch
 from proxy.engine.compare import row_key_fn, value_key_fn
@@ -62,8 +65,9 @@ def _count(v: P.Val | None, bindvars: Mapping[str, Any], what: str, zero_ok: boo
     return n
 
 
-def _literal_bytes(v: P.Val | None, bindvars: Mapping[str, Any]) -> bytes | None:
-    """LAG/LEAD's default as the text the column sends."""
+def _default_text(v: P.Val | None, f: Field, bindvars: Mapping[str, Any]) -> bytes | None:
+    """LAG/LEAD's default as the text of the result column ``f`` (a number at a DECIMAL
+    column's scale, as the column's own values)."""
     value = v.resolve(bindvars) if v is not None else None
     if value is None:
         return None
@@ -71,6 +75,8 @@ def _literal_bytes(v: P.Val | None, bindvars: Mapping[str, Any]) -> bytes | None
         return value
     if isinstance(value, str):
         return value.encode()
+    if f.type in (ColumnType.DECIMAL, ColumnType.NEWDECIMAL) and isinstance(value, int | Decimal):
+        return number_text(Decimal(value), f)
     return sql_literal(value).encode()
 
 
@@ -141,7 +147,7 @@ def _compute(fn: P.WindowFunc, parts: _Partitions, rows: list[Row], fields: list
     """The function's value for each row of ``rows`` (all the input), in input order."""
     values: list[bytes | None] = [None] * len(rows)
     offset = _count(fn.offset, bindvars, fn.kind, zero_ok=fn.kind in (P.WIN_LAG, P.WIN_LEAD))
-    default = _literal_bytes(fn.default, bindvars)
+    default = _default_text(fn.default, out_field, bindvars)
     for part, order_keys in parts:
         part_rows = [rows[i] for i in part]
         computed = _partition_values(fn, part_rows, order_keys, fields, out_field, offset, default, bindvars)

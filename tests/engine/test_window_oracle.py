@@ -119,6 +119,8 @@ async def test_lag_lead_default_fills_past_the_partition(schema, vcursor, oracle
         "else 0 end, case when row_number() over (partition by grp order by id desc) > 2 "
         "then lead(name, 2) over (partition by grp order by id) else 'none' end from items")
     assert [f.name for f in got.fields] == ["id", "l3", "ld"]
+    first = sorted((int(r[0]), r[1]) for r in got.rows)[:3]
+    assert first == [(1, b"0.00"), (2, b"0.00"), (3, b"0.00")]  # the default at price's scale, as MySQL prints it
     assert _sortable(normalised(got)) == _sortable(normalised(want))
 
 
