@@ -231,9 +231,20 @@ def _frame(spec: exp.WindowSpec | None, ordered: bool, kind: str, ctx: PlanConte
     start = _bound(spec.args.get("start"), spec.args.get("start_side"), rows, ctx)
     end = _bound(spec.args.get("end"), spec.args.get("end_side"), rows, ctx) if spec.args.get("end") is not None \
         else _CURRENT
-    if start is None or end is None:
-        return None
+    if start is None or end is None or _rank(start) > _rank(end) \
+            or start == _UNBOUNDED_AFTER or end == _UNBOUNDED_BEFORE:
+        return None  # an illegal frame: the shard's server answers it with its own error
     return start, end, rows
+
+
+def _rank(b: FrameBound) -> int:
+    """Where a frame end lies: UNBOUNDED PRECEDING < n PRECEDING < CURRENT ROW < n FOLLOWING <
+    UNBOUNDED FOLLOWING."""
+    if b.kind == "current":
+        return 2
+    if b.kind == "unbounded":
+        return 0 if b.preceding else 4
+    return 1 if b.preceding else 3
 
 
 def _bound(value: object, side: object, rows: bool, ctx: PlanContext) -> FrameBound | None:
