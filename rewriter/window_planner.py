@@ -5,9 +5,10 @@ The shards send the columns the select list and the windows need (arguments,
 PARTITION BY and ORDER BY expressions as hidden columns), sorted by the first
 window's partition and order keys and merged in that order; ``Window`` appends the
 functions' values, ``MemorySort`` applies the statement's ORDER BY, a
-``SimpleProjection`` keeps the select list's columns, ``Limit`` the LIMIT. What this
-does not express answers None (the caller sends it to Compute): a window inside an
-expression, named windows, DISTINCT or IGNORE NULLS inside the function, functions
+``SimpleProjection`` keeps the select list's columns, ``Limit`` the LIMIT. A select item
+computing over windows (``sum(x) over () / count(*) over ()``) is a ``Projection``
+(``rewriter.evaluate``) filling a NULL slot the shards send. What this does not
+express answers None (the caller sends it to Compute): named windows, DISTINCT or IGNORE NULLS inside the function, functions
 without a primitive (PERCENT_RANK, CUME_DIST, NTH_VALUE, ...), RANGE frames with an
 offset, ``*`` in the select list, DISTINCT.
 """
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from rewriter import errors
 from rewriter.context import PlanContext, to_sql
+from rewriter.evaluate import compile_expr, compile_kind
 from rewriter.nodes import (
     WIN_AVG,
     WIN_COUNT,
@@ -32,11 +35,13 @@ from rewriter.nodes import (
     WIN_RANK,
     WIN_ROW_NUMBER,
     WIN_SUM,
+    Computed,
     FrameBound,
     Limit,
     MemorySort,
     OrderKey,
     Plan,
+    Projection,
     SimpleProjection,
     Val,
     Window,
@@ -80,6 +85,11 @@ class _Columns:
         self._hidden.setdefault(to_sql(_unaliased(e)), len(self.exprs) - 1)
         return len(self.exprs) - 1
 
+    def slot(self) -> int:
+        """A NULL column a Projection fills at the proxy (a select item computed over windows)."""
+        self.exprs.append(exp.Null())
+        return len(self.exprs) - 1
+
     def hidden(self, e: exp.Expression) -> int:
         sql = to_sql(e)
         if sql not in self._hidden:
@@ -88,7 +98,7 @@ class _Columns:
 
 
 def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Plan | None:
-    """Route -> Window -> [MemorySort] -> SimpleProjection -> [Limit] for ``sel`` (its
+    """Route -> Window -> [Projection] -> [MemorySort] -> SimpleProjection -> [Limit] for ``sel`` (its
     tables already named for the shards), or None when some part has no primitive."""
     if sel.args.get("distinct") or sel.args.get("windows") or sel.args.get("group") or sel.args.get("having"):
         return None
@@ -98,41 +108,68 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
     named = sel.copy()
     name_as_written(named, items)
     cols = _Columns()
-    item_at: list[int | None] = []  # select item -> shard column (None: a window)
-    windows: list[tuple[int, exp.Window]] = []
+    item_at: list[int | None] = []  # select item -> shard column (None: a bare window)
+    windows: list[exp.Window] = []  # every window function, in select-list order
+    names: list[str] = []
+    bare: dict[int, int] = {}  # select item -> its window
+    computed: list[tuple[int, exp.Expression, int]] = []  # items computing over windows: (item, expression, slot)
     for k, e in enumerate(named.expressions):
-        inner = e.this if isinstance(e, exp.Alias) else e
+        inner = _unaliased(e)
         if isinstance(inner, exp.Window):
-            windows.append((k, inner))
+            bare[k] = len(windows)
+            windows.append(inner)
+            names.append(items[k].name)
             item_at.append(None)
         elif inner.find(exp.Window) is not None:
-            return None
+            for w in inner.find_all(exp.Window):
+                windows.append(w)
+                names.append(to_sql(w))
+            for c in inner.find_all(exp.Column):
+                if c.find_ancestor(exp.Window) is None:
+                    cols.hidden(c)
+            slot = cols.slot()
+            computed.append((k, inner, slot))
+            item_at.append(slot)
         else:
             item_at.append(cols.item(e))
     if not windows:
         return None
     funcs: list[WindowFunc] = []
-    for k, w in windows:
-        fn = _window_func(w, items[k].name, cols, ctx)
+    for w, name in zip(windows, names, strict=True):
+        fn = _window_func(w, name, cols, ctx)
         if fn is None:
             return None
         funcs.append(fn)
     order = sel.args.get("order")
+    aliases = {i.alias.lower() for i in items if i.alias}
     sort_keys: list[tuple[bool, int, bool, str]] = []  # (a select item?, item or column, desc, text)
     for o in order.expressions if order is not None else []:
         found = _item_of(o.this, items)
-        if found is None and o.this.find(exp.Window) is not None:
-            return None
+        if found is None and (o.this.find(exp.Window) is not None or any(
+                not c.table and c.name.lower() in aliases for c in o.this.find_all(exp.Column))):
+            return None  # over a window, or a select alias the shards do not know
         hidden = found is None
         sort_keys.append((not hidden, cols.hidden(o.this) if found is None else found,
                           bool(o.args.get("desc")), to_sql(o.this)))
     count, offset = limit_values(sel, ctx)
     width = len(cols.exprs)
-    window_col = {k: width + j for j, (k, _) in enumerate(windows)}
+    window_at = {id(w): width + j for j, w in enumerate(windows)}
 
     def output(k: int) -> int:
         at = item_at[k]
-        return at if at is not None else window_col[k]
+        return at if at is not None else width + bare[k]
+
+    def resolve(e: exp.Expression) -> int | None:
+        if isinstance(e, exp.Window):
+            return window_at[id(e)]
+        return cols.hidden(e) if isinstance(e, exp.Column) else None  # each sent already (above)
+
+    try:
+        projected = [Computed(slot, compile_expr(e, resolve), compile_kind(e, resolve), items[k].name, to_sql(e))
+                     for k, e, slot in computed]
+    except errors.PlanningError:
+        return None  # an expression the proxy does not evaluate
+    assert len(cols.exprs) == width  # the columns of computed items were all sent
 
     first = funcs[0]
     pushed = named.copy()
@@ -148,11 +185,13 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
     plan: Plan = make_route(info, to_sql(pushed), field_query_of(pushed))
     innermost_route(plan).order_by = shard_order
     plan = Window(funcs, plan)
+    if projected:
+        plan = Projection(projected, plan)
     if sort_keys:
         plan = MemorySort([OrderKey(output(ref) if is_item else ref, desc, text)
                            for is_item, ref, desc, text in sort_keys], plan)
     keep = [output(k) for k in range(len(items))]
-    if keep != list(range(width + len(windows))):  # hidden helpers to drop, or windows amid the items
+    if keep != list(range(width + len(windows))):  # helpers to drop, or windows amid the items
         plan = SimpleProjection(keep, plan)
     if count is not None:
         plan = Limit(count, offset, plan)

@@ -54,6 +54,10 @@ QUERIES = {
         "select id, count(qty) over (order by qty range between unbounded preceding and unbounded following) c, "
         "first_value(price) over (order by qty, id range between current row and unbounded following) f "
         "from items", "unordered"),
+    "windows_inside_expressions": (
+        "select id, row_number() over (order by id) + 1 r1, "
+        "sum(price) over (partition by qty) / count(*) over (partition by qty) share, "
+        "qty * 2 - rank() over (order by qty) d from items order by d desc, id limit 50", "ordered"),
     "where_order_limit_over_window": (
         "select id, qty, row_number() over (order by qty, id) rn from items where price > 50 "
         "order by rn desc limit 10", "ordered"),
@@ -98,7 +102,7 @@ async def test_window_at_proxy_equals_oracle(name, schema, vcursor, oracle):  # 
 @pytest.mark.parametrize("sql", [
     "select id, sum(qty) over (order by qty range between 2 preceding and current row) from items",
     "select id, percent_rank() over (order by qty) from items",
-    "select id, row_number() over (order by id) + 1 from items",
+    "select id, row_number() over (order by id) + (select 1) from items",  # a subquery beside a window
     "select id, rank() over w from items window w as (order by qty)",
 ])
 async def test_window_without_proxy_primitive_goes_to_compute(sql, schema, vcursor, oracle):  # noqa: F811
