@@ -21,6 +21,7 @@ from rewriter import errors
 from rewriter.context import PlanContext, to_sql
 from rewriter.evaluate import compile_expr, compile_kind
 from rewriter.nodes import (
+    UPPER_LIMIT,
     WIN_AVG,
     WIN_COUNT,
     WIN_COUNT_STAR,
@@ -189,7 +190,8 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
         plan = Projection(projected, plan)
     if sort_keys:
         plan = MemorySort([OrderKey(output(ref) if is_item else ref, desc, text)
-                           for is_item, ref, desc, text in sort_keys], plan)
+                           for is_item, ref, desc, text in sort_keys], plan,
+                          upper_limit=Val(name=UPPER_LIMIT) if count is not None else None)  # bound by the Limit
     keep = [output(k) for k in range(len(items))]
     if keep != list(range(width + len(windows))):  # helpers to drop, or windows amid the items
         plan = SimpleProjection(keep, plan)
