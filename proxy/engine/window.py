@@ -18,6 +18,7 @@ partition's end. The planner sends other frames to Compute.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncGenerator, Mapping
 from decimal import Decimal
 from typing import Any
@@ -187,15 +188,7 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
         return [str(hi - lo).encode() for lo, hi in frames]
     raw = [r[fn.arg] for r in rows]
     if kind in (P.WIN_MIN, P.WIN_MAX):
-        key = value_key_fn(fields[fn.arg])
-        out = []
-        for lo, hi in frames:
-            best = None
-            for v in raw[lo:hi]:
-                if v is not None and (best is None or (key(v) < key(best) if kind == P.WIN_MIN else key(v) > key(best))):
-                    best = v
-            out.append(best)
-        return out
+        return _extremes(raw, frames, value_key_fn(fields[fn.arg]), kind == P.WIN_MIN)
     # SUM / COUNT / AVG over prefix sums: each frame in O(1)
     src = fields[fn.arg]
     if kind != P.WIN_COUNT and not is_numeric(src):
@@ -221,6 +214,29 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
             # a difference of float prefix sums is not the sum MySQL adds up row by row
             total = sum(x for x in values[lo:hi] if x is not None)
         out.append(number_text(total, out_field) if kind == P.WIN_SUM else average_text(total, n, out_field))
+    return out
+
+
+def _extremes(raw: list[bytes | None], frames: list[tuple[int, int]], key_of: Any,
+              smallest: bool) -> list[bytes | None]:
+    """MIN/MAX over each frame in O(rows): every supported frame's ends only move forward
+    as the row does, so a deque of candidates (keys monotonic, the first of equals kept)
+    slides with them (a scan of each frame is O(rows²) for a running MIN)."""
+    keys = [key_of(v) if v is not None else None for v in raw]
+    candidates: deque[int] = deque()
+    added = 0
+    out: list[bytes | None] = []
+    for lo, hi in frames:
+        while added < hi:
+            k = keys[added]
+            if k is not None:
+                while candidates and (keys[candidates[-1]] > k if smallest else keys[candidates[-1]] < k):
+                    candidates.pop()
+                candidates.append(added)
+            added += 1
+        while candidates and candidates[0] < lo:
+            candidates.popleft()
+        out.append(raw[candidates[0]] if candidates else None)
     return out
 
 
