@@ -43,6 +43,7 @@ from sqltext.quoting import sql_literal
 
 _AGG_KIND = {P.WIN_SUM: P.AGG_SUM, P.WIN_COUNT: P.AGG_SUM_COUNT, P.WIN_COUNT_STAR: P.AGG_SUM_COUNT_STAR,
              P.WIN_AVG: P.AGG_AVG, P.WIN_MIN: P.AGG_MIN, P.WIN_MAX: P.AGG_MAX}
+_DIRECT_SUM_ROWS = 64
 _NUMBERING = (P.WIN_ROW_NUMBER, P.WIN_RANK, P.WIN_DENSE_RANK, P.WIN_NTILE)
 
 
@@ -210,8 +211,10 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
             out.append(None)
             continue
         total = sums[hi] - sums[lo]
-        if lo and isinstance(total, float):
+        if lo and isinstance(total, float) and hi - lo <= _DIRECT_SUM_ROWS:
             # a difference of float prefix sums is not the sum MySQL adds up row by row
+            # (windowing_use_high_precision); short frames are added up as it does,
+            # longer ones keep O(1) a row (MySQL re-adds them: O(rows x frame))
             total = sum(x for x in values[lo:hi] if x is not None)
         out.append(number_text(total, out_field) if kind == P.WIN_SUM else average_text(total, n, out_field))
     return out
