@@ -8,7 +8,8 @@ walked in order: ROW_NUMBER, RANK / DENSE_RANK (peers: equal on the order keys),
 (the first ``rows % n`` buckets one row larger, as MySQL), LAG/LEAD (offset, default),
 and over the frame of each row FIRST_VALUE/LAST_VALUE and SUM/COUNT/AVG/MIN/MAX, typed
 and printed as the aggregate primitives print them (``ordered_aggregate``): SUM of
-integers is DECIMAL, AVG keeps 4 more digits.
+integers is DECIMAL, AVG keeps 4 more digits. SUM/COUNT/AVG use prefix sums and
+MIN/MAX a sliding deque, so any frame costs O(rows).
 
 Frames: ROWS with UNBOUNDED / n PRECEDING / CURRENT ROW / n FOLLOWING ends; RANGE only
 with UNBOUNDED and CURRENT ROW ends (CURRENT ROW reaching the peers). Without a frame a
