@@ -178,6 +178,64 @@ class Aggregate(Plan):
     output_names: list[SqlTemplate | str] = field(default_factory=list)
 
 
+# Window function kinds (``WindowFunc.kind``)
+WIN_ROW_NUMBER = "row_number"
+WIN_RANK = "rank"
+WIN_DENSE_RANK = "dense_rank"
+WIN_NTILE = "ntile"
+WIN_LAG = "lag"
+WIN_LEAD = "lead"
+WIN_FIRST_VALUE = "first_value"
+WIN_LAST_VALUE = "last_value"
+WIN_SUM = "sum"
+WIN_COUNT = "count"
+WIN_COUNT_STAR = "count_star"
+WIN_AVG = "avg"
+WIN_MIN = "min"
+WIN_MAX = "max"
+
+
+@dataclass(frozen=True, slots=True)
+class FrameBound:
+    """One end of a frame: ``kind`` is ``unbounded`` (UNBOUNDED PRECEDING/FOLLOWING,
+    by ``preceding``), ``current`` or ``offset`` (``distance`` rows before/after)."""
+
+    kind: str
+    preceding: bool = True
+    distance: Val | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFunc:
+    """One window function: its value for each row of its partition (rows equal on the
+    ``partition`` columns), in ``order``. ``frame_rows`` False: the frame is RANGE,
+    its CURRENT ROW ends reaching the row's peers (equal on ``order``). ``arg`` is the
+    input column of the argument (-1: none); ``offset`` LAG/LEAD's offset or NTILE's
+    bucket count; ``default`` LAG/LEAD's value past the partition's end."""
+
+    kind: str
+    partition: tuple[int, ...]
+    order: tuple[OrderKey, ...]
+    start: FrameBound
+    end: FrameBound
+    frame_rows: bool = False
+    arg: int = -1
+    offset: Val | None = None
+    default: Val | None = None
+    name: str = ""
+    text: str = ""  # the function as written, for VEXPLAIN
+
+
+@dataclass(eq=False)
+class Window(Plan):
+    """Append one column per function of ``functions`` to each input row, computed at
+    the proxy over all the rows (the input arrives sorted by the first function's
+    partition and order keys, so its sort is a linear pass)."""
+
+    functions: list[WindowFunc]
+    input: Plan
+
+
 @dataclass(eq=False)
 class Distinct(Plan):
     input: Plan

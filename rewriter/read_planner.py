@@ -17,7 +17,7 @@ from rewriter import errors
 from rewriter.compute_planner import plan_compute
 from rewriter.context import PlanContext, to_sql
 from rewriter.cte_inlining import inline_ctes
-from rewriter.nodes import SINGLE_SHARD, Plan, Route, VindexLookup
+from rewriter.nodes import SINGLE_SHARD, Plan, Route, VindexLookup, Window
 from rewriter.operator_planner import logical_plan, plan_with_operators
 from rewriter.operators import Route as OperatorRoute
 from rewriter.route_primitive import field_query_of
@@ -76,7 +76,7 @@ def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
             raise
         return plan_compute(pristine, ctx)
     if _whole_route_only(pristine) and not isinstance(planned, Route | VindexLookup) \
-            and not windows_within_shards(pristine, ctx):
+            and not _windows_at_proxy(planned) and not windows_within_shards(pristine, ctx):
         return plan_compute(pristine, ctx)
     return planned
 
@@ -106,6 +106,17 @@ def _whole_route_only(stmt: exp.Expression) -> bool:
     """Constructs the route planners only handle when the statement goes to one route
     whole (ROLLUP rows and window functions need all rows together)."""
     return any(isinstance(node, exp.Window | exp.Rollup) for node in stmt.walk())
+
+
+def _windows_at_proxy(plan: Plan) -> bool:
+    """Whether ``plan`` computes its window functions at the proxy (``window_planner``:
+    a chain of one-input primitives over a Window)."""
+    node: object = plan
+    while not isinstance(node, Window):
+        node = getattr(node, "input", None)
+        if node is None:
+            return False
+    return True
 
 
 def _computable_refusal(e: errors.PlanningError) -> bool:

@@ -19,6 +19,8 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
 - Joins left at the proxy between Routes: the nested-loop / batched / hash joins
   ``join_planner.plan_join`` lays out (strategy from ``join_strategy``'s cost model).
 - A WITH statement whose inlined tree is one single-shard Route: the WITH text.
+- Window functions left at the proxy over one scatter Route: ``window_planner``
+  (Route sorted by the partition and order keys -> Window -> ...).
 - Anything else: None, for the route planners.
 """
 
@@ -41,6 +43,7 @@ from rewriter.operators import (
     Route,
     SubQuery,
     Union,
+    Window,
 )
 from rewriter.operators import Distinct as DistinctOp
 from rewriter.route_primitive import field_query_of, make_route, strip_qualifiers
@@ -51,6 +54,7 @@ from rewriter.select_planner import only_order_by, plan_scatter_select, plan_sel
 from rewriter.semantics import base_tables
 from rewriter.subquery_planner import pullout
 from rewriter.tables import resolve_table
+from rewriter.window_planner import plan_window_select
 
 
 def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan | None:
@@ -69,6 +73,8 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
             return plan_join(sel, ctx) if _routes_only(op) else None
         if isinstance(op, SubQuery):  # not merged: run first (subquery_planner.pullout)
             return pullout(sel, ctx) if _pullouts_only(op) else None
+        if isinstance(op, Window):  # not pushed (rules.push_window): computed at the proxy
+            return _window_at_proxy(op, sel, above, planning)
         if not isinstance(op, Aggregator | DistinctOp | Filter | Limit | Ordering | Projection):
             return None
         above.append(op)
@@ -126,6 +132,21 @@ def _over_derived_table(sel: exp.Select, route: Route, info: RouteInfo, planning
     if proxy_work and not planning.one_shard(route):
         return plan_scatter_select(sel, info, ctx)
     return make_route(info, to_sql(sel), field_query_of(sel))
+
+
+def _window_at_proxy(op: Window, sel: exp.Select, above: list[Operator], planning: Planning) -> Plan | None:
+    """Window functions over the rows of one scatter Route, under nothing but the
+    select list, ORDER BY and LIMIT (``window_planner``)."""
+    if not isinstance(op.input, Route) or planning.one_shard(op.input) \
+            or not all(isinstance(o, Projection | Ordering | Limit) for o in above):
+        return None
+    info = planning.routing(op.input)
+    if "derived" in op.input.absorbed:
+        return None
+    if plan_window_select(sel, info, planning.ctx) is None:
+        return None  # sel left as it is for the route planners
+    strip_qualifiers(sel, info.tables, planning.ctx)
+    return plan_window_select(sel, info, planning.ctx)
 
 
 def _pullouts_only(op: Operator) -> bool:

@@ -84,6 +84,11 @@ def describe(node: P.Plan) -> dict[str, Any]:
     if isinstance(node, P.MemorySort):
         return {"OperatorType": "Sort", "Variant": "Memory", "OrderBy": _order(node.order_by),
                 "Inputs": [describe(node.input)]}
+    if isinstance(node, P.Window):
+        funcs = ", ".join(f.text if "".join(f.text.lower().split()) == "".join(f.name.lower().split())
+                          else f"{f.text} AS {f.name}" for f in node.functions)
+        return {"OperatorType": "Window", "Functions": funcs,
+                "Inputs": [describe(node.input)]}
     if isinstance(node, P.Aggregate):
         aggs = ", ".join(
             f"{_AGG_NAMES[a.kind]}({a.column}{',' + str(a.column2) if a.column2 >= 0 else ''}) AS {a.alias}"

@@ -20,7 +20,7 @@ Ordered aggregates), distinct, filter, projection (SimpleProjection, Truncate,
 ProjectNames), projection_compute (expressions over aggregates), join, concatenate,
 pullout (uncorrelated subqueries), vindex_lookup, insert, insert_select, dml
 (update/delete), send, sequence (also the id-block ``SequenceAllocator`` the VCursor
-uses), vexplain, vexplain_run (VEXPLAIN QUERIES/ALL through a ``query_log``). ``dispatch`` maps plan node types to them; helpers: destinations
+uses), vexplain, vexplain_run (VEXPLAIN QUERIES/ALL through a ``query_log``), window (window functions over a scatter's rows). ``dispatch`` maps plan node types to them; helpers: destinations
 (shard targeting), compare (collation-aware keys), lookup (lookup vindex SQL),
 stream_util.
 """
@@ -51,6 +51,7 @@ from proxy.engine import (
     vexplain,
     vexplain_run,
     vindex_lookup,
+    window,
 )
 from proxy.engine.dispatch import execute, register, stream
 from rewriter import nodes as P
@@ -60,6 +61,7 @@ register({
     P.VindexLookup: vindex_lookup,
     P.Limit: limit,
     P.MemorySort: memory_sort,
+    P.Window: window,
     P.Aggregate: ordered_aggregate,
     P.Distinct: distinct,
     P.Filter: filter,

@@ -38,13 +38,13 @@ from proxy.engine.result import (
 from proxy.engine.stream_util import CHUNK_ROWS, collect
 from proxy.engine.vcursor import VCursor
 from rewriter import nodes as P
-from rewriter.sqltemplate import parse_template
+from rewriter.sqltemplate import SqlTemplate, parse_template
 
 _FLOAT = {ColumnType.FLOAT, ColumnType.DOUBLE}
 _DECIMALS = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
 
 
-def _count_field(name: str) -> Field:
+def count_field(name: str) -> Field:
     return Field(name=name, type=ColumnType.LONGLONG, charset=BINARY_CHARSET, length=21,
                  flags=NOT_NULL_FLAG | BINARY_FLAG | NUM_FLAG)
 
@@ -52,40 +52,57 @@ def _count_field(name: str) -> Field:
 def _output_fields(node: P.Aggregate, inp: list[Field], bindvars: Mapping[str, Any]) -> list[Field]:
     out = []
     for spec, name in zip(node.aggregates, node.output_names, strict=True):
-        text = name if isinstance(name, str) else name.render(bindvars)
-        if ":" in text:
-            text = parse_template(text).render(bindvars)
+        text = column_name(name, bindvars)
         if spec.kind == P.AGG_COMPUTED:
             out.append(Field(name=text, type=ColumnType.NULL, charset=BINARY_CHARSET))
             continue
-        src = inp[spec.column]
-        if spec.kind in (P.AGG_COUNT_DISTINCT, P.AGG_SUM_COUNT_STAR, P.AGG_SUM_COUNT):
-            f = _count_field(text)
-        elif spec.kind == P.AGG_AVG:
-            if src.type in _FLOAT:
-                f = Field(name=text, type=ColumnType.DOUBLE, charset=BINARY_CHARSET, length=23,
-                          flags=BINARY_FLAG | NUM_FLAG, decimals=31)
-            else:
-                scale = min(src.decimals + 4, 30)
-                f = Field(name=text, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET,
-                          length=src.length + 4, flags=BINARY_FLAG | NUM_FLAG, decimals=scale)
-        elif spec.kind == P.AGG_SUM_DISTINCT:
-            if src.type in _FLOAT:
-                f = Field(name=text, type=ColumnType.DOUBLE, charset=BINARY_CHARSET, length=23,
-                          flags=BINARY_FLAG | NUM_FLAG, decimals=31)
-            else:
-                f = Field(name=text, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET,
-                          length=src.length + 21, flags=BINARY_FLAG | NUM_FLAG, decimals=src.decimals)
-        elif spec.kind == P.AGG_SUM and src.type not in _FLOAT and src.type not in _DECIMALS:
-            # SUM of integers is DECIMAL in MySQL (rows of a cross-shard join arrive raw)
-            f = Field(name=text, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET,
-                      length=src.length + 21, flags=BINARY_FLAG | NUM_FLAG, decimals=0)
-        else:
-            f = Field(name=text, type=src.type, charset=src.charset, length=src.length,
-                      flags=src.flags & ~1, decimals=src.decimals, table=src.table,
-                      org_table=src.org_table, db=src.db, org_name=src.org_name)
-        out.append(f)
+        out.append(aggregate_field(spec.kind, inp[spec.column], text))
     return out
+
+
+def column_name(name: SqlTemplate | str, bindvars: Mapping[str, Any]) -> str:
+    """A computed column's name as the client wrote it: the normalized literals
+    (``:vtg1``) put back."""
+    text = name if isinstance(name, str) else name.render(bindvars)
+    return parse_template(text).render(bindvars) if ":" in text else text
+
+
+def aggregate_field(kind: str, src: Field, text: str) -> Field:
+    """The result column of aggregate ``kind`` (an AGG_* name) over column ``src``, typed
+    as MySQL types it (also the window aggregates' columns)."""
+    if kind in (P.AGG_COUNT_DISTINCT, P.AGG_SUM_COUNT_STAR, P.AGG_SUM_COUNT):
+        return count_field(text)
+    if kind == P.AGG_AVG:
+        if src.type in _FLOAT:
+            return Field(name=text, type=ColumnType.DOUBLE, charset=BINARY_CHARSET, length=23,
+                         flags=BINARY_FLAG | NUM_FLAG, decimals=31)
+        scale = min(src.decimals + 4, 30)
+        return Field(name=text, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET,
+                     length=src.length + 4, flags=BINARY_FLAG | NUM_FLAG, decimals=scale)
+    if kind == P.AGG_SUM_DISTINCT:
+        if src.type in _FLOAT:
+            return Field(name=text, type=ColumnType.DOUBLE, charset=BINARY_CHARSET, length=23,
+                         flags=BINARY_FLAG | NUM_FLAG, decimals=31)
+        return Field(name=text, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET,
+                     length=src.length + 21, flags=BINARY_FLAG | NUM_FLAG, decimals=src.decimals)
+    if kind == P.AGG_SUM and src.type not in _FLOAT and src.type not in _DECIMALS:
+        # SUM of integers is DECIMAL in MySQL (rows of a cross-shard join arrive raw)
+        return Field(name=text, type=ColumnType.NEWDECIMAL, charset=BINARY_CHARSET,
+                     length=src.length + 21, flags=BINARY_FLAG | NUM_FLAG, decimals=0)
+    return Field(name=text, type=src.type, charset=src.charset, length=src.length,
+                 flags=src.flags & ~1, decimals=src.decimals, table=src.table,
+                 org_table=src.org_table, db=src.db, org_name=src.org_name)
+
+
+def average_text(total: Any, count: int, f: Field) -> bytes | None:
+    """AVG as MySQL prints it: ``total / count`` at ``f``'s scale (DECIMAL, rounded half
+    up) or as a DOUBLE; NULL over no values."""
+    if total is None or count == 0:
+        return None
+    if isinstance(total, float):
+        return encode_value(total / count)
+    q = (Decimal(total) / Decimal(count)).quantize(Decimal(1).scaleb(-f.decimals), rounding=ROUND_HALF_UP)
+    return format(q, "f").encode()
 
 
 class _Group:
@@ -156,19 +173,11 @@ class _Group:
             if kind in (P.AGG_SUM_COUNT_STAR, P.AGG_SUM_COUNT):
                 out.append(str(a).encode())
             elif kind == P.AGG_SUM:
-                out.append(None if a is None else _number_text(a, self.out_fields[i]))
+                out.append(None if a is None else number_text(a, self.out_fields[i]))
             elif kind in (P.AGG_MIN, P.AGG_MAX):
                 out.append(a)
             elif kind == P.AGG_AVG:
-                total, count = a
-                if total is None or count == 0:
-                    out.append(None)
-                elif isinstance(total, float):
-                    out.append(encode_value(total / count))
-                else:
-                    scale = self.out_fields[i].decimals
-                    q = (Decimal(total) / Decimal(count)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
-                    out.append(format(q, "f").encode())
+                out.append(average_text(a[0], a[1], self.out_fields[i]))
             elif kind == P.AGG_COUNT_DISTINCT:
                 out.append(str(len(a)).encode())
             elif kind == P.AGG_SUM_DISTINCT:
@@ -177,7 +186,7 @@ class _Group:
                 else:
                     f = self.fields[spec.column]
                     total = sum(decode_value(f, raw) for raw in a.values())
-                    out.append(_number_text(total, self.out_fields[i]))
+                    out.append(number_text(total, self.out_fields[i]))
             elif kind == P.AGG_COMPUTED:
                 out.append(None)
             else:
@@ -188,7 +197,7 @@ class _Group:
 _UNSET = object()
 
 
-def _number_text(v: Any, f: Field) -> bytes:
+def number_text(v: Any, f: Field) -> bytes:
     if isinstance(v, float):
         return encode_value(v)  # type: ignore[return-value]  # a float encodes to bytes, never None
     if f.type == ColumnType.NEWDECIMAL or f.type == ColumnType.DECIMAL:

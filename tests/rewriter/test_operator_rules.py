@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rewriter import nodes
 from rewriter.context import PlanContext
 from rewriter.nodes import Opcode
 from rewriter.operator_builder import build
@@ -269,10 +270,31 @@ def test_window_partitioned_by_the_unique_vindex_column_is_computed_by_the_shard
     assert isinstance(op, Route) and "window" in op.absorbed
 
 
-def test_window_over_all_rows_of_a_scatter_stays_above_the_route(vschema):
+def test_window_over_all_rows_of_a_scatter_is_computed_at_the_proxy_over_the_sorted_route(vschema):
     sql = "select customer_id, row_number() over (order by email) from customer"
     op, _ = rewritten(vschema, sql)
     assert shape(op) == "Projection(Window(Route))"
+    plan = plan_with_operators(parse(sql), PlanContext(vschema, None))
+    assert isinstance(plan, nodes.SimpleProjection) and plan.columns == [0, 2]  # the email helper dropped
+    window = plan.input
+    assert isinstance(window, nodes.Window) and [f.kind for f in window.functions] == [nodes.WIN_ROW_NUMBER]
+    route = window.input
+    assert isinstance(route, nodes.Route) and route.opcode is Opcode.Scatter
+    assert route.query.text() == "SELECT customer_id, email FROM customer ORDER BY email ASC"
+    assert route.order_by == [nodes.OrderKey(1, False, "email")]
+
+
+@pytest.mark.parametrize("sql", [
+    "select customer_id, rank() over w from customer window w as (order by email)",  # named window
+    "select customer_id, sum(customer_id) over (order by email range between 1 preceding and current row) "
+    "from customer",  # RANGE with an offset
+    "select customer_id, cume_dist() over (order by email) from customer",  # no primitive
+    "select customer_id, 1 + row_number() over (order by email) w from customer order by w + 1",  # ORDER BY over one
+    "select distinct row_number() over (order by email) from customer",
+    "select customer_id, sum(customer_id) over (order by email rows between current row and 1 preceding) "
+    "from customer",  # a frame ending before it starts: the server's own error
+])
+def test_window_without_a_proxy_primitive_is_left_to_the_route_planners(vschema, sql):
     assert plan_with_operators(parse(sql), PlanContext(vschema, None)) is None
 
 

@@ -1,0 +1,266 @@
+"""Window: window functions computed at the proxy over the merged rows of a scatter.
+
+All rows are kept (a window needs its whole partition; ``MemorySort`` keeps as much).
+For each function the row indexes are sorted by its partition and order keys under
+the columns' collations (``compare``): the route below delivers the rows merged in the
+first function's order, so that sort is one linear pass of Timsort. Partitions are then
+walked in order: ROW_NUMBER, RANK / DENSE_RANK (peers: equal on the order keys), NTILE
+(the first ``rows % n`` buckets one row larger, as MySQL), LAG/LEAD (offset, default),
+and over the frame of each row FIRST_VALUE/LAST_VALUE and SUM/COUNT/AVG/MIN/MAX, typed
+and printed as the aggregate primitives print them (``ordered_aggregate``): SUM of
+integers is DECIMAL, AVG keeps 4 more digits. SUM/COUNT/AVG use prefix sums and
+MIN/MAX a sliding deque, so any frame costs O(rows).
+
+Frames: ROWS with UNBOUNDED / n PRECEDING / CURRENT ROW / n FOLLOWING ends; RANGE only
+with UNBOUNDED and CURRENT ROW ends (CURRENT ROW reaching the peers). Without a frame a
+window with ORDER BY ends at the current row's last peer, one without at the
+partition's end. The planner sends other frames to Compute.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncGenerator, Mapping
+from decimal import Decimal
+from typing import Any
+
+from mysql_mimic.types import ColumnType
+
+from proxy.engine import dispatch
+from proxy.engine.compare import row_key_fn, value_key_fn
+from proxy.engine.ordered_aggregate import (
+    aggregate_field,
+    average_text,
+    column_name,
+    count_field,
+    number_text,
+)
+from proxy.engine.result import Field, Result, Row, decode_value, is_numeric
+from proxy.engine.stream_util import from_result
+from proxy.engine.vcursor import VCursor
+from proxy.errors import ER_NOT_SUPPORTED_YET, ER_WRONG_ARGUMENTS, ProxyError
+from rewriter import nodes as P
+from sqltext.quoting import sql_literal
+
+_AGG_KIND = {P.WIN_SUM: P.AGG_SUM, P.WIN_COUNT: P.AGG_SUM_COUNT, P.WIN_COUNT_STAR: P.AGG_SUM_COUNT_STAR,
+             P.WIN_AVG: P.AGG_AVG, P.WIN_MIN: P.AGG_MIN, P.WIN_MAX: P.AGG_MAX}
+_DIRECT_SUM_ROWS = 64
+_NUMBERING = (P.WIN_ROW_NUMBER, P.WIN_RANK, P.WIN_DENSE_RANK, P.WIN_NTILE)
+
+
+def _field(fn: P.WindowFunc, fields: list[Field], bindvars: Mapping[str, Any]) -> Field:
+    name = column_name(fn.name, bindvars)
+    if fn.kind in _NUMBERING or fn.kind == P.WIN_COUNT_STAR:
+        return count_field(name)
+    # LAG/LEAD/FIRST_VALUE/LAST_VALUE: the argument's column, NULL allowed
+    return aggregate_field(_AGG_KIND.get(fn.kind, P.AGG_ANY_VALUE), fields[fn.arg], name)
+
+
+def _count(v: P.Val | None, bindvars: Mapping[str, Any], what: str, zero_ok: bool) -> int:
+    if v is None:
+        return 1
+    try:
+        n = int(v.resolve(bindvars))
+    except (TypeError, ValueError) as e:
+        raise ProxyError(ER_WRONG_ARGUMENTS, f"Incorrect arguments to {what}") from e
+    if n < 0 or (n == 0 and not zero_ok):
+        raise ProxyError(ER_WRONG_ARGUMENTS, f"Incorrect arguments to {what}")
+    return n
+
+
+def _default_text(v: P.Val | None, f: Field, bindvars: Mapping[str, Any]) -> bytes | None:
+    """LAG/LEAD's default as the text of the result column ``f`` (a number at a DECIMAL
+    column's scale, as the column's own values)."""
+    value = v.resolve(bindvars) if v is not None else None
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if f.type in (ColumnType.DECIMAL, ColumnType.NEWDECIMAL) and isinstance(value, int | Decimal):
+        return number_text(Decimal(value), f)
+    return sql_literal(value).encode()
+
+
+def _frames(fn: P.WindowFunc, peers: list[tuple[int, int]], bindvars: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """The frame of each row of a partition, as ``[lo, hi)``; ``peers[i]`` is the
+    ``[first, last+1)`` of row i's peer group."""
+    size = len(peers)
+
+    def ends(b: P.FrameBound, start: bool) -> list[int]:
+        if b.kind == "unbounded":
+            return [0 if b.preceding else size] * size
+        if b.kind == "current":
+            if fn.frame_rows:
+                return list(range(size)) if start else list(range(1, size + 1))
+            return [p[0] if start else p[1] for p in peers]
+        n = _count(b.distance, bindvars, "the window frame", zero_ok=True)
+        step = (-n if b.preceding else n) + (0 if start else 1)
+        return [min(max(i + step, 0), size) for i in range(size)]
+
+    return [(lo, max(lo, hi)) for lo, hi in zip(ends(fn.start, True), ends(fn.end, False), strict=True)]
+
+
+def _peer_groups(order_keys: list[Any]) -> list[tuple[int, int]]:
+    """For each row of a partition, the ``[first, last+1)`` of its peers (rows with
+    equal order keys)."""
+    out: list[tuple[int, int]] = []
+    i, size = 0, len(order_keys)
+    while i < size:
+        k = order_keys[i]
+        j = i + 1
+        while j < size and order_keys[j] == k:
+            j += 1
+        out.extend([(i, j)] * (j - i))
+        i = j
+    return out
+
+
+# A window's partitions: each as its rows' input indexes in window order, with their
+# ORDER BY keys (peers compare equal)
+_Partitions = list[tuple[list[int], list[Any]]]
+
+
+def _partitions(partition: tuple[int, ...], order: tuple[P.OrderKey, ...], rows: list[Row],
+                fields: list[Field]) -> _Partitions:
+    # one key per row (collation keys are the cost: ~5 us a row), sorted once; the
+    # input arrives in the first window's order, which Timsort passes over linearly
+    if not partition and not order:
+        return [(list(range(len(rows))), [()] * len(rows))]
+    n = len(partition)
+    key_of = row_key_fn(fields, [P.OrderKey(c) for c in partition] + list(order))
+    keys = [key_of(r) for r in rows]
+    indexes = sorted(range(len(rows)), key=keys.__getitem__)
+    out: _Partitions = []
+    start = 0
+    while start < len(indexes):
+        head = keys[indexes[start]][:n]
+        end = start + 1
+        while end < len(indexes) and keys[indexes[end]][:n] == head:
+            end += 1
+        part = indexes[start:end]
+        out.append((part, [keys[i][n:] for i in part]))
+        start = end
+    return out
+
+
+def _compute(fn: P.WindowFunc, parts: _Partitions, rows: list[Row], fields: list[Field], out_field: Field,
+             bindvars: Mapping[str, Any]) -> list[bytes | None]:
+    """The function's value for each row of ``rows`` (all the input), in input order."""
+    values: list[bytes | None] = [None] * len(rows)
+    offset = _count(fn.offset, bindvars, fn.kind, zero_ok=fn.kind in (P.WIN_LAG, P.WIN_LEAD))
+    default = _default_text(fn.default, out_field, bindvars)
+    for part, order_keys in parts:
+        part_rows = [rows[i] for i in part]
+        computed = _partition_values(fn, part_rows, order_keys, fields, out_field, offset, default, bindvars)
+        for i, v in zip(part, computed, strict=True):
+            values[i] = v
+    return values
+
+
+def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], fields: list[Field],
+                      out_field: Field, offset: int, default: bytes | None,
+                      bindvars: Mapping[str, Any]) -> list[bytes | None]:
+    size = len(rows)
+    kind = fn.kind
+    if kind == P.WIN_ROW_NUMBER:
+        return [str(i + 1).encode() for i in range(size)]
+    if kind == P.WIN_NTILE:
+        q, r = divmod(size, offset)
+        big = r * (q + 1)
+        return [str(i // (q + 1) + 1 if i < big else (i - big) // q + r + 1).encode() for i in range(size)]
+    if kind in (P.WIN_LAG, P.WIN_LEAD):
+        step = -offset if kind == P.WIN_LAG else offset
+        return [rows[i + step][fn.arg] if 0 <= i + step < size else default for i in range(size)]
+    peers = _peer_groups(order_keys)
+    if kind in (P.WIN_RANK, P.WIN_DENSE_RANK):
+        out: list[bytes | None] = []
+        dense = 0
+        for i, (first, _) in enumerate(peers):
+            if first == i:
+                dense += 1
+            out.append(str(first + 1 if kind == P.WIN_RANK else dense).encode())
+        return out
+    frames = _frames(fn, peers, bindvars)
+    if kind in (P.WIN_FIRST_VALUE, P.WIN_LAST_VALUE):
+        return [None if lo >= hi else rows[lo if kind == P.WIN_FIRST_VALUE else hi - 1][fn.arg]
+                for lo, hi in frames]
+    if kind == P.WIN_COUNT_STAR:
+        return [str(hi - lo).encode() for lo, hi in frames]
+    raw = [r[fn.arg] for r in rows]
+    if kind in (P.WIN_MIN, P.WIN_MAX):
+        return _extremes(raw, frames, value_key_fn(fields[fn.arg]), kind == P.WIN_MIN)
+    # SUM / COUNT / AVG over prefix sums: each frame in O(1)
+    src = fields[fn.arg]
+    if kind != P.WIN_COUNT and not is_numeric(src):
+        raise ProxyError(ER_NOT_SUPPORTED_YET,
+                         f"VT12001: unsupported: {kind.upper()} OVER the non-numeric column {src.name} across shards")
+    values = [decode_value(src, v) if v is not None and kind != P.WIN_COUNT else None for v in raw]
+    sums: list[Any] = [0]
+    counts = [0]
+    for v, x in zip(raw, values, strict=True):
+        sums.append(sums[-1] + x if x is not None else sums[-1])
+        counts.append(counts[-1] + (v is not None))
+    out = []
+    for lo, hi in frames:
+        n = counts[hi] - counts[lo]
+        if kind == P.WIN_COUNT:
+            out.append(str(n).encode())
+            continue
+        if n == 0:
+            out.append(None)
+            continue
+        total = sums[hi] - sums[lo]
+        if lo and isinstance(total, float) and hi - lo <= _DIRECT_SUM_ROWS:
+            # a difference of float prefix sums is not the sum MySQL adds up row by row
+            # (windowing_use_high_precision); short frames are added up as it does,
+            # longer ones keep O(1) a row (MySQL re-adds them: O(rows x frame))
+            total = sum(x for x in values[lo:hi] if x is not None)
+        out.append(number_text(total, out_field) if kind == P.WIN_SUM else average_text(total, n, out_field))
+    return out
+
+
+def _extremes(raw: list[bytes | None], frames: list[tuple[int, int]], key_of: Any,
+              smallest: bool) -> list[bytes | None]:
+    """MIN/MAX over each frame in O(rows): every supported frame's ends only move forward
+    as the row does, so a deque of candidates (keys monotonic, the first of equals kept)
+    slides with them (a scan of each frame is O(rows²) for a running MIN)."""
+    keys = [key_of(v) if v is not None else None for v in raw]
+    candidates: deque[int] = deque()
+    added = 0
+    out: list[bytes | None] = []
+    for lo, hi in frames:
+        while added < hi:
+            k = keys[added]
+            if k is not None:
+                while candidates and (keys[candidates[-1]] > k if smallest else keys[candidates[-1]] < k):
+                    candidates.pop()
+                candidates.append(added)
+            added += 1
+        while candidates and candidates[0] < lo:
+            candidates.popleft()
+        out.append(raw[candidates[0]] if candidates else None)
+    return out
+
+
+async def execute(node: P.Window, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
+    res = await dispatch.execute(node.input, vcursor, bindvars)
+    fields = list(res.fields)
+    out_fields = [_field(fn, fields, bindvars) for fn in node.functions]
+    rows = list(res.rows)
+    layouts: dict[tuple[Any, ...], _Partitions] = {}  # windows with the same PARTITION BY / ORDER BY share one
+    columns = []
+    for fn, f in zip(node.functions, out_fields, strict=True):
+        spec = (fn.partition, fn.order)
+        if spec not in layouts:
+            layouts[spec] = _partitions(fn.partition, fn.order, rows, fields)
+        columns.append(_compute(fn, layouts[spec], rows, fields, f, bindvars))
+    out_rows = [row + tuple(col[i] for col in columns) for i, row in enumerate(rows)]
+    return Result(fields=fields + out_fields, rows=out_rows)
+
+
+async def stream(node: P.Window, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:
+    async for chunk in from_result(await execute(node, vcursor, bindvars)):
+        yield chunk
+
