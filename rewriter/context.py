@@ -10,6 +10,7 @@ from typing import Any
 from sqlglot import exp
 
 from rewriter.dialect import DIALECT
+from sqltext.lexer import QUOTES, comment_end, quoted_end
 from vschema.tracked_schema import TrackedSchema
 
 __all__ = ["DIALECT", "PlanContext", "select_item_texts", "to_sql"]
@@ -64,17 +65,15 @@ def select_item_texts(source: str, count: int) -> list[str] | None:
         if c in " \t\r\n":
             i += 1
             continue
-        if c in "'\"`":
-            j = i + 1
-            while j < n and source[j] != c:
-                j += 2 if source[j] == "\\" and c != "`" else 1
+        if c in QUOTES:
+            j = quoted_end(source, i)
             if start < 0:
                 start = i
-            i = j + 1
+            i = n if j < 0 else j
             continue
-        if source.startswith("/*", i):
-            j = source.find("*/", i + 2)
-            i = n if j < 0 else j + 2
+        j = comment_end(source, i)
+        if j is not None:
+            i = n if j < 0 else j
             continue
         if c.isalpha() or c == "_":
             j = i
