@@ -71,9 +71,9 @@ def select_item_texts(source: str, count: int) -> list[str] | None:
                 start = i
             i = n if j < 0 else j
             continue
-        j = comment_end(source, i)
-        if j is not None:
-            i = n if j < 0 else j
+        after = comment_end(source, i)
+        if after is not None:
+            i = n if after < 0 else after
             continue
         if c.isalpha() or c == "_":
             j = i
