@@ -36,6 +36,7 @@ from proxy.messaging.dml import MessageDml, acked_ids, message_dml
 from proxy.messaging.queue_ddl import is_create_queue, translate_create_queue
 from proxy.observability.metrics import plan_label, record_write_hold
 from proxy.planning import Catalog, plan_statement
+from proxy.reshard_statement import CHANGING_VERBS, parse_reshard, run_reshard
 from proxy.resharding.write_hold import denied_shard_error, transaction_refused
 from proxy.session import Outcome, ProxySession
 from proxy.show import handle_show
@@ -387,6 +388,12 @@ class Executor:
     async def _show(self, session: ProxySession, sql: str) -> Outcome | None:
         return await handle_show(session, sql)
 
+    async def _reshard(self, session: ProxySession, sql: str) -> Outcome | None:
+        args = parse_reshard(sql)
+        if args.verb in CHANGING_VERBS:
+            self._check_vschema_ddl(session)  # a reshard changes what every proxy serves
+        return await run_reshard(self.state.config, args)
+
     async def _alter(self, session: ProxySession, sql: str) -> Outcome | None:
         if not is_vschema_ddl(sql):
             return None  # ALTER TABLE ...: DDL
@@ -435,6 +442,7 @@ _HANDLERS: dict[str, Handler] = {
     "stream": Executor._stream,
     "vstream": Executor._vstream,
     "kill": Executor._kill,
+    "reshard": Executor._reshard,
 }
 
 __all__ = ["Executor", "vschema_ddl_authorized"]

@@ -17,7 +17,7 @@ PACKAGES = ("proxy", "rewriter", "vschema", "sqltext")
 FRONT_END = ("proxy.server", "proxy.connection", "proxy.prepared", "proxy.cli", "proxy.fast_path.protocol")
 EXECUTOR = (
     "proxy.executor", "proxy.planning", "proxy.show", "proxy.system_variables",
-    "proxy.vschema_statements", "proxy.vstream_statement",
+    "proxy.vschema_statements", "proxy.vstream_statement", "proxy.reshard_statement",
 )
 SESSION_AND_STATE = ("proxy.session", "proxy.vcursor", "proxy.cluster_state")
 SERVICES = (

@@ -11,7 +11,6 @@ import sys
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pymysql
@@ -41,20 +40,6 @@ from vschema.vindexes.hash import HashVindex
 
 SEED_ROWS = 3000
 ORDERS = [(900_000 + i, i * 7 + 1) for i in range(40)]  # (order_id, customer_id): on every shard
-
-
-@pytest.fixture
-def up(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpProcess]:
-    # Small copy chunks: a copy of a few thousand rows takes long enough to be killed halfway.
-    path = write_cluster_file(tmp_path, mariadb_template_dir(request.config, tmp_path), copy_chunk_rows=10)
-    process = UpProcess(path, tmp_path / "up.log")
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-        # Shown by pytest only when the test failed: what the workflow host did.
-        print("\n".join(line for line in process.log.read_text().splitlines() if "resharding" in line)[-20000:])
 
 
 def seed(up: UpProcess, first: int, count: int) -> set[int]:
