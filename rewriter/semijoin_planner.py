@@ -115,6 +115,8 @@ def _exists_shape(body: exp.Exists, outer_alias: str) -> tuple[exp.Column, exp.S
     table = _single_table(inner, _INNER_CLAUSES)
     if table is None or inner.args.get("where") is None:
         return None
+    if any(True for _ in inner.find_all(exp.AggFunc, exp.Window)):
+        return None  # EXISTS (SELECT COUNT(*) ...) is true for every row: not a key match
     alias = table.alias_or_name
     if alias == outer_alias:
         return None

@@ -49,6 +49,8 @@ QUERIES = {
     # name: (sql, the query returns rows)
     "exists_int_key": ("select a.id, a.name from items a where exists "
                        "(select 1 from items b where b.customer_id = a.id and b.qty > 2)", True),
+    "exists_select_star": ("select * from items a where exists "
+                           "(select 1 from items b where b.customer_id = a.id and b.qty = 3)", True),
     "exists_with_outer_predicates": ("select a.id from items a where a.qty < 5 and exists "
                                      "(select b.id from items b where a.id = b.customer_id)", True),
     "not_exists_keeps_null_outer_keys": ("select a.id, a.customer_id from items a where not exists "
@@ -109,3 +111,12 @@ async def test_streamed_semi_join_sends_fields_once_and_every_admitted_row(schem
     assert [f.name for f in chunks[0].fields] == ["id", "customer_id"]
     assert all(not c.fields for c in chunks[1:])
     assert sorted(r for c in chunks for r in c.rows) == sorted(executed.rows)
+
+
+async def test_exists_over_an_aggregate_stays_on_compute(schema, vcursor, oracle):
+    sql = "select a.id from items a where exists (select count(*) from items b where b.customer_id = a.id)"
+    found, ours = await _run(vcursor, schema, sql)
+    assert found == []
+    theirs = await oracle(sql)
+    assert len(theirs.rows) == 3000  # one row (the count) for every outer row
+    assert _sortable(normalised(ours)) == _sortable(normalised(theirs))
