@@ -19,6 +19,7 @@ import pytest_asyncio
 from proxy import engine
 from rewriter import PlanCache, plan_query
 from tests.engine.test_oracle import _sortable, normalised
+from tests.engine.test_proxy_joins import operators_of
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -27,16 +28,7 @@ async def schema(loaded, vcursor):
 
 
 def _semi_joins(plan_json: dict) -> list[tuple[str, bool]]:
-    found = []
-
-    def walk(d: dict) -> None:
-        if d.get("OperatorType") == "SemiJoin":
-            found.append((d["Variant"], d["Anti"]))
-        for i in d.get("Inputs", []):
-            walk(i)
-
-    walk(plan_json)
-    return found
+    return [(d["Variant"], d["Anti"]) for d in operators_of(plan_json, "SemiJoin")]
 
 
 async def _run(vcursor, schema, sql):
