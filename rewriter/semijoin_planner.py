@@ -20,7 +20,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter.context import PlanContext, to_sql
-from rewriter.join_strategy import column_info, key_family
+from rewriter.join_strategy import column_info, estimated_rows, key_family
 from rewriter.nodes import Plan, SemiJoin
 from rewriter.select_planner import plan_select
 from rewriter.subquery_planner import correlated
@@ -63,12 +63,8 @@ def _owns(col: exp.Column, alias: str) -> bool:
 
 
 def plan_semi_join(sel: exp.Select, ctx: PlanContext) -> Plan | None:
-    """The SemiJoin plan of ``sel``, or None when it is not the shape above.
-
-    The ``IN`` shape is uncorrelated: ``subquery_planner.pullout`` could bind its values
-    as a list instead, which routes when ``a.k`` is a's vindex column (kept there), but
-    otherwise sends every key to every shard in the query text; the SemiJoin reads them
-    once and sends none."""
+    """The SemiJoin plan of ``sel``, or None when it is not the shape above. The ``IN``
+    shape is uncorrelated, so also a pullout's: the cheaper is chosen (below)."""
     outer_table = _single_table(sel, _OUTER_CLAUSES)
     where = sel.args.get("where")
     if outer_table is None or where is None or any(_has_subquery(e) for e in sel.expressions):
@@ -90,8 +86,9 @@ def plan_semi_join(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     outer_col, inner_sel, inner_table = shape
     if not _comparable(outer_table, outer_col, inner_table, inner_sel.expressions[0], ctx):
         return None
-    if isinstance(body, exp.In) and _on_vindex(outer_table, outer_col, ctx):
-        return None  # a.k IN (list) routes by the values: pulled out instead
+    if isinstance(body, exp.In) and not _in_cheaper_as_semi_join(outer_table, outer_col, len(rest), inner_sel,
+                                                                   inner_table, ctx):
+        return None
     kind = ("not_" if negated else "") + ("exists" if isinstance(body, exp.Exists) else "in")
     outer_sel = sel.copy()
     outer_sel.set("where", exp.Where(this=_and(rest)) if rest else None)
@@ -185,6 +182,22 @@ def _comparable(outer_table: exp.Table, outer_col: exp.Column, inner_table: exp.
     return fam is not None and fam == key_family(column_info(b, inner_col.name, ctx))
 
 
-def _on_vindex(table: exp.Table, col: exp.Column, ctx: PlanContext) -> bool:
-    vindex = resolve_table(table, ctx.vschema, ctx.keyspace).primary_vindex()
-    return vindex is not None and bool(vindex.columns) and vindex.columns[0].lower() == col.name.lower()
+def _in_cheaper_as_semi_join(outer_table: exp.Table, outer_col: exp.Column, outer_preds: int,
+                             inner_sel: exp.Select, inner_table: exp.Table, ctx: PlanContext) -> bool:
+    """Whether ``a.k IN (SELECT b.k ...)`` should be a SemiJoin rather than pulled out.
+
+    The pulled-out IN list makes the shards filter a (only matching rows shipped) at the
+    price of every key sent back in the query text; the SemiJoin ships a's rows whole.
+    Measured on items (3000 rows, 2 shards, shared 2-core machine): 60 keys pulled out
+    210 qps, 4 ms proxy CPU/op; as a SemiJoin 46 qps, 21 ms. So only when the keys are
+    estimated to outnumber a's rows (join_strategy.estimated_rows), and never when
+    ``a.k`` is a's vindex column (the list routes)."""
+    a = resolve_table(outer_table, ctx.vschema, ctx.keyspace)
+    vindex = a.primary_vindex()
+    if vindex is not None and vindex.columns and vindex.columns[0].lower() == outer_col.name.lower():
+        return False
+    where = inner_sel.args.get("where")
+    inner_rows = estimated_rows(resolve_table(inner_table, ctx.vschema, ctx.keyspace),
+                                len(_conjuncts(where.this)) if where is not None else 0, ctx)
+    outer_rows = estimated_rows(a, outer_preds, ctx)
+    return inner_rows is not None and outer_rows is not None and inner_rows > outer_rows
