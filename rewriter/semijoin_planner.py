@@ -20,7 +20,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter.context import PlanContext, to_sql
-from rewriter.join_strategy import column_info, estimated_rows, key_family
+from rewriter.join_strategy import HASH_ROWS_MAX, column_info, estimated_rows, key_family
 from rewriter.nodes import Plan, SemiJoin
 from rewriter.select_planner import plan_select
 from rewriter.subquery_planner import correlated
@@ -86,6 +86,8 @@ def plan_semi_join(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     outer_col, inner_sel, inner_table = shape
     if not _comparable(outer_table, outer_col, inner_table, inner_sel.expressions[0], ctx):
         return None
+    if _inner_rows(inner_sel, inner_table, ctx) > HASH_ROWS_MAX:
+        return None  # the key set is held in memory: as large a table as HashJoin would hash, no larger
     if isinstance(body, exp.In) and not _in_cheaper_as_semi_join(outer_table, outer_col, len(rest), inner_sel,
                                                                    inner_table, ctx):
         return None
@@ -196,8 +198,13 @@ def _in_cheaper_as_semi_join(outer_table: exp.Table, outer_col: exp.Column, oute
     vindex = a.primary_vindex()
     if vindex is not None and vindex.columns and vindex.columns[0].lower() == outer_col.name.lower():
         return False
-    where = inner_sel.args.get("where")
-    inner_rows = estimated_rows(resolve_table(inner_table, ctx.vschema, ctx.keyspace),
-                                len(_conjuncts(where.this)) if where is not None else 0, ctx)
     outer_rows = estimated_rows(a, outer_preds, ctx)
-    return inner_rows is not None and outer_rows is not None and inner_rows > outer_rows
+    return outer_rows is not None and _inner_rows(inner_sel, inner_table, ctx) > outer_rows
+
+
+def _inner_rows(inner_sel: exp.Select, inner_table: exp.Table, ctx: PlanContext) -> float:
+    """The subquery's estimated rows after its filters (0 when the shards gave no estimate)."""
+    where = inner_sel.args.get("where")
+    rows = estimated_rows(resolve_table(inner_table, ctx.vschema, ctx.keyspace),
+                          len(_conjuncts(where.this)) if where is not None else 0, ctx)
+    return rows or 0.0

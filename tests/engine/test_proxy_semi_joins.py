@@ -11,6 +11,7 @@ over an empty set is always true (even for a NULL key).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -120,3 +121,12 @@ async def test_exists_over_an_aggregate_stays_on_compute(schema, vcursor, oracle
     theirs = await oracle(sql)
     assert len(theirs.rows) == 3000  # one row (the count) for every outer row
     assert _sortable(normalised(ours)) == _sortable(normalised(theirs))
+
+
+async def test_a_subquery_too_large_to_hold_its_keys_stays_on_compute(schema, vcursor):
+    tables = schema.keyspaces["commerce"]
+    huge = schema.replace_keyspace("commerce", {k: dataclasses.replace(t, rows=100_000_000) for k, t in tables.items()})
+    sql = QUERIES["exists_int_key"][0]
+    explain, _ = plan_query("vexplain plan " + sql, vcursor.vschema, "commerce", PlanCache(), schema=huge)
+    plan = json.loads(explain.json)
+    assert operators_of(plan, "SemiJoin") == [] and plan["OperatorType"] == "Compute"
