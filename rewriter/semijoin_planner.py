@@ -7,8 +7,8 @@ The narrow shape planned here (everything else stays on Compute):
 - ``SELECT ... FROM a WHERE <preds on a> AND a.k [NOT] IN (SELECT b.k FROM b [WHERE
   preds on b])``
 
-with one table on each side, no grouping, DISTINCT, HAVING, ORDER BY or LIMIT on the
-outer query, and key columns of one type family as the tracked schema shows
+with one table on each side, no grouping, DISTINCT or HAVING on the outer query (ORDER BY
+over columns of its select list and LIMIT run at the proxy, after the filter), and key columns of one type family as the tracked schema shows
 (rewriter.join_strategy.key_family) so the proxy compares them as MySQL does. The
 subquery becomes ``SELECT DISTINCT b.k FROM b WHERE <preds on b>`` (planned on its
 own, run once; the shards drop duplicate keys); the outer query keeps its other predicates on a's route and returns ``a.k`` as
@@ -21,12 +21,13 @@ from sqlglot import exp
 
 from rewriter.context import PlanContext, to_sql
 from rewriter.join_strategy import HASH_ROWS_MAX, column_info, estimated_rows, key_family
-from rewriter.nodes import Plan, SemiJoin
+from rewriter.nodes import Limit, MemorySort, OrderKey, Plan, SemiJoin
+from rewriter.select_items import limit_values
 from rewriter.select_planner import plan_select
 from rewriter.subquery_planner import correlated
 from rewriter.tables import resolve_table
 
-_OUTER_CLAUSES = ("group", "having", "order", "limit", "offset", "distinct", "joins", "windows")
+_OUTER_CLAUSES = ("group", "having", "distinct", "joins", "windows")
 _INNER_CLAUSES = ("group", "having", "limit", "offset", "joins", "windows", "with", "with_")
 
 
@@ -92,14 +93,50 @@ def plan_semi_join(sel: exp.Select, ctx: PlanContext) -> Plan | None:
                                                                    inner_table, ctx):
         return None
     kind = ("not_" if negated else "") + ("exists" if isinstance(body, exp.Exists) else "in")
+    order_keys = _order_keys(sel)
+    if order_keys is None:
+        return None
     outer_sel = sel.copy()
     outer_sel.set("where", exp.Where(this=_and(rest)) if rest else None)
+    for clause in ("order", "limit", "offset"):  # after the filter, at the proxy
+        outer_sel.set(clause, None)
     outer_sel.set("expressions", [*outer_sel.expressions, outer_col.copy()])
     outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter,
                             names_from=ctx.names_source)
     inner_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
-    return SemiJoin(outer=plan_select(outer_sel, outer_ctx), inner=plan_select(inner_sel, inner_ctx),
-                    kind=kind, predicate=to_sql(pred))
+    plan: Plan = SemiJoin(outer=plan_select(outer_sel, outer_ctx), inner=plan_select(inner_sel, inner_ctx),
+                          kind=kind, predicate=to_sql(pred))
+    if order_keys:
+        plan = MemorySort(order_keys, plan)
+    count, offset = limit_values(sel, ctx)
+    if count is not None:
+        plan = Limit(count, offset, plan)
+    return plan
+
+
+def _order_keys(sel: exp.Select) -> list[OrderKey] | None:
+    """ORDER BY as sort keys over the select list: each key a column the list returns
+    as it is (by name or alias); None for anything else (left to Compute)."""
+    keys: list[OrderKey] = []
+    order = sel.args.get("order")
+    for o in order.expressions if order is not None else []:
+        e = o.this if isinstance(o, exp.Ordered) else o
+        if not isinstance(e, exp.Column):
+            return None
+        found = None
+        for i, item in enumerate(sel.expressions):
+            if isinstance(item, exp.Alias) and not e.table and item.alias.lower() == e.name.lower():
+                found = i
+                break
+            col = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(col, exp.Column) and not isinstance(col.this, exp.Star) \
+                    and col.name.lower() == e.name.lower() and (not e.table or not col.table or e.table == col.table):
+                found = i
+                break
+        if found is None:
+            return None
+        keys.append(OrderKey(found, bool(o.args.get("desc")), to_sql(o)))
+    return keys
 
 
 def _inner_select(q: exp.Expression) -> exp.Select | None:

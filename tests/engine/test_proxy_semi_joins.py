@@ -73,6 +73,16 @@ QUERIES = {
 }
 
 
+async def test_order_by_and_limit_apply_after_the_filter(schema, vcursor, oracle):
+    sql = ("select a.name, a.id as ident from items a where not exists (select 1 from items b "
+           "where b.customer_id = a.id and b.qty > 2) order by a.name desc, ident limit 40 offset 3")
+    found, ours = await _run(vcursor, schema, sql)
+    assert found == [("AntiJoin", True)]
+    theirs = await oracle(sql)
+    assert [f.name for f in ours.fields] == ["name", "ident"]
+    assert normalised(ours) == normalised(theirs) and len(theirs.rows) == 40
+
+
 @pytest.mark.parametrize("name", sorted(QUERIES))
 async def test_semi_join_equals_oracle(name, schema, vcursor, oracle):
     sql, has_rows = QUERIES[name]
