@@ -372,6 +372,20 @@ class PulloutSubquery(Plan):
 
 
 @dataclass(eq=False)
+class SemiJoin(Plan):
+    """Filter ``outer``'s rows by a correlated ``[NOT] EXISTS`` / ``[NOT] IN`` subquery
+    at the proxy (Vitess's ``SemiJoin``). ``inner`` runs once and yields one column,
+    the subquery's keys; ``outer``'s last column is the outer key (dropped from the
+    output). ``kind``: ``"exists"``, ``"not_exists"``, ``"in"`` or ``"not_in"``
+    (SQL's NULL rules, proxy.engine.semi_join). Keys compare as HashJoin's do."""
+
+    outer: Plan
+    inner: Plan
+    kind: str
+    predicate: str = ""
+
+
+@dataclass(eq=False)
 class Send(Plan):
     """Send ``query`` verbatim to one shard (targeted ``USE ks:shard`` sessions)."""
 

@@ -15,7 +15,8 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
 - A Route that took a derived table (``merge_derived``): the statement regenerated,
   as ``select_planner`` plans a derived table over a route.
 - A WHERE subquery not merged into the outer route: pulled out, run first
-  (``subquery_planner.pullout``: ``UncorrelatedSubquery``).
+  (``subquery_planner.pullout``: ``UncorrelatedSubquery``); a correlated [NOT] EXISTS /
+  IN of the narrow shape: ``semijoin_planner`` (``SemiJoin``).
 - Joins left at the proxy between Routes: the nested-loop / batched / hash joins
   ``join_planner.plan_join`` lays out (strategy from ``join_strategy``'s cost model).
 - A WITH statement whose inlined tree is one single-shard Route: the WITH text.
@@ -52,6 +53,7 @@ from rewriter.rules.planning import Planning
 from rewriter.select_items import named_as_written
 from rewriter.select_planner import only_order_by, plan_scatter_select, plan_select
 from rewriter.semantics import base_tables
+from rewriter.semijoin_planner import plan_semi_join
 from rewriter.subquery_planner import pullout
 from rewriter.tables import resolve_table
 from rewriter.window_planner import plan_window_select
@@ -71,8 +73,11 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
     while not isinstance(op, Route):
         if isinstance(op, ApplyJoin):
             return plan_join(sel, ctx) if _routes_only(op) else None
-        if isinstance(op, SubQuery):  # not merged: run first (subquery_planner.pullout)
-            return pullout(sel, ctx) if _pullouts_only(op) else None
+        if isinstance(op, SubQuery):  # not merged: run first (subquery_planner.pullout), or correlated:
+            # filtered at the proxy when the narrow SemiJoin shape (semijoin_planner)
+            if not _pullouts_only(op):
+                return plan_semi_join(sel, ctx)
+            return plan_semi_join(sel, ctx) or pullout(sel, ctx)
         if isinstance(op, Window):  # not pushed (rules.push_window): computed at the proxy
             return _window_at_proxy(op, sel, above, planning)
         if not isinstance(op, Aggregator | DistinctOp | Filter | Limit | Ordering | Projection):

@@ -148,6 +148,12 @@ def describe(node: P.Plan) -> dict[str, Any]:
              [node.has_values_var] if node.kind == "exists" else [node.values_var],
              "Inputs": [describe(node.subquery), describe(node.outer)]}
         return d
+    if isinstance(node, P.SemiJoin):
+        return {"OperatorType": "SemiJoin",
+                "Variant": {"exists": "SemiJoin", "in": "SemiJoin", "not_exists": "AntiJoin",
+                            "not_in": "AntiJoin"}[node.kind],
+                "Anti": node.kind.startswith("not_"), "Predicate": node.predicate,
+                "Inputs": [describe(node.outer), describe(node.inner)]}
     if isinstance(node, P.Concatenate):
         return {"OperatorType": "Concatenate", "Inputs": [describe(s) for s in node.sources]}
     if isinstance(node, P.Send):

@@ -18,7 +18,7 @@ DML plans stream one chunk (affected rows / insert id, no fields).
 One module per primitive: route, limit, memory_sort, ordered_aggregate (Scalar and
 Ordered aggregates), distinct, filter, projection (SimpleProjection, Truncate,
 ProjectNames), projection_compute (expressions over aggregates), join, concatenate,
-pullout (uncorrelated subqueries), vindex_lookup, insert, insert_select, dml
+pullout (uncorrelated subqueries), semi_join (correlated [NOT] EXISTS/IN), vindex_lookup, insert, insert_select, dml
 (update/delete), send, sequence (also the id-block ``SequenceAllocator`` the VCursor
 uses), vexplain, vexplain_run (VEXPLAIN QUERIES/ALL through a ``query_log``), window (window functions over a scatter's rows). ``dispatch`` maps plan node types to them; helpers: destinations
 (shard targeting), compare (collation-aware keys), lookup (lookup vindex SQL),
@@ -46,6 +46,7 @@ from proxy.engine import (
     projection_compute,
     pullout,
     route,
+    semi_join,
     send,
     sequence,
     vexplain,
@@ -74,6 +75,7 @@ register({
     P.BatchedJoin: batched_join,
     P.Concatenate: concatenate,
     P.PulloutSubquery: pullout,
+    P.SemiJoin: semi_join,
     P.Send: send,
     P.SequenceNext: sequence,
     P.Insert: insert,

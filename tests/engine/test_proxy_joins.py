@@ -40,17 +40,22 @@ def _large(schema: TrackedSchema) -> TrackedSchema:
     return out
 
 
-def _variants(plan_json: dict) -> list[str]:
+def operators_of(plan_json: dict, operator_type: str) -> list[dict]:
+    """The VEXPLAIN plan's operators of one type, outermost first."""
     found = []
 
     def walk(d: dict) -> None:
-        if d.get("OperatorType") == "Join":
-            found.append(d["Variant"])
+        if d.get("OperatorType") == operator_type:
+            found.append(d)
         for i in d.get("Inputs", []):
             walk(i)
 
     walk(plan_json)
     return found
+
+
+def _variants(plan_json: dict) -> list[str]:
+    return [d["Variant"] for d in operators_of(plan_json, "Join")]
 
 
 async def _run(vcursor, schema, sql):

@@ -183,3 +183,16 @@ def test_dml_by_a_lookup_vindex_goes_only_to_the_shard_its_lookup_row_names(conn
                 (customer_id, order_id))[1] == [(b"s1x",)]  # sku is VARBINARY
     with c.cursor() as cur:
         assert cur.execute(f"update corder set sku = 's1' where order_id = {order_id}") == 1
+
+
+def test_correlated_not_exists_on_a_non_vindex_column_is_a_semi_join_named_as_written(conn):
+    c, base = conn
+    sql = ("select c.email, c.Customer_ID from customer c where c.tenant_id = 777 and not exists "
+           "(select 1 from corder o where o.sku = c.email and o.price >= 70000)")
+    plan = rows(c, "vexplain plan " + sql)[1]
+    assert '"OperatorType": "SemiJoin"' in plan[0][0] and '"Anti": true' in plan[0][0]
+    names, got = rows(c, sql)
+    assert names == ["email", "Customer_ID"]
+    assert sorted(r[1] for r in got) == [base + i for i in range(10)]  # no order's sku is an email
+    _n, got = rows(c, sql.replace("not exists", "exists").replace("o.sku = c.email", "o.price = c.customer_id"))
+    assert got == []
