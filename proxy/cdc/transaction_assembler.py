@@ -544,23 +544,22 @@ class TransactionAssembler:
     def _row_event(self, event: RowsEvent) -> tuple[tuple[Field, ...], RowEvent] | None:
         if not self._allowed(event.schema, event.table):
             return None
+        op = next((op for cls, op in _OP_OF.items() if isinstance(event, cls)), None)
+        if op is None or op not in self._row_ops:
+            return None  # inserts are read whatever row_ops says (a resharding journal is one)
         if not self._row_images:
-            return self._row_event_without_images(event)
+            return (), self._new_row_event(event, op, ())
         rows = event.rows
-        if isinstance(event, WriteRowsEvent):
-            if RowOp.INSERT not in self._row_ops:
-                return None
-            op = RowOp.INSERT
+        if op is RowOp.INSERT:
             changes = tuple([RowChange(None, row["values"]) for row in rows])
-        elif isinstance(event, UpdateRowsEvent):
-            op = RowOp.UPDATE
+        elif op is RowOp.UPDATE:
             changes = tuple([RowChange(row["before_values"], row["after_values"]) for row in rows])
-        elif isinstance(event, DeleteRowsEvent):
-            op = RowOp.DELETE
-            changes = tuple([RowChange(row["values"], None) for row in rows])
         else:
-            return None
-        row_event = RowEvent(
+            changes = tuple([RowChange(row["values"], None) for row in rows])
+        return self._fields_for(event), self._new_row_event(event, op, changes)
+
+    def _new_row_event(self, event: RowsEvent, op: RowOp, changes: tuple[RowChange, ...]) -> RowEvent:
+        return RowEvent(
             keyspace=self.keyspace,
             shard=self.shard,
             timestamp=event.timestamp,
@@ -568,21 +567,6 @@ class TransactionAssembler:
             op=op,
             changes=changes,
         )
-        return self._fields_for(event), row_event
-
-    def _row_event_without_images(self, event: RowsEvent) -> tuple[tuple[Field, ...], RowEvent] | None:
-        op = _OP_OF.get(type(event))
-        if op is None or op not in self._row_ops:
-            return None
-        row_event = RowEvent(
-            keyspace=self.keyspace,
-            shard=self.shard,
-            timestamp=event.timestamp,
-            table_name=f"{self.keyspace}.{event.table}",
-            op=op,
-            changes=(),
-        )
-        return (), row_event
 
     def _add_rows(self, event: RowsEvent) -> None:
         if is_journal_table(event.schema, event.table):
