@@ -33,9 +33,9 @@ from rewriter.nodes import (
 )
 from rewriter.read_planner import plan_read
 from rewriter.routing import choose_route, conjuncts, value_of
-from rewriter.select_planner import _all_tables_in
 from rewriter.sqltemplate import SqlTemplate, parse_template
 from rewriter.tables import TableRef, resolve_table, rewrite_table_node
+from rewriter.whole_route import all_tables_in
 from vschema.tracked_schema import columns_of
 
 SEQ_VAR = "__seq"
@@ -95,7 +95,7 @@ def _whole_statement(stmt: exp.Expression, ref: TableRef, ctx: PlanContext, chan
 
 
 def _check_single_keyspace_unsharded(stmt: exp.Expression, ref: TableRef, ctx: PlanContext) -> None:
-    for other in _all_tables_in(stmt, ctx):
+    for other in all_tables_in(stmt, ctx):
         if other.keyspace != ref.keyspace or other.sharded:
             raise unsupported("cross-keyspace or sharded table in an unsharded DML statement")
 
@@ -297,7 +297,7 @@ def plan_insert(stmt: exp.Insert, ctx: PlanContext) -> Plan:
 
 
 def _all_in_keyspace(stmt: exp.Expression, ref: TableRef, ctx: PlanContext) -> bool:
-    return all(t.keyspace == ref.keyspace and not t.sharded for t in _all_tables_in(stmt, ctx))
+    return all(t.keyspace == ref.keyspace and not t.sharded for t in all_tables_in(stmt, ctx))
 
 
 def _plan_insert_select(stmt: exp.Insert, ref: TableRef, columns: list[str], ctx: PlanContext) -> Plan:
@@ -459,7 +459,7 @@ def _needs_input(stmt: exp.Update | exp.Delete, ref: TableRef, ctx: PlanContext)
     for t in named:
         t.pop()
     try:
-        others = [t for t in _all_tables_in(stmt, ctx) if t.node is not ref.node]
+        others = [t for t in all_tables_in(stmt, ctx) if t.node is not ref.node]
     finally:
         stmt.set("tables", named or None)
     if not ref.sharded:
@@ -520,7 +520,7 @@ def plan_update(stmt: exp.Update, ctx: PlanContext) -> Plan:
 def _reference_write(stmt: exp.Expression, ref: TableRef, ctx: PlanContext, verb: str) -> Plan:
     """Every shard holds the reference table whole: each runs the statement (which may
     read only reference tables of the keyspace, identical everywhere)."""
-    for t in _all_tables_in(stmt, ctx):
+    for t in all_tables_in(stmt, ctx):
         if t.node is not ref.node and not (t.is_reference and t.keyspace == ref.keyspace):
             raise unsupported(f"{verb.upper()} of reference table {ref.name} reading other tables")
     return ReferenceWrite(DMLOpcode.Scatter, ref.keyspace, ref.name, _whole_statement(stmt, ref, ctx),

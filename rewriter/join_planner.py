@@ -6,7 +6,7 @@ with columns of earlier tables passed as bind variables taken from each left row
 (``:<alias>_<column>``, as Vitess names them). The joined row is the concatenation
 of all routes' columns; ORDER BY sorts it at the proxy, then the select list is
 projected, DISTINCT and LIMIT applied. Aggregation over a join is planned by
-``select_planner.plan_aggregation``: the join returns one "partial" per row
+``aggregation_layout.aggregate_over_join``: the join returns one "partial" per row
 (``COUNT(*)`` -> 1, ``COUNT(x)`` -> ``x IS NOT NULL``, ``SUM/MIN/MAX(x)`` -> ``x``),
 sorted by the group keys at the proxy and aggregated like shard partials.
 
@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from rewriter import errors
 from rewriter.aggregates import has_aggregate
+from rewriter.aggregation_layout import aggregate_over_join
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
 from rewriter.join_strategy import BATCH_ROWS, KeyPair, choose, equi_keys, estimated_rows
@@ -42,8 +43,8 @@ from rewriter.nodes import (
 from rewriter.route_primitive import make_route
 from rewriter.routing import RouteInfo, choose_route, column_table, conjuncts
 from rewriter.select_items import limit_values, positional
-from rewriter.select_planner import from_sources, resolve_scope
 from rewriter.tables import TableRef, rewrite_table_node
+from rewriter.whole_route import from_sources, resolve_scope
 
 
 def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
@@ -54,9 +55,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     if len(refs) < 2:
         raise unsupported("subquery on a sharded table that does not stay within one route")
     if sel.args.get("group") or sel.args.get("having") or any(has_aggregate(e) for e in sel.expressions):
-        from rewriter.select_planner import plan_aggregation
-
-        return plan_aggregation(sel, ctx, None)
+        return aggregate_over_join(sel, ctx, plan_join)
     if sel.args.get("with_") or sel.args.get("with"):
         raise unsupported("WITH in a cross-shard join")
     for node in sel.walk():

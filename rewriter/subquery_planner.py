@@ -22,14 +22,13 @@ from sqlglot import exp
 from rewriter.context import PlanContext
 from rewriter.errors import unsupported
 from rewriter.nodes import Plan, PulloutSubquery
+from rewriter.whole_route import from_sources
 
 SQ_PREFIX = "__sq"
 HAS_PREFIX = "__sq_has_values"
 
 
 def outer_aliases(sel: exp.Select) -> set[str]:
-    from rewriter.select_planner import from_sources
-
     out = set()
     for src in from_sources(sel):
         out.add(src.alias_or_name)

@@ -8,7 +8,7 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
   aggregation, merge-sorted ORDER BY, shard-side LIMIT, DISTINCT, HAVING): the shard
   query with partials and sort keys and the proxy primitives above it (``Aggregate``,
   ``Filter``, ``Projection``, ``Distinct``, ``MemorySort``, ``Limit``, ``Truncate``)
-  as ``select_planner.plan_scatter_select`` lays them out.
+  as ``scatter_layout.plan_scatter_select`` lays them out.
 - A Union left at the proxy: ``Concatenate`` of its arms' primitives (each arm
   through these rules, or the route planners for what they do not plan), under
   ``Distinct`` for UNION.
@@ -50,8 +50,9 @@ from rewriter.operators import Distinct as DistinctOp
 from rewriter.route_primitive import field_query_of, make_route, strip_qualifiers
 from rewriter.routing import RouteInfo
 from rewriter.rules.planning import Planning
+from rewriter.scatter_layout import only_order_by, plan_scatter_select
 from rewriter.select_items import named_as_written
-from rewriter.select_planner import only_order_by, plan_scatter_select, plan_select
+from rewriter.select_planner import plan_select
 from rewriter.semantics import base_tables
 from rewriter.semijoin_planner import plan_semi_join
 from rewriter.subquery_planner import pullout

@@ -41,9 +41,8 @@ LOCAL_IMPORTS_ALLOWED = {
     "proxy.spark": "pyspark",
     "proxy.spark.source": "pyspark",
     "proxy.spark.topology": "pyspark",
-    # The select/join/subquery planners call each other recursively; their redesign into
+    # The select/subquery planners call each other recursively; their redesign into
     # operators (rewriter/operators) replaces these modules.
-    "rewriter.join_planner": "planner redesign",
     "rewriter.select_planner": "planner redesign",
     "rewriter.subquery_planner": "planner redesign",
 }
