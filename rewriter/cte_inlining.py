@@ -2,7 +2,7 @@
 
 A CTE that reads a sharded table within one shard (``WITH t AS (SELECT ... FROM
 customer WHERE customer_id = 5) SELECT ... FROM t``) routes exactly as the same body
-written as a derived table does, which the route planner already merges into one
+written as a derived table does, which the operators already merge into one
 route. So the route is decided on a copy with every (non-recursive) CTE reference
 replaced by its body, and — when that copy goes to one shard whole — the statement as
 the client wrote it (WITH and all) is what that shard runs: MySQL evaluates the CTEs.

@@ -8,10 +8,15 @@ rules (``rewriter.rules``) merge and push.
 
 The builder takes the statements whose every part has an operator today: one SELECT
 over base tables (inner, LEFT and RIGHT joins with ON, USING or NATURAL) or over one
-derived table of such a SELECT, with subqueries in WHERE and in the select list (not
-nested), windows, non-recursive CTEs (inlined), without other subqueries, named windows, ROLLUP, FULL joins; and UNION [ALL] chains of such SELECTs. For any other it answers None and the
-statement is
-planned by the route planners (``rewriter.select_planner`` and those it calls).
+derived table of such a SELECT, with subqueries in WHERE and in the select list,
+windows, non-recursive CTEs (inlined), without named windows, ROLLUP, FULL joins; and
+UNION [ALL] chains of such SELECTs. A statement with any other construct is one Route
+operator carrying the whole statement when every part of it stays on one route
+(``rewriter.whole_route``: one unsharded keyspace, reference tables, one shard, sharded
+tables tied by equal vindex values — Vitess merges such a statement into one Route
+whatever it contains); a WHERE subquery with subqueries of its own is a SubQuery pulled
+out when the whole statement is not one route. For anything else the builder answers
+None and the statement is computed at the proxy (``rewriter.compute_planner``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext
 from rewriter.cte_inlining import inline_ctes
+from rewriter.nodes import SINGLE_SHARD
 from rewriter.operators import (
     Aggregator,
     ApplyJoin,
@@ -40,6 +46,7 @@ from rewriter.operators import (
 from rewriter.routing import conjuncts
 from rewriter.subquery_planner import candidates, correlated, outer_aliases
 from rewriter.tables import TableRef, ambient_keyspace, resolve_table
+from rewriter.whole_route import single_route
 from vschema.tracked_schema import columns_of
 
 # Nodes that put a statement outside what the operators express today.
@@ -47,9 +54,51 @@ _OUTSIDE = (exp.Subquery, exp.Exists, exp.Rollup, exp.Cube, exp.PropertyEQ, exp.
             exp.Union, exp.Except, exp.Intersect)
 
 
+# ``Route.absorbed`` of a Route carrying a whole statement (``whole_statement``).
+WHOLE = frozenset({"whole"})
+
+
 def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
     """The initial operator tree of ``sel`` (its Table nodes are shared with the AST),
-    or None when ``sel`` uses a construct without an operator yet."""
+    or None when ``sel`` uses a construct without an operator yet and does not fit
+    one route whole."""
+    op = _build(sel, ctx, nested=False)
+    if op is not None:
+        return op
+    whole = whole_statement(sel, ctx)
+    if whole is not None:
+        return whole
+    # WHERE subqueries with subqueries of their own: pulled out, each planned alone
+    return _build(sel, ctx, nested=True) if isinstance(sel, exp.Select) else None
+
+
+def whole_statement(stmt: exp.Expression, ctx: PlanContext) -> Route | None:
+    """One Route carrying all of ``stmt`` when every table it reads (subqueries, CTEs
+    and set operations included) stays on one route (``whole_route.single_route``); a
+    WITH statement or a set operation only when that route is one shard (MySQL then
+    evaluates the CTEs / INTERSECT / EXCEPT itself). None otherwise, and for SELECT
+    ... INTO (never sent to a shard)."""
+    if isinstance(stmt, exp.Select):
+        if stmt.args.get("into") is not None:
+            return None
+        if stmt.args.get("with_") or stmt.args.get("with"):
+            info = single_route(stmt, None, ctx)
+            if info is None or info.opcode not in SINGLE_SHARD:
+                return None
+        else:
+            info = single_route(stmt, stmt, ctx)
+    elif isinstance(stmt, exp.SetOperation):
+        info = single_route(stmt, None, ctx)
+        if info is None or info.opcode not in SINGLE_SHARD:
+            return None
+    else:
+        return None
+    if info is None:
+        return None
+    return Route(info.keyspace, info.sharded, tuple(info.tables), absorbed=WHOLE, fixed=info)
+
+
+def _build(sel: exp.Expression, ctx: PlanContext, *, nested: bool) -> Operator | None:
     if isinstance(sel, exp.Union) and not isinstance(sel, exp.Except | exp.Intersect):
         return _union(sel, ctx)
     if isinstance(sel, exp.Select) and (sel.args.get("with_") or sel.args.get("with")):
@@ -63,7 +112,7 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
         in_where, in_select = _subqueries(sel)
     except errors.PlanningError:
         return None  # ANY / ALL
-    if not _expressible(sel, in_where + in_select):
+    if not _expressible(sel, in_where, in_select, nested):
         return None
     op = _from_clause(sel, ctx)
     if op is None:
@@ -148,7 +197,10 @@ def _union(u: exp.Union, ctx: PlanContext) -> Operator | None:
     return Union(tuple(sources), distinct=found[1])
 
 
-def _expressible(sel: exp.Select, subqueries: list[exp.Expression]) -> bool:
+def _expressible(sel: exp.Select, in_where: list[exp.Expression], in_select: list[exp.Expression],
+                 nested: bool) -> bool:
+    """Whether every part of ``sel`` has an operator; ``nested``: also WHERE subqueries
+    holding subqueries, when they are uncorrelated (pulled out: planned on their own)."""
     if sel.args.get("into") is not None or sel.args.get("windows"):
         return False
     if any(str(m.this).upper() == "SQL_CALC_FOUND_ROWS" for m in sel.args.get("operation_modifiers") or []):
@@ -157,12 +209,17 @@ def _expressible(sel: exp.Select, subqueries: list[exp.Expression]) -> bool:
     if group is not None and (group.args.get("rollup") or group.args.get("cube") or group.args.get("totals")):
         return False
     derived = _derived_table(sel)
+    subqueries = in_where + in_select
     if subqueries and derived is not None:
         return False
     own: set[int] = set()
+    outer = outer_aliases(sel) if nested and in_where else set()
     for pred in subqueries:
-        if any(True for _ in _subquery_statement(pred).find_all(exp.Subquery, exp.Exists)):
-            return False
+        q = _subquery_statement(pred)
+        if any(True for _ in q.find_all(exp.Subquery, exp.Exists)):
+            pulled_out = nested and any(p is pred for p in in_where) and not correlated(q, outer)
+            if not pulled_out:
+                return False
         own.add(id(pred))
     stack: list[exp.Expression] = [sel]
     while stack:

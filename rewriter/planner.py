@@ -1,7 +1,7 @@
 """``plan(sql_or_ast, vschema, keyspace) -> Plan``: the pure planner entry point.
 
-Dispatches on the statement: SELECT/UNION -> ``select_planner`` (and
-``join_planner``), INSERT/UPDATE/DELETE -> ``dml_planner``, ``SELECT NEXT n VALUES
+Dispatches on the statement: SELECT/set operations -> ``read_planner`` (operators,
+rules, primitives; or Compute), INSERT/UPDATE/DELETE -> ``dml_planner``, ``SELECT NEXT n VALUES
 FROM seq`` -> ``SequenceNext``, and sessions targeted at one shard (``USE ks:-80``)
 -> ``Send``. ``keyspace`` is the session's keyspace: ``None``, ``"ks"`` or a targeted
 ``"ks:-80"`` / ``"ks@primary"``.

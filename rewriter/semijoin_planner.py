@@ -22,8 +22,8 @@ from sqlglot import exp
 from rewriter.context import PlanContext, to_sql
 from rewriter.join_strategy import HASH_ROWS_MAX, column_info, estimated_rows, key_family
 from rewriter.nodes import Limit, MemorySort, OrderKey, Plan, SemiJoin
+from rewriter.rules.planning import StatementPlanner
 from rewriter.select_items import limit_values
-from rewriter.select_planner import plan_select
 from rewriter.subquery_planner import correlated
 from rewriter.tables import resolve_table
 
@@ -63,8 +63,9 @@ def _owns(col: exp.Column, alias: str) -> bool:
     return not col.table or col.table == alias
 
 
-def plan_semi_join(sel: exp.Select, ctx: PlanContext) -> Plan | None:
-    """The SemiJoin plan of ``sel``, or None when it is not the shape above. The ``IN``
+def plan_semi_join(sel: exp.Select, ctx: PlanContext, plan_statement: StatementPlanner) -> Plan | None:
+    """The SemiJoin plan of ``sel`` (its two sides planned by ``plan_statement``), or
+    None when it is not the shape above. The ``IN``
     shape is uncorrelated, so also a pullout's: the cheaper is chosen (below)."""
     outer_table = _single_table(sel, _OUTER_CLAUSES)
     where = sel.args.get("where")
@@ -104,7 +105,7 @@ def plan_semi_join(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter,
                             names_from=ctx.names_source)
     inner_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
-    plan: Plan = SemiJoin(outer=plan_select(outer_sel, outer_ctx), inner=plan_select(inner_sel, inner_ctx),
+    plan: Plan = SemiJoin(outer=plan_statement(outer_sel, outer_ctx), inner=plan_statement(inner_sel, inner_ctx),
                           kind=kind, predicate=to_sql(pred))
     if order_keys:
         plan = MemorySort(order_keys, plan)

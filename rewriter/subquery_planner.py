@@ -22,6 +22,7 @@ from sqlglot import exp
 from rewriter.context import PlanContext
 from rewriter.errors import unsupported
 from rewriter.nodes import Plan, PulloutSubquery
+from rewriter.rules.planning import StatementPlanner
 from rewriter.whole_route import from_sources
 
 SQ_PREFIX = "__sq"
@@ -73,7 +74,9 @@ def candidates(where: exp.Expression) -> list[exp.Expression]:
     return out
 
 
-def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
+def pullout(sel: exp.Select, ctx: PlanContext, plan_statement: StatementPlanner) -> Plan | None:
+    """``sel`` with its WHERE subqueries run first (each planned by ``plan_statement``,
+    then the outer query with their values bound), or None when it has none."""
     where = sel.args.get("where")
     if where is None:
         return None
@@ -83,8 +86,6 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
     found = candidates(where.this)
     if not found:
         return None
-    from rewriter.select_planner import plan_select
-
     sel = sel.copy()
     found = candidates(sel.args["where"].this)
     outer = outer_aliases(sel)
@@ -105,7 +106,7 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
             kind = "value"
         _check_uncorrelated(inner, outer)
         sub_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
-        sub_plan = plan_select(inner, sub_ctx)
+        sub_plan = plan_statement(inner, sub_ctx)
         has = exp.Placeholder(this=has_var)
         if kind == "in":
             if isinstance(node.this, exp.Tuple):
@@ -130,7 +131,7 @@ def pullout(sel: exp.Select, ctx: PlanContext) -> Plan | None:
         pulled.append((kind, values_var, has_var, sub_plan))
     outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, frozenset(list_vars), "", ctx.schema, ctx.counter,
                             names_from=ctx.names_source)
-    plan = plan_select(sel, outer_ctx)
+    plan = plan_statement(sel, outer_ctx)
     for kind, values_var, has_var, sub_plan in reversed(pulled):
         plan = PulloutSubquery(kind, values_var, has_var, sub_plan, plan)
     return plan

@@ -10,19 +10,24 @@ primitives of ``rewriter.nodes`` (Vitess's ``transformToPrimitive``).
   ``Filter``, ``Projection``, ``Distinct``, ``MemorySort``, ``Limit``, ``Truncate``)
   as ``scatter_layout.plan_scatter_select`` lays them out.
 - A Union left at the proxy: ``Concatenate`` of its arms' primitives (each arm
-  through these rules, or the route planners for what they do not plan), under
+  through these rules, or planned as a statement of its own, ``Planning.plan_statement``), under
   ``Distinct`` for UNION.
-- A Route that took a derived table (``merge_derived``): the statement regenerated,
-  as ``select_planner`` plans a derived table over a route.
+- A Route carrying a whole statement (``operator_builder.whole_statement``): the
+  statement as it is, or over a scatter the same layout as the operators split.
+- A Route that took a derived table (``merge_derived``): the statement regenerated.
+- A derived table left on its own (``Derived``): its query planned alone, the outer
+  filter, projection and LIMIT at the proxy (``derived_layout``).
 - A WHERE subquery not merged into the outer route: pulled out, run first
-  (``subquery_planner.pullout``: ``UncorrelatedSubquery``); a correlated [NOT] EXISTS /
+  (``subquery_planner.pullout``: ``UncorrelatedSubquery``, each statement planned by
+  ``Planning.plan_statement``); a correlated [NOT] EXISTS /
   IN of the narrow shape: ``semijoin_planner`` (``SemiJoin``).
 - Joins left at the proxy between Routes: the nested-loop / batched / hash joins
   ``join_planner.plan_join`` lays out (strategy from ``join_strategy``'s cost model).
 - A WITH statement whose inlined tree is one single-shard Route: the WITH text.
 - Window functions left at the proxy over one scatter Route: ``window_planner``
   (Route sorted by the partition and order keys -> Window -> ...).
-- Anything else: None, for the route planners.
+- Anything else: None (the caller tries the whole statement as one Route, else
+  computes it at the proxy).
 """
 
 from __future__ import annotations
@@ -30,12 +35,14 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter.context import PlanContext, to_sql
+from rewriter.derived_layout import plan_over_derived
 from rewriter.join_planner import plan_join
 from rewriter.nodes import SINGLE_SHARD, Concatenate, Distinct, Plan
 from rewriter.operator_builder import union_arms
 from rewriter.operators import (
     Aggregator,
     ApplyJoin,
+    Derived,
     Filter,
     Limit,
     Operator,
@@ -50,9 +57,13 @@ from rewriter.operators import Distinct as DistinctOp
 from rewriter.route_primitive import field_query_of, make_route, strip_qualifiers
 from rewriter.routing import RouteInfo
 from rewriter.rules.planning import Planning
-from rewriter.scatter_layout import only_order_by, plan_scatter_select
+from rewriter.scatter_layout import (
+    check_scatter_safe,
+    needs_proxy_work,
+    only_order_by,
+    plan_scatter_select,
+)
 from rewriter.select_items import named_as_written
-from rewriter.select_planner import plan_select
 from rewriter.semantics import base_tables
 from rewriter.semijoin_planner import plan_semi_join
 from rewriter.subquery_planner import pullout
@@ -65,7 +76,7 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
     has no primitive here yet. ``sel``'s table names are rewritten for the shards
     (in place) only once the answer is not None."""
     ctx = planning.ctx
-    if isinstance(sel, exp.Union):
+    if isinstance(sel, exp.SetOperation):  # UNION, or INTERSECT / EXCEPT on one route whole
         return _union(op, sel, planning)
     assert isinstance(sel, exp.Select)
     if sel.args.get("with_") or sel.args.get("with"):
@@ -76,9 +87,15 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
             return plan_join(sel, ctx) if _routes_only(op) else None
         if isinstance(op, SubQuery):  # not merged: run first (subquery_planner.pullout), or correlated:
             # filtered at the proxy when the narrow SemiJoin shape (semijoin_planner)
+            if planning.plan_statement is None:
+                return None
             if not _pullouts_only(op):
-                return plan_semi_join(sel, ctx)
-            return plan_semi_join(sel, ctx) or pullout(sel, ctx)
+                return plan_semi_join(sel, ctx, planning.plan_statement)
+            return plan_semi_join(sel, ctx, planning.plan_statement) or pullout(sel, ctx, planning.plan_statement)
+        if isinstance(op, Derived):  # not merged into a route (rules.merge_derived)
+            if planning.plan_statement is None:
+                return None
+            return plan_over_derived(sel, ctx, planning.plan_statement)
         if isinstance(op, Window):  # not pushed (rules.push_window): computed at the proxy
             return _window_at_proxy(op, sel, above, planning)
         if not isinstance(op, Aggregator | DistinctOp | Filter | Limit | Ordering | Projection):
@@ -88,6 +105,11 @@ def to_primitives(op: Operator, sel: exp.Expression, planning: Planning) -> Plan
     info = planning.routing(op)
     if "derived" in op.absorbed and op.vindexed_tables():
         return _over_derived_table(sel, op, info, planning, bool(above))
+    if "whole" in op.absorbed and not planning.one_shard(op):
+        check_scatter_safe(sel, ctx)
+        if needs_proxy_work(sel):
+            strip_qualifiers(sel, info.tables, ctx)
+            return plan_scatter_select(sel, info, ctx)
     if not above:
         changed = strip_qualifiers(sel, info.tables, ctx)
         named = named_as_written(sel, ctx)
@@ -150,7 +172,7 @@ def _window_at_proxy(op: Window, sel: exp.Select, above: list[Operator], plannin
     if "derived" in op.input.absorbed:
         return None
     if plan_window_select(sel, info, planning.ctx) is None:
-        return None  # sel left as it is for the route planners
+        return None  # sel left as it is (the caller tries it whole, else Compute)
     strip_qualifiers(sel, info.tables, planning.ctx)
     return plan_window_select(sel, info, planning.ctx)
 
@@ -176,13 +198,14 @@ def _at_proxy(op: Operator) -> bool:
     return isinstance(op, Projection | DistinctOp) or (isinstance(op, Filter) and op.clause == "having")
 
 
-def _union(op: Operator, u: exp.Union, planning: Planning) -> Plan:
+def _union(op: Operator, u: exp.SetOperation, planning: Planning) -> Plan | None:
     ctx = planning.ctx
     if isinstance(op, Route):  # rules.merge_union: the UNION goes whole to one place
         info = planning.routing(op)
         changed = strip_qualifiers(u, info.tables, ctx)
         return make_route(info, to_sql(u) if changed or not ctx.source else ctx.source, "")
-    assert isinstance(op, Union)
+    if not isinstance(op, Union) or not isinstance(u, exp.Union):
+        return None
     found = union_arms(u)
     assert found is not None  # the builder built this Union from them
     arms, distinct = found
@@ -191,6 +214,11 @@ def _union(op: Operator, u: exp.Union, planning: Planning) -> Plan:
         # an arm is its own statement: its columns are named by its regenerated text
         sub = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
         sub_planning = planning.for_context(sub)
-        sources.append(to_primitives(arm_op, arm, sub_planning) or plan_select(arm, sub))
+        planned = to_primitives(arm_op, arm, sub_planning)
+        if planned is None:
+            if planning.plan_statement is None:
+                return None
+            planned = planning.plan_statement(arm, sub)
+        sources.append(planned)
     plan: Plan = Concatenate(sources)
     return Distinct(plan) if distinct else plan

@@ -18,7 +18,7 @@ def windows_within_shards(stmt: exp.Expression, ctx: PlanContext) -> bool:
     """Window functions a scatter may compute on each shard, as Vitess pushes them: one
     sharded table read row by row (no join, grouping, DISTINCT, aggregate or subquery),
     and every window ``PARTITION BY`` its unique primary vindex column, so each partition
-    lies whole on one shard. The route planners then treat each window as a column."""
+    lies whole on one shard. The scatter layouts then treat each window as a column."""
     if not isinstance(stmt, exp.Select) or stmt.args.get("joins") or stmt.args.get("windows"):
         return False
     if any(stmt.args.get(k) for k in ("group", "having", "distinct")):

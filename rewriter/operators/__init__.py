@@ -5,9 +5,10 @@ table, joins, filters, projection, ...); ``rewriter.rules`` rewrites it to a fix
 (merging routes, pushing work to the shards); ``rewriter.to_primitives`` emits the
 engine primitives of ``rewriter.nodes``.
 
-Not here yet (those statements are planned by the route planners, ``select_planner``
-and the modules it calls): SemiJoin/AntiJoin, a proxy-side Window primitive,
-and the Compute fallback as an operator.
+A statement with a construct that has no operator here is one Route carrying the
+whole statement when all of it stays on one route (``operator_builder.whole_statement``),
+else it is computed at the proxy (``compute_planner``). Not here yet: SemiJoin/AntiJoin
+and Compute as operators (``to_primitives`` emits them from SubQuery and Window).
 """
 
 from rewriter.operators.aggregator import Aggregator

@@ -3,20 +3,30 @@ and each Route's routing, computed once per Route (rules ask for it repeatedly).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
 
 from rewriter.context import PlanContext
+from rewriter.nodes import Plan
 from rewriter.operators import Operator, Route
 from rewriter.operators.route import ONE_SHARD
 from rewriter.routing import RouteInfo
 from rewriter.tables import TableRef
 
+# Plans a statement the emitted primitives run on their own (a pulled-out subquery, a
+# UNION arm, a derived table's query): ``read_planner``'s entry, refusing (Unsupported)
+# what only Compute answers, so the enclosing statement goes to Compute whole.
+StatementPlanner = Callable[[exp.Expression, PlanContext], Plan]
+
 
 @dataclass(slots=True)
 class Planning:
     ctx: PlanContext
+    # None: primitives that plan a statement of their own are not emitted (to_primitives
+    # answers None for them)
+    plan_statement: StatementPlanner | None = None
     # routing by what it depends on (tables, predicates, fixed routing), so a Route
     # rebuilt with more clauses absorbed is not routed again; the Route is kept so
     # the ids in the key stay unique
@@ -33,7 +43,7 @@ class Planning:
 
     def for_context(self, ctx: PlanContext) -> Planning:
         """The same routings under another context (a UNION arm's own statement)."""
-        return Planning(ctx, self._routings)
+        return Planning(ctx, self.plan_statement, self._routings)
 
     def one_shard(self, route: Route) -> bool:
         """Whether ``route`` reaches at most one shard (so it computes everything)."""

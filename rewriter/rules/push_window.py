@@ -1,8 +1,8 @@
 """Rule: window functions over a scatter go to the shards when every ``PARTITION BY``
 holds the table's unique vindex column (each partition lies whole on one shard), as
 Vitess pushes them (``window_pushdown.windows_within_shards`` says when). Otherwise
-the Window stays at the proxy, which has no Window primitive yet: the statement is
-left to the route planners (Compute)."""
+the Window stays at the proxy (``to_primitives``: ``window_planner``, or Compute for
+what it has no primitive for)."""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ async def _run(cluster: LocalCluster, n: int, rounds: int) -> None:
 
             d = await _measure(direct_run, rounds, pids)
             w = await _measure(engine_run, rounds, pids)
-            # the same statement with the Window primitive unplanned: the route planners' Compute
+            # the same statement with the Window primitive unplanned: Compute
             with mock.patch("rewriter.to_primitives.plan_window_select", return_value=None):
                 c = await _measure(engine_run, rounds, pids)
             print(f"{name:<20} {d[0] * 1e3:>7.1f} / {d[1] * 1e3:>6.1f} {w[0] * 1e3:>9.1f} / {w[1] * 1e3:>6.1f} "

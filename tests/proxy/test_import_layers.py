@@ -41,10 +41,6 @@ LOCAL_IMPORTS_ALLOWED = {
     "proxy.spark": "pyspark",
     "proxy.spark.source": "pyspark",
     "proxy.spark.topology": "pyspark",
-    # The select/subquery planners call each other recursively; their redesign into
-    # operators (rewriter/operators) replaces these modules.
-    "rewriter.select_planner": "planner redesign",
-    "rewriter.subquery_planner": "planner redesign",
 }
 
 

@@ -1,5 +1,6 @@
 """The logical operator planner: the tree the builder makes, what each rewrite rule
-turns it into at the fixpoint, and which statements it leaves to the route planners."""
+turns it into at the fixpoint, which statements it sends whole as one Route, and which
+it leaves to Compute."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from rewriter import nodes
 from rewriter.context import PlanContext
 from rewriter.nodes import Opcode
-from rewriter.operator_builder import build
+from rewriter.operator_builder import WHOLE, build
 from rewriter.operator_planner import plan_with_operators
 from rewriter.operators import (
     Aggregator,
@@ -21,7 +22,7 @@ from rewriter.operators import (
     Route,
     Union,
 )
-from rewriter.planner import parse
+from rewriter.planner import parse, plan
 from rewriter.rules import rewrite
 from rewriter.rules.planning import Planning
 from tests.rewriter.test_golden_plans import SCHEMA
@@ -61,21 +62,48 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
 
 @pytest.mark.parametrize("sql", [
     "select (select max(o.price) from corder o where o.sku in (select email from customer)) from customer",
+    "select * from customer where tenant_id > any (select price from corder)",
+    "select * from (select * from customer) t join corder o on o.customer_id = t.customer_id",
+    "select * from customer intersect select * from customer",
+])
+def test_constructs_without_an_operator_across_shards_are_left_to_compute(vschema, sql):
+    stmt = parse(sql)
+    assert build(stmt, PlanContext(vschema, None)) is None
+    assert isinstance(plan(sql, vschema, None), nodes.Compute)
+
+
+@pytest.mark.parametrize("sql", [
+    "with recursive t (n) as (select 1 union all select n + 1 from t where n < 3) select * from t",
+    "select tenant_id, count(*) from customer where customer_id = 5 group by tenant_id with rollup",
+    "select row_number() over w from customer where customer_id = 5 window w as (order by email)",
+    "select * from customer c full outer join corder o on o.customer_id = c.customer_id where c.customer_id = 5",
+    "select name from product intersect select name from product where id = 1",
+])
+def test_constructs_without_an_operator_on_one_shard_are_one_route_carrying_the_statement(vschema, sql):
+    op = build(parse(sql), PlanContext(vschema, None))
+    assert isinstance(op, Route) and op.absorbed == WHOLE
+    planned = plan(sql, vschema, None)
+    assert isinstance(planned, nodes.Route) and planned.query.text() == sql
+
+
+@pytest.mark.parametrize("sql", [
+    "select row_number() over w from customer window w as (order by email)",
+    "select tenant_id, count(*) from customer group by tenant_id with rollup",
+])
+def test_a_whole_statement_over_a_scatter_the_shards_cannot_combine_is_computed(vschema, sql):
+    op = build(parse(sql), PlanContext(vschema, None))
+    assert isinstance(op, Route) and op.absorbed == WHOLE
+    assert isinstance(plan(sql, vschema, None), nodes.Compute)
+
+
+@pytest.mark.parametrize("sql", [
     "select * from customer c where c.tenant_id in (select o.price from corder o group by o.price having "
     "max(o.sku) = (select 1))",
     "select * from customer where customer_id in (select customer_id from corder where price in (select 1))",
-    "select * from customer where tenant_id > any (select price from corder)",
-    "with recursive t (n) as (select 1 union all select n + 1 from t where n < 3) select * from t",
-    "select * from (select * from customer) t join corder o on o.customer_id = t.customer_id",
-    "select row_number() over w from customer window w as (order by email)",
-    "select tenant_id, count(*) from customer group by tenant_id with rollup",
-    "select * from customer c full outer join corder o on o.customer_id = c.customer_id",
-    "select * from customer intersect select * from customer",
 ])
-def test_constructs_without_an_operator_yet_are_left_to_the_route_planners(vschema, sql):
-    stmt = parse(sql)
-    assert build(stmt, PlanContext(vschema, None)) is None
-    assert plan_with_operators(stmt, PlanContext(vschema, None)) is None
+def test_an_uncorrelated_where_subquery_with_subqueries_of_its_own_is_pulled_out(vschema, sql):
+    op, _ = rewritten(vschema, sql)
+    assert shape(op).startswith("Projection(SubQuery(") and op.input.pullout  # type: ignore[attr-defined]
 
 
 def test_filter_on_the_vindex_is_pushed_into_the_route_and_the_route_takes_the_statement(vschema):
@@ -136,7 +164,7 @@ def test_natural_join_compares_the_common_columns_of_the_tracked_schema(vschema)
     assert isinstance(rewrite(op, Planning(ctx)), Route)
 
 
-def test_natural_join_without_known_columns_is_left_to_the_route_planners(vschema):
+def test_natural_join_without_known_columns_is_left_to_compute(vschema):
     assert build(parse("select * from customer natural join corder"), PlanContext(vschema, None)) is None
 
 
@@ -257,7 +285,7 @@ def test_correlated_subquery_on_the_vindex_column_merges(vschema):
     assert isinstance(op, Route) and {t.name for t in op.tables} == {"customer", "corder"}
 
 
-def test_correlated_subquery_elsewhere_is_left_to_the_route_planners(vschema):
+def test_correlated_subquery_elsewhere_is_left_to_compute(vschema):
     sql = "select c.email from customer c where exists (select 1 from corder o where o.sku = c.email)"
     op, _ = rewritten(vschema, sql)
     assert shape(op) == "Projection(SubQuery(Route,Route))"
@@ -294,8 +322,8 @@ def test_window_over_all_rows_of_a_scatter_is_computed_at_the_proxy_over_the_sor
     "select customer_id, sum(customer_id) over (order by email rows between current row and 1 preceding) "
     "from customer",  # a frame ending before it starts: the server's own error
 ])
-def test_window_without_a_proxy_primitive_is_left_to_the_route_planners(vschema, sql):
-    assert plan_with_operators(parse(sql), PlanContext(vschema, None)) is None
+def test_window_without_a_proxy_primitive_is_left_to_compute(vschema, sql):
+    assert isinstance(plan(sql, vschema, None), nodes.Compute)
 
 
 def test_cte_is_built_as_the_derived_table_it_names(vschema):
