@@ -34,6 +34,11 @@ def apply(op: Operator, p: Planning) -> Operator | None:
         return None if user[0].sharded else Route(user[0].keyspace, False, tables, outer.predicates,
                                                    outer.absorbed)
     vindexed_inner = [t for t in inner if not t.is_reference]
+    if vindexed_inner and any(True for _ in _statement(op.predicate).find_all(exp.Subquery, exp.Exists)):
+        # a subquery with subqueries of its own (operator_builder pulls it out): the
+        # anchoring below reads only its own scope, so its nested sharded tables
+        # would be read on one shard (whole_route.single_route judged the statement)
+        return None
     anchors = outer.vindexed_tables()
     if not all(_correlated_on_vindex(op.predicate, t, inner, anchors) or _in_on_vindex(op.predicate, t, inner, anchors)
                for t in vindexed_inner):

@@ -144,6 +144,17 @@ QUERIES = {
                                   "(select 1 from items where id = -5)", "ordered"),
     "scalar_subquery": ("select id, qty from items where qty = (select max(qty) from items where customer_id = 9)",
                         "unordered"),
+    "nested_in_subqueries_pulled_out_one_by_one": (
+        "select id from items where customer_id in (select id from items where qty in "
+        "(select qty from items where id < 40))", "unordered"),
+    "nested_subquery_reusing_an_alias_is_not_merged_into_the_outer_route": (
+        "select count(*) from items o where o.id in (select o.id from items o where o.qty in "
+        "(select o.qty from items o where o.customer_id = 5))", "ordered"),
+    "parenthesized_select_on_one_shard": ("(select id, qty from items where id = 17)", "unordered"),
+    "window_in_a_derived_table_filtered_at_the_proxy": (
+        "select * from (select id, row_number() over (order by id) rn from items) t where rn <= 5", "unordered"),
+    "intersect_across_shards": ("select qty from items where id < 100 intersect select qty from items where id > 2900",
+                                "unordered"),
     "self_join_same_vindex": ("select a.id, b.qty from items a join items b on a.id = b.id where a.qty = 4", "unordered"),
     "cross_shard_join": ("select a.id, b.id from items a join items b on a.customer_id = b.id where a.qty = 7", "unordered"),
     "cross_shard_join_ordered_limit": ("select a.id, b.name from items a join items b on b.id = a.customer_id order by a.id limit 30", "ordered"),
