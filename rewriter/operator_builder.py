@@ -143,21 +143,14 @@ def _build(sel: exp.Expression, ctx: PlanContext, *, nested: bool) -> Operator |
     op = Projection(op, tuple(sel.expressions))
     if sel.args.get("distinct"):
         op = Distinct(op)
-    if order is not None:
-        op = Ordering(op, tuple(order.expressions))
-    limit = sel.args.get("limit")
-    if limit is not None or sel.args.get("offset") is not None:
-        count = limit.expression if limit is not None and limit.expression is not None else \
-            (limit.this if limit is not None else None)
-        offset = sel.args.get("offset") or (limit.args.get("offset") if limit is not None else None)
-        op = Limit(op, count, offset)
-    return op
+    return _order_and_limit(sel, op)
 
 
 def union_arms(u: exp.Union) -> tuple[list[exp.Select], bool] | None:
     """The SELECTs of a UNION chain and whether it removes duplicates; None for what
     one Union operator cannot express: INTERSECT/EXCEPT, ``(A UNION B) UNION ALL C``
-    (C keeps its duplicates), ORDER BY/LIMIT over the whole UNION."""
+    (C keeps its duplicates), ORDER BY/LIMIT inside the chain (those over the whole
+    UNION are Ordering and Limit over the Union: ``_union``)."""
     arms: list[exp.Select] = []
     distinct = False
 
@@ -166,7 +159,8 @@ def union_arms(u: exp.Union) -> tuple[list[exp.Select], bool] | None:
         if isinstance(node, exp.Except | exp.Intersect):
             return False
         if isinstance(node, exp.Union):
-            if any(node.args.get(k) for k in ("order", "limit", "offset", "with_", "with")):
+            clauses = ("with_", "with") if node is u else ("order", "limit", "offset", "with_", "with")
+            if any(node.args.get(k) for k in clauses):
                 return False
             if node.args.get("distinct"):
                 if under_all:
@@ -194,7 +188,21 @@ def _union(u: exp.Union, ctx: PlanContext) -> Operator | None:
         if op is None:
             return None
         sources.append(op)
-    return Union(tuple(sources), distinct=found[1])
+    return _order_and_limit(u, Union(tuple(sources), distinct=found[1]))
+
+
+def _order_and_limit(stmt: exp.Query, op: Operator) -> Operator:
+    """``op`` under the statement's ORDER BY and LIMIT / OFFSET."""
+    order = stmt.args.get("order")
+    if order is not None:
+        op = Ordering(op, tuple(order.expressions))
+    limit = stmt.args.get("limit")
+    if limit is not None or stmt.args.get("offset") is not None:
+        count = limit.expression if limit is not None and limit.expression is not None else \
+            (limit.this if limit is not None else None)
+        offset = stmt.args.get("offset") or (limit.args.get("offset") if limit is not None else None)
+        op = Limit(op, count, offset)
+    return op
 
 
 def _expressible(sel: exp.Select, in_where: list[exp.Expression], in_select: list[exp.Expression],

@@ -37,7 +37,8 @@ from sqlglot import exp
 from rewriter.context import PlanContext, to_sql
 from rewriter.derived_layout import plan_over_derived
 from rewriter.join_planner import plan_join
-from rewriter.nodes import SINGLE_SHARD, Concatenate, Distinct, Plan
+from rewriter.nodes import SINGLE_SHARD, Concatenate, Distinct, MemorySort, Plan
+from rewriter.nodes import Limit as LimitPrimitive
 from rewriter.operator_builder import union_arms
 from rewriter.operators import (
     Aggregator,
@@ -63,11 +64,12 @@ from rewriter.scatter_layout import (
     only_order_by,
     plan_scatter_select,
 )
-from rewriter.select_items import named_as_written
+from rewriter.select_items import limit_values, named_as_written
 from rewriter.semantics import base_tables
 from rewriter.semijoin_planner import plan_semi_join
 from rewriter.subquery_planner import pullout
 from rewriter.tables import resolve_table
+from rewriter.union_ordering import union_order_keys
 from rewriter.window_planner import plan_window_select
 
 
@@ -204,6 +206,11 @@ def _union(op: Operator, u: exp.SetOperation, planning: Planning) -> Plan | None
         info = planning.routing(op)
         changed = strip_qualifiers(u, info.tables, ctx)
         return make_route(info, to_sql(u) if changed or not ctx.source else ctx.source, "")
+    # ORDER BY / LIMIT over the whole UNION (operator_builder): at the proxy
+    limit = op if isinstance(op, Limit) else None
+    op = op.input if isinstance(op, Limit) else op
+    ordering = op if isinstance(op, Ordering) else None
+    op = op.input if isinstance(op, Ordering) else op
     if not isinstance(op, Union) or not isinstance(u, exp.Union):
         return None
     found = union_arms(u)
@@ -221,4 +228,16 @@ def _union(op: Operator, u: exp.SetOperation, planning: Planning) -> Plan | None
             planned = planning.plan_statement(arm, sub)
         sources.append(planned)
     plan: Plan = Concatenate(sources)
-    return Distinct(plan) if distinct else plan
+    if distinct:
+        plan = Distinct(plan)
+    if ordering is not None:
+        keys = union_order_keys(ordering.keys, arms, ctx)
+        if keys is None:
+            return None
+        plan = MemorySort(keys, plan)
+    if limit is not None:
+        count, offset = limit_values(u, ctx)  # type: ignore[arg-type]  # a UNION holds LIMIT as a SELECT does
+        if count is None:
+            return None  # OFFSET without a row count: MySQL has no such statement
+        plan = LimitPrimitive(count, offset, plan)
+    return plan
