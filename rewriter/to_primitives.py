@@ -216,6 +216,9 @@ def _union(op: Operator, u: exp.SetOperation, planning: Planning) -> Plan | None
     found = union_arms(u)
     assert found is not None  # the builder built this Union from them
     arms, distinct = found
+    keys = union_order_keys(ordering.keys, arms, ctx) if ordering is not None else None
+    if ordering is not None and keys is None:
+        return None  # before the arms are planned: they rewrite their tables in place
     sources: list[Plan] = []
     for arm_op, arm in zip(op.sources, arms, strict=True):
         # an arm is its own statement: its columns are named by its regenerated text
@@ -230,10 +233,7 @@ def _union(op: Operator, u: exp.SetOperation, planning: Planning) -> Plan | None
     plan: Plan = Concatenate(sources)
     if distinct:
         plan = Distinct(plan)
-    if ordering is not None:
-        keys = union_order_keys(ordering.keys, arms, ctx)
-        if keys is None:
-            return None
+    if keys is not None:
         plan = MemorySort(keys, plan)
     if limit is not None:
         count, offset = limit_values(u, ctx)  # type: ignore[arg-type]  # a UNION holds LIMIT as a SELECT does

@@ -1,6 +1,6 @@
 """Rule: a derived table whose rows each shard can produce alone — its query only
 filters and projects the rows of its route (an ORDER BY inside it means nothing in
-SQL) — merges with that route: the outer query reads the derived table on each shard
+SQL), or its route reaches one shard, which computes all of it — merges with that route: the outer query reads the derived table on each shard
 (Vitess merges a derived table into its route the same way).
 
 The outer query's predicates name the derived table's columns, not the tables', so
@@ -24,6 +24,10 @@ def apply(op: Operator, p: Planning) -> Operator | None:
     inner = op.input
     if isinstance(inner, Ordering) and isinstance(inner.input, Route):
         inner = inner.input  # a scatter's ORDER BY, dropped with the derived table's
+    if isinstance(inner, Route) and p.one_shard(inner):
+        # one shard computes the whole derived table (grouped, limited, a statement
+        # carried whole): the outer query over it runs there too
+        return dataclasses.replace(inner, absorbed=frozenset({"derived"}))
     if not isinstance(inner, Route) or not inner.absorbed <= ROW_BY_ROW:
         return None
     return dataclasses.replace(inner, absorbed=frozenset({"derived"}))

@@ -150,6 +150,10 @@ QUERIES = {
     "nested_subquery_reusing_an_alias_is_not_merged_into_the_outer_route": (
         "select count(*) from items o where o.id in (select o.id from items o where o.qty in "
         "(select o.qty from items o where o.customer_id = 5))", "ordered"),
+    "aggregated_derived_table_on_one_shard": (
+        "select t.n, t.grp from (select grp, count(*) as n from items where id = 17 group by grp) t", "unordered"),
+    "limited_derived_table_on_one_shard_under_an_aggregate": (
+        "select count(*) from (select id from items where id = 23 order by id limit 1) t", "ordered"),
     "parenthesized_select_on_one_shard": ("(select id, qty from items where id = 17)", "unordered"),
     "window_in_a_derived_table_filtered_at_the_proxy": (
         "select * from (select id, row_number() over (order by id) rn from items) t where rn <= 5", "unordered"),
