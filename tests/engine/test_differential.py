@@ -839,9 +839,11 @@ class Gen:
             return Case(sql + self.order_limit([*keys, *order]), True, "wide-join")
         return Case(sql, False, "wide-join")
 
+    # GROUP_CONCAT(DISTINCT) over trimmed strings: which of 'B ' and 'b' stands for the
+    # group is MySQL's choice, and inside the list the comparison cannot pad it away
     WIDE_AGGS = ["count(*)", "count({c})", "count(distinct {c})", "sum({n})", "min({c})", "max({c})", "avg({n})",
                  "sum({n}) * 2", "max({n}) - min({n})", "sum(case when {n} < 0 then 1 else 0 end)",
-                 "count(distinct {c}, {c2})", "group_concat(distinct {s} order by {s})", "min({d})", "max({d})",
+                 "count(distinct {c}, {c2})", "group_concat(distinct trim({s}) order by trim({s}))", "min({d})", "max({d})",
                  "sum(if({n} > 0, {n}, 0))", "avg({n}) + 1", "sum({n} * 1.5)"]
 
     def wide_agg_expr(self, tabs: list[Tab]) -> str:

@@ -66,3 +66,18 @@ async def test_wide_result_equals_oracle(name, vcursor, schema, oracle):
     ours = await engine.execute(plan, vcursor, bindvars)
     diff = compare(ours, await oracle(sql), ordered)
     assert diff is None, diff
+
+
+@pytest.mark.parametrize(("sql", "name"), [
+    ("select customer_id from items i join accounts a on a.customer_id = i.customer_id", "customer_id"),
+    ("select a.id from items a join items b on b.id = a.customer_id where qty < 3", "qty"),
+    ("select x from (select customer_id as x from items) d join (select code as x from accounts) e on 1 = 1", "x"),
+])
+async def test_an_unqualified_column_of_several_joined_tables_is_ambiguous_1052(sql, name, vcursor, schema, oracle):
+    with pytest.raises(Exception) as ours:
+        plan, bindvars = plan_query(sql, vcursor.vschema, "commerce", CACHE, schema=schema)
+        await engine.execute(plan, vcursor, bindvars)
+    with pytest.raises(pymysql.err.MySQLError) as theirs:
+        await oracle(sql)
+    assert ours.value.code == theirs.value.args[0] == 1052
+    assert str(ours.value) == f"Column '{name}' in field list is ambiguous"
