@@ -81,3 +81,15 @@ async def test_an_unqualified_column_of_several_joined_tables_is_ambiguous_1052(
         await oracle(sql)
     assert ours.value.code == theirs.value.args[0] == 1052
     assert str(ours.value) == f"Column '{name}' in field list is ambiguous"
+
+
+async def test_strings_through_a_compute_temporary_table_keep_their_varchar_type(vcursor, schema, oracle):
+    # CTEs over a sharded and an unsharded table run in Compute: its temporary table held
+    # strings as LONGTEXT, announced to clients as BLOB (252) instead of VAR_STRING (253)
+    sql = ("with a as (select id, qty, grp from items where id <= 22), b as (select qty, max(grp) as g, count(*) as n "
+           "from a group by qty) select b.qty, b.g, b.n, l.label from b left join lookup.qty_labels l on l.qty = b.qty")
+    plan, bindvars = plan_query(sql, vcursor.vschema, "commerce", CACHE, schema=schema)
+    ours = await engine.execute(plan, vcursor, bindvars)
+    theirs = await oracle(sql.replace("lookup.", ""))
+    assert [f.type for f in ours.fields] == [f.type for f in theirs.fields]
+    assert compare(ours, theirs, False) is None
