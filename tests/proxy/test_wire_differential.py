@@ -322,6 +322,10 @@ EDGE_STATEMENTS = [
     ("select d.k, d.n from (select kind as k, count(*) as n from (select kind from entries where amount < 0) x "
      "group by kind) d order by d.n desc, d.k", True),
     ("select distinct kind from entries order by booked", False),
+    # a query expression in parentheses (was 1065 "Query was empty": its first word was not found)
+    ("(select id, qty from items where id < 40 order by qty, id limit 3) union "
+     "(select id, qty from items where id > 2990 order by id desc limit 2)", False),
+    ("((select code from accounts where code = 'acc3'))", False),
 ]
 
 
