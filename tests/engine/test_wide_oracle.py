@@ -93,3 +93,21 @@ async def test_strings_through_a_compute_temporary_table_keep_their_varchar_type
     theirs = await oracle(sql.replace("lookup.", ""))
     assert [f.type for f in ours.fields] == [f.type for f in theirs.fields]
     assert compare(ours, theirs, False) is None
+
+
+@pytest.mark.parametrize("sql", [
+    "select qty from items where id < 5 union all select customer_id from items where id > 2995",
+    "select qty from items where id < 5 union select price from items where id > 2995",
+    "select price from items where id < 5 union all select score from items where id > 2995",
+    "select qty from items where id < 5 union all select grp from items where id > 2995",
+    "select opened from accounts where code = 'acc5' union all select last_seen from accounts where code = 'acc6'",
+    "select null union all select amount from entries where customer_id = 3",
+])
+async def test_a_union_across_routes_types_each_column_from_every_arm(sql, vcursor, schema, oracle):
+    # MySQL joins the arms' types (INT with BIGINT is BIGINT, with DECIMAL a DECIMAL, with a
+    # string a VARCHAR); the first arm's type made clients convert '1.50' as an INT
+    plan, bindvars = plan_query(sql, vcursor.vschema, "commerce", CACHE, schema=schema)
+    ours = await engine.execute(plan, vcursor, bindvars)
+    theirs = await oracle(sql)
+    assert [f.type for f in ours.fields] == [f.type for f in theirs.fields]
+    assert compare(ours, theirs, False) is None
