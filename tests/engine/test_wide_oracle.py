@@ -111,3 +111,20 @@ async def test_a_union_across_routes_types_each_column_from_every_arm(sql, vcurs
     theirs = await oracle(sql)
     assert [f.type for f in ours.fields] == [f.type for f in theirs.fields]
     assert compare(ours, theirs, False) is None
+
+
+async def test_an_unaliased_expression_with_literals_is_named_by_its_literals_from_a_cached_plan(vcursor, schema,
+                                                                                               oracle):
+    # scatter + ORDER BY: the shard query names each column with an alias; from the
+    # normalised statement that alias said 'concat(code, :vtg1, region)'
+    for sep, bound in (("/", 0), ("-", 5)):
+        sql = (f"select concat(code, '{sep}', region), if(rate > {bound}, 'up', 'down'), qty in (1, 2) "
+               f"from accounts a join items i on i.id = a.customer_id where a.customer_id < 5 order by code")
+        plan, bindvars = plan_query(sql, vcursor.vschema, "commerce", CACHE, schema=schema)
+        ours = await engine.execute(plan, vcursor, bindvars)
+        diff = compare(ours, await oracle(sql), True)
+        assert diff is None, diff
+        sql = f"select concat(code, '{sep}', region), rate > {bound} from accounts where customer_id < 5 order by code"
+        plan, bindvars = plan_query(sql, vcursor.vschema, "commerce", CACHE, schema=schema)
+        ours = await engine.execute(plan, vcursor, bindvars)
+        assert [f.name for f in ours.fields] == [f.name for f in (await oracle(sql)).fields]

@@ -342,6 +342,28 @@ EDGE_STATEMENTS = [
     ("(select id, qty from items where id < 40 order by qty, id limit 3) union "
      "(select id, qty from items where id > 2990 order by id desc limit 2)", False),
     ("((select code from accounts where code = 'acc3'))", False),
+    # errors MySQL names by number
+    ("select id from items where nosuch = 1", False),  # 1054 in WHERE
+    ("select i.id from items i join no_such_table t on t.id = i.id", False),  # 1146
+    ("select id from items where id = (select id from items where customer_id = 3)", False),  # 1242
+    ("select id from items where id = 5 and (select id, qty from items where id = 5) = 5", False),  # 1241
+    ("select id from items union select id, qty from items", False),  # 1222
+    ("select id from items where count(*) > 1", False),  # 1111
+    ("select sum(qty) from items group by sum(qty)", False),  # 1056
+    ("select 9223372036854775807 + id from items where id = 2", False),  # 1690
+    ("select id from items order by 9", False),  # 1054 unknown column '9' in order clause
+    ("select id, count(*) from items group by 5", False),  # 1054 in group statement
+    # answers with metadata to match
+    ("select * from items where id in (7, 8, 2999) order by id", True),
+    ("select a.*, g.* from accounts a join regions g on g.region = a.region where a.code in ('acc1', 'ACC2', 'acc8')",
+     False),
+    ("select count(*), count(distinct grp), sum(price), avg(price), min(name), max(score) from items", True),
+    ("select customer_id, sum(amount), avg(amount), min(booked), max(booked) from entries group by customer_id "
+     "order by customer_id limit 5", True),
+    ("select e.id, a.balance * 2, e.amount + a.balance, a.rate * e.amount from entries e "
+     "join accounts a on a.code = e.account_code where e.customer_id = 7 order by e.id", True),
+    ("select concat(code, '/', region), ifnull(opened, 'never'), if(rate > 0, 'up', 'down') from accounts "
+     "where customer_id < 5 order by code", True),
 ]
 
 
