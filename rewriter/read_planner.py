@@ -22,13 +22,14 @@ from rewriter.operator_planner import logical_plan, plan_with_operators
 from rewriter.operators import Route as OperatorRoute
 from rewriter.route_primitive import field_query_of
 from rewriter.select_planner import plan_select
-from rewriter.semantics import qualify_correlated_columns
+from rewriter.semantics import check_set_operation_widths, qualify_correlated_columns
 from rewriter.sqltemplate import parse_template
 from rewriter.to_primitives import to_primitives
 from rewriter.window_pushdown import windows_within_shards
 
 
 def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
+    check_set_operation_widths(stmt)
     if any(True for _ in stmt.find_all(exp.CTE)):
         pristine = stmt.copy()
         try:

@@ -446,7 +446,7 @@ def _derived_over_plan(sel: exp.Select, ctx: PlanContext) -> Plan | None:
 
     def own_column(col: exp.Column) -> str:
         if col.table and col.table != alias:
-            raise errors.PlanningError(f"Unknown column '{col.table}.{col.name}' in 'field list'")
+            raise errors.UnknownColumn(f"Unknown column '{col.table}.{col.name}' in 'field list'")
         return col.name
 
     plan: Plan = inner_plan
@@ -563,7 +563,7 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[SelectItem], info: RouteI
         pos = positional(e)
         if pos is not None:
             if pos < 1 or pos > len(items) and not any(i.star for i in items):
-                raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
+                raise errors.UnknownColumn(f"Unknown column '{pos}' in 'order clause'")
             keys.append(("abs", pos - 1, desc, e.sql(dialect=DIALECT)))
             continue
         found = None
@@ -695,7 +695,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
         pos = positional(g)
         if pos is not None:
             if not 1 <= pos <= len(items):
-                raise errors.PlanningError(f"Unknown column '{pos}' in 'group statement'")
+                raise errors.UnknownColumn(f"Unknown column '{pos}' in 'group statement'")
             g = items[pos - 1].expr
         elif isinstance(g, exp.Column) and not g.table:
             for it in items:
@@ -703,7 +703,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
                     g = it.expr
                     break
         if has_aggregate(g):
-            raise errors.PlanningError("Can't group on aggregate")
+            raise errors.WrongGroupField(f"Can't group on '{to_sql(g)}'")
         group_exprs.append(g)
     group_idx = [b.push(g) for g in group_exprs]
 
@@ -791,7 +791,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
         pos = positional(e)
         if pos is not None:
             if not 1 <= pos <= n_visible:
-                raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
+                raise errors.UnknownColumn(f"Unknown column '{pos}' in 'order clause'")
             idx = pos - 1
         else:
             idx = computed_item_for(e)  # type: ignore[assignment]  # checked for None on the next line

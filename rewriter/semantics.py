@@ -103,6 +103,29 @@ class Bound:
     absorbed_tables: set[int] = field(default_factory=set)
 
 
+def check_set_operation_widths(stmt: exp.Expression) -> None:
+    """Every UNION / INTERSECT / EXCEPT in ``stmt`` has arms of one width, or MySQL's 1222
+    (arms planned apart would otherwise answer rows of different widths). Arms with a
+    ``*`` are left to the shards."""
+    for op in stmt.find_all(exp.SetOperation):
+        widths = {w for w in (_width(op.this), _width(op.expression)) if w is not None}
+        if len(widths) > 1:
+            raise errors.DifferentColumnCount()
+
+
+def _width(arm: exp.Expression | None) -> int | None:
+    while isinstance(arm, exp.Subquery):
+        arm = arm.this
+    if isinstance(arm, exp.SetOperation):
+        return _width(arm.this)
+    if not isinstance(arm, exp.Select):
+        return None
+    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+           for e in arm.expressions):
+        return None
+    return len(arm.expressions)
+
+
 def cte_names(stmt: exp.Expression) -> frozenset[str]:
     return frozenset(c.alias_or_name for c in stmt.find_all(exp.CTE))
 
