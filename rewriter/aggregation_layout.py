@@ -145,7 +145,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
         pos = positional(g)
         if pos is not None:
             if not 1 <= pos <= len(items):
-                raise errors.PlanningError(f"Unknown column '{pos}' in 'group statement'")
+                raise errors.UnknownColumn(f"Unknown column '{pos}' in 'group statement'")
             g = items[pos - 1].expr
         elif isinstance(g, exp.Column) and not g.table:
             for it in items:
@@ -153,7 +153,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
                     g = it.expr
                     break
         if has_aggregate(g):
-            raise errors.PlanningError("Can't group on aggregate")
+            raise errors.WrongGroupField(f"Can't group on '{to_sql(g)}'")
         group_exprs.append(g)
     group_idx = [b.push(g) for g in group_exprs]
 
@@ -241,7 +241,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
         pos = positional(e)
         if pos is not None:
             if not 1 <= pos <= n_visible:
-                raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
+                raise errors.UnknownColumn(f"Unknown column '{pos}' in 'order clause'")
             idx = pos - 1
         else:
             idx = computed_item_for(e)  # type: ignore[assignment]  # checked for None on the next line

@@ -4,6 +4,7 @@ reuse the client's own SQL text and column names)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,9 @@ from sqltext.lexer import QUOTES, comment_end, quoted_end
 from vschema.tracked_schema import TrackedSchema
 
 __all__ = ["DIALECT", "PlanContext", "select_item_texts", "to_sql"]
+
+
+_LIST_MARK = re.compile(r" :(\w+)")
 
 
 @dataclass(slots=True)
@@ -30,7 +34,12 @@ class PlanContext:
 
     @property
     def names_source(self) -> str:
-        return self.names_from or self.source
+        text = self.names_from or self.source
+        if self.list_vars and " :" in text:
+            # the planned text spells a list '::v' as ' :v' (sqlglot positions); a column
+            # name carries the list as the client wrote it, so as '::v' (rendered '1, 2')
+            text = _LIST_MARK.sub(lambda m: "::" + m.group(1) if m.group(1) in self.list_vars else m.group(0), text)
+        return text
 
     def new_var(self, prefix: str) -> str:
         self.counter[0] += 1

@@ -42,7 +42,7 @@ def plan_over_derived(sel: exp.Select, ctx: PlanContext, plan_statement: Stateme
 
     def own_column(col: exp.Column) -> str:
         if col.table and col.table != alias:
-            raise errors.PlanningError(f"Unknown column '{col.table}.{col.name}' in 'field list'")
+            raise errors.UnknownColumn(f"Unknown column '{col.table}.{col.name}' in 'field list'")
         return col.name
 
     plan: Plan = inner_plan

@@ -10,6 +10,9 @@
 - ``StackOverrun`` -> 1436, ``SelectNestingTooDeep`` -> 1473 (statements nested too deep;
   MySQL's own codes and texts).
 - ``WrongValueCount`` -> 1136 (MySQL's ``Column count doesn't match value count at row N``).
+- ``UnknownColumn`` -> 1054 (``Unknown column '9' in 'order clause'``), ``WrongGroupField``
+  -> 1056 (``Can't group on 'sum(x)'``), ``DifferentColumnCount`` -> 1222 (set operation
+  arms of different widths): MySQL's codes and texts.
 """
 
 from __future__ import annotations
@@ -41,6 +44,21 @@ class TableNotFound(PlanningError):
 
 class WrongValueCount(PlanningError):
     code = 1136
+
+
+class UnknownColumn(PlanningError):
+    code = 1054
+
+
+class WrongGroupField(PlanningError):
+    code = 1056
+
+
+class DifferentColumnCount(PlanningError):
+    code = 1222
+
+    def __init__(self) -> None:
+        super().__init__("The used SELECT statements have a different number of columns")
 
 
 class AmbiguousTable(PlanningError):

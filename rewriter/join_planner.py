@@ -172,7 +172,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         pos = positional(e)
         if pos is not None:
             if not 1 <= pos <= len(items):
-                raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
+                raise errors.UnknownColumn(f"Unknown column '{pos}' in 'order clause'")
             t, c = items[pos - 1]
         else:
             alias_hit = None

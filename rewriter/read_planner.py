@@ -21,12 +21,13 @@ from rewriter.operator_builder import whole_statement
 from rewriter.operator_planner import logical_plan
 from rewriter.operators import Route as OperatorRoute
 from rewriter.rules.planning import Planning
-from rewriter.semantics import qualify_correlated_columns
+from rewriter.semantics import check_set_operation_widths, qualify_correlated_columns
 from rewriter.to_primitives import to_primitives
 from rewriter.window_pushdown import windows_within_shards
 
 
 def plan_read(stmt: exp.Expression, ctx: PlanContext) -> Plan:
+    check_set_operation_widths(stmt)
     return _plan(stmt, ctx, compute=True)
 
 

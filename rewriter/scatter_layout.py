@@ -94,7 +94,7 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[SelectItem], info: RouteI
         pos = positional(e)
         if pos is not None:
             if pos < 1 or pos > len(items) and not any(i.star for i in items):
-                raise errors.PlanningError(f"Unknown column '{pos}' in 'order clause'")
+                raise errors.UnknownColumn(f"Unknown column '{pos}' in 'order clause'")
             keys.append(("abs", pos - 1, desc, e.sql(dialect=DIALECT)))
             continue
         found = None
@@ -126,7 +126,14 @@ def _plan_ordered_scatter(sel: exp.Select, items: list[SelectItem], info: RouteI
         order_keys.append(OrderKey(idx, desc, text))
     if count is not None:
         pushed.set("limit", exp.Limit(expression=exp.Placeholder(this=UPPER_LIMIT)))
-    plan: Plan = make_route(info, to_sql(pushed), field_query_of(named_as_written(sel, ctx)))
+    # the field query has the hidden columns too: a route to no shard (a lookup finding
+    # nothing) answers with its fields, truncated like rows are
+    fields = named_as_written(sel, ctx)
+    if hidden:
+        fields = fields.copy() if fields is sel else fields
+        for h in hidden:
+            fields.append("expressions", h.copy())
+    plan: Plan = make_route(info, to_sql(pushed), field_query_of(fields, disposable=fields is not sel))
     route = innermost_route(plan)
     route.order_by = order_keys
     route.truncate = n_hidden

@@ -103,6 +103,29 @@ class Bound:
     absorbed_tables: set[int] = field(default_factory=set)
 
 
+def check_set_operation_widths(stmt: exp.Expression) -> None:
+    """Every UNION / INTERSECT / EXCEPT in ``stmt`` has arms of one width, or MySQL's 1222
+    (arms planned apart would otherwise answer rows of different widths). Arms with a
+    ``*`` are left to the shards."""
+    for op in stmt.find_all(exp.SetOperation):
+        widths = {w for w in (_width(op.this), _width(op.expression)) if w is not None}
+        if len(widths) > 1:
+            raise errors.DifferentColumnCount()
+
+
+def _width(arm: exp.Expression | None) -> int | None:
+    while isinstance(arm, exp.Subquery):
+        arm = arm.this
+    if isinstance(arm, exp.SetOperation):
+        return _width(arm.this)
+    if not isinstance(arm, exp.Select):
+        return None
+    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+           for e in arm.expressions):
+        return None
+    return len(arm.expressions)
+
+
 def cte_names(stmt: exp.Expression) -> frozenset[str]:
     return frozenset(c.alias_or_name for c in stmt.find_all(exp.CTE))
 
@@ -168,8 +191,37 @@ def _qualified_copy(stmt: exp.Expression, ctx: PlanContext
                            validate_qualify_columns=True, identify=False,
                            quote_identifiers=False, expand_stars=True)
         except OptimizeError as e:
-            raise _bind_error(str(e)) from None
+            text = str(e)
+            name = text.split("'")[1] if "'" in text else ""
+            if "could not be resolved" in text and name and _ambiguous(copy, name, mapping):
+                text = f"Ambiguous column '{name}'"
+            raise _bind_error(text) from None
     return copy, refs, schemas, known
+
+
+def _ambiguous(stmt: exp.Expression, name: str, mapping: dict[str, dict[str, dict[str, str]]]) -> bool:
+    """An unqualified ``name`` is a column of several sources of a scope that uses it
+    (sqlglot reports it as unresolved: MySQL's 1052, not 1054)."""
+    low = name.lower()
+    try:
+        scopes = list(traverse_scope(stmt))
+    except OptimizeError:
+        return False
+    for scope in scopes:
+        if not any(not c.table and c.name.lower() == low for c in scope.columns):
+            continue
+        having = 0
+        for src in scope.sources.values():
+            if isinstance(src, exp.Table):
+                cols = mapping.get(src.db, {}).get(src.name, {})
+            elif isinstance(src, Scope) and isinstance(src.expression, exp.Query):
+                cols = {n.lower(): "" for n in src.expression.named_selects}
+            else:
+                continue
+            having += low in cols
+        if having > 1:
+            return True
+    return False
 
 
 COLUMN_TAG = "sg_column"

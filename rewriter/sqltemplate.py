@@ -10,6 +10,7 @@ here with the identifier quoter for the planner's modules).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,9 @@ from sqltext.quoting import escape_string, quote_identifier, sql_literal
 # Re-exported for the planner's modules (and code written before sqltext): one implementation.
 __all__ = ["MissingBindVariable", "SqlTemplate", "escape_string", "parse_template", "quote_identifier", "sql_literal"]
 
+# normalize's bind variables (rewriter.normalize), the only placeholders looked for
+# inside a quoted identifier
+_BIND_MARK = re.compile(r"(?<![\w:])::?(vtg\d+)(?![\w])")
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 
 
@@ -33,6 +37,10 @@ class SqlTemplate:
 
     parts: tuple[str, ...]
     names: tuple[str, ...]
+    # positions in ``names`` of placeholders inside a quoted identifier: a column alias
+    # naming an expression as the client wrote it (``AS `concat(a, :vtg1)` ``) renders the
+    # literal's text there, backquotes doubled
+    in_identifier: frozenset[int] = frozenset()
 
     @property
     def is_constant(self) -> bool:
@@ -45,9 +53,13 @@ class SqlTemplate:
         parts = self.parts
         out = [parts[0]]
         append = out.append
+        idents = self.in_identifier
         try:
             for i, name in enumerate(names):
-                append(sql_literal(bindvars[name]))
+                if idents and i in idents:
+                    append(sql_literal(bindvars[name]).replace("`", "``"))
+                else:
+                    append(sql_literal(bindvars[name]))
                 append(parts[i + 1])
         except KeyError as e:
             raise MissingBindVariable(f"missing bind var {e.args[0]}") from None
@@ -69,6 +81,7 @@ def parse_template(sql: str) -> SqlTemplate:
     """
     parts: list[str] = []
     names: list[str] = []
+    in_identifier: set[int] = set()
     n = len(sql)
     i = 0
     start = 0
@@ -76,7 +89,14 @@ def parse_template(sql: str) -> SqlTemplate:
         c = sql[i]
         if c in QUOTES:
             end = quoted_end(sql, i)
-            i = n if end < 0 else end
+            stop = n if end < 0 else end
+            if c == "`":
+                for m in _BIND_MARK.finditer(sql, i + 1, stop - 1):
+                    parts.append(sql[start:m.start()])
+                    in_identifier.add(len(names))
+                    names.append(m.group(1))
+                    start = m.end()
+            i = stop
             continue
         if c == ":" and i + 1 < n:
             j = i + 1
@@ -93,4 +113,4 @@ def parse_template(sql: str) -> SqlTemplate:
                 continue
         i += 1
     parts.append(sql[start:])
-    return SqlTemplate(tuple(parts), tuple(names))
+    return SqlTemplate(tuple(parts), tuple(names), frozenset(in_identifier))

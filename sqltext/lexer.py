@@ -127,8 +127,12 @@ def strip_leading_comments(sql: str) -> str:
 
 
 def first_keyword(sql: str) -> str:
-    """The first word of the statement, lower-cased ('' if none)."""
-    m = _WORD.match(strip_leading_comments(sql))
+    """The first word of the statement, lower-cased ('' if none). A query expression may
+    open with parentheses (``(SELECT ...) UNION (SELECT ...)``): its word is inside them."""
+    text = strip_leading_comments(sql)
+    while text.startswith("("):
+        text = strip_leading_comments(text[1:])
+    m = _WORD.match(text)
     return m.group(0).lower() if m else ""
 
 

@@ -163,8 +163,33 @@ _TYPE_DDL = {
 }
 
 
-def _column_ddl(f: Field) -> str:
+# Strings whose declared length is known keep it (a VARCHAR, not a LONGTEXT: the client
+# sees the column's own type, VAR_STRING, not BLOB) while the temporary table's row stays
+# under MySQL's 65,535-byte row size; longer ones, and the rest, are LONGTEXT / LONGBLOB.
+VARCHAR_MAX_CHARS = 1024
+ROW_BYTES_BUDGET = 60_000
+_BYTES_PER_CHAR = {BINARY_CHARSET: 1, 8: 1, 33: 3, 83: 3, 192: 3}  # else utf8mb4: 4
+
+
+def _varchar_bytes(f: Field) -> int:
+    """The bytes a VARCHAR / VARBINARY of ``f``'s declared length takes in a row, 0 when
+    ``f`` is not such a string or its length is unknown or large."""
+    if f.type not in (ColumnType.VAR_STRING, ColumnType.VARCHAR) or f.length <= 0:
+        return 0
+    per_char = _BYTES_PER_CHAR.get(f.charset, 4)
+    chars = -(-f.length // per_char)
+    return chars * per_char + 2 if chars <= VARCHAR_MAX_CHARS else 0
+
+
+def _column_ddl(f: Field, varchar: bool = False) -> str:
     t = f.type
+    if varchar:
+        per_char = _BYTES_PER_CHAR.get(f.charset, 4)
+        chars = -(-f.length // per_char)
+        if f.charset == BINARY_CHARSET:
+            return f"VARBINARY({chars})"
+        collate = " COLLATE utf8mb4_bin" if f.charset == 46 else ""
+        return f"VARCHAR({chars}) CHARACTER SET utf8mb4{collate}"
     unsigned = " UNSIGNED" if f.unsigned else ""
     if t in _TYPE_DDL:
         base = _TYPE_DDL[t]
@@ -185,7 +210,14 @@ def _column_ddl(f: Field) -> str:
 
 
 def _create_from_fields(inp: TempInput, fields: list[Field]) -> str:
-    cols = ", ".join(f"{quote_identifier(f.name)} {_column_ddl(f)}" for f in fields)
+    budget = ROW_BYTES_BUDGET
+    ddl = []
+    for f in fields:
+        size = _varchar_bytes(f)
+        varchar = 0 < size <= budget
+        budget -= size if varchar else 12  # a LONGTEXT / number takes at most 12 bytes in the row
+        ddl.append(f"{quote_identifier(f.name)} {_column_ddl(f, varchar)}")
+    cols = ", ".join(ddl)
     return f"CREATE TEMPORARY TABLE {quote_identifier(inp.name)} ({cols})"
 
 

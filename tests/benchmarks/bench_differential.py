@@ -44,6 +44,7 @@ from tests.engine.test_differential import (
     proxy_runner,
     run_differential,
 )
+from tests.engine.wide_dataset import load_wide
 
 STATEMENT_SECONDS = 20
 
@@ -85,6 +86,17 @@ async def _environment(cluster: LocalCluster) -> tuple[ShardVCursor, Any, Any]:
         await run("CREATE TABLE IF NOT EXISTS qty_labels (qty INT PRIMARY KEY, label VARCHAR(20))")
         await run("DELETE FROM qty_labels")
         await run("INSERT INTO qty_labels VALUES " + ", ".join(f"({q}, 'q{q % 4}')" for q in range(0, 25, 2)))
+    grp_rows = ", ".join(f"({g!r}, 'label {k}')" for k, g in enumerate(["a", "c", "no items here"]))
+    for run in [*(lambda q, s=s: vc.execute_shard("commerce", s, q) for s in vs.shards("commerce")), oracle]:
+        await run("CREATE TABLE IF NOT EXISTS grp_labels (grp VARCHAR(20) PRIMARY KEY, label VARCHAR(20))")
+        await run("DELETE FROM grp_labels")
+        await run("INSERT INTO grp_labels VALUES " + grp_rows)
+
+    async def through_engine(sql: str) -> None:
+        plan, bindvars = plan_query(sql, vs, "commerce")
+        await engine.execute(plan, vc, bindvars)
+
+    await load_wide(vc.execute_shard, vs.shards("commerce"), shard, through_engine, oracle)
     return vc, oracle, conn
 
 

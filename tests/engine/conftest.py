@@ -13,6 +13,7 @@ from proxy.engine.result import Result
 from rewriter import plan_query
 from tests.engine.dataset import generated_rows
 from tests.engine.shard_vcursor import ShardVCursor, fields_of
+from tests.engine.wide_dataset import add_to_vschema, load_wide
 from vschema.loader import build_vschema
 
 ITEMS_DDL = """CREATE TABLE IF NOT EXISTS items (
@@ -36,6 +37,7 @@ def engine_vschema(config):
             doc["tables"]["items"] = {"column_vindexes": [{"column": "id", "name": "hash"}]}
             doc["tables"]["grp_labels"] = {"type": "reference"}
         docs[name] = (doc, list(kc.shards))
+    add_to_vschema({name: doc for name, (doc, _shards) in docs.items()})
     return build_vschema(docs, config.routing_rules or None)
 
 
@@ -96,4 +98,18 @@ async def loaded(vcursor, oracle):
         await run("CREATE TABLE IF NOT EXISTS grp_labels (grp VARCHAR(20) PRIMARY KEY, label VARCHAR(20))")
         await run("DELETE FROM grp_labels")
         await run("INSERT INTO grp_labels VALUES " + grp_rows)
+    return True
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def wide_loaded(loaded, vcursor, oracle):
+    """``loaded`` plus the tables of tests/engine/wide_dataset.py (other vindex types,
+    DATE / DATETIME / DECIMAL columns, a reference table)."""
+
+    async def through_engine(sql: str) -> None:
+        plan, bindvars = plan_query(sql, vcursor.vschema, "commerce")
+        await engine.execute(plan, vcursor, bindvars)
+
+    await load_wide(vcursor.execute_shard, vcursor.vschema.shards("commerce"), vcursor.vschema.shards("lookup")[0],
+                    through_engine, oracle)
     return True

@@ -73,7 +73,21 @@ LABELS = "lookup.qty_labels"  # the oracle has it as plain qty_labels
 ITEMS_COLS = {"id": "id", "customer_id": "cust", "grp": "str", "name": "str", "qty": "qty",
               "price": "dec", "score": "dbl"}
 LABEL_COLS = {"qty": "qty", "label": "label"}
-NUMERIC = ("id", "cust", "qty", "dec", "dbl")
+NUMERIC = ("id", "cust", "qty", "dec", "dbl", "bal", "amt", "tax", "eid")
+DATES = ("date", "dt")
+# the wide tables (tests/engine/wide_dataset.py)
+ACCT_COLS = {"code": "code", "customer_id": "cust", "region": "region", "balance": "bal", "rate": "dbl",
+             "opened": "date", "last_seen": "dt"}
+ENTRY_COLS = {"id": "eid", "customer_id": "cust", "account_code": "code", "amount": "amt", "kind": "kind",
+              "booked": "date"}
+REGION_COLS = {"region": "region", "zone": "zone", "tax": "tax"}
+GRP_LABEL_COLS = {"grp": "str", "label": "glabel"}
+CODE_VALUES = ["acc1", "ACC2", "åcc3", "Acc4", "acc5 ", "acc10", "ACC11", "acc11 ", "acc70", "acc239", "acc250",
+               "Ácc9", "nope", ""]
+REGION_LIT_VALUES = ["north", "NORTH", "north ", "süd", "Sud", "", "east", "west", "West ", "nowhere"]
+KIND_LIT_VALUES = ["debit", "DEBIT", "credit", "", "fee", "fee ", "Fée"]
+DATE_LIT_VALUES = ["2019-06-30", "2020-01-01", "2021-02-28", "2022-03-15", "2022-12-31", "2023-06-01",
+                   "2024-02-29", "2023-03-04 12:00:00", "2022-07-01 00:00:00"]
 GRP_VALUES = ["a", "A", "b", "B", "B ", "c", "e", "é", "zeta", "Zeta", "x", ""]
 NAME_VALUES = ["anna", "bob", "Bob", "Éva", "eva", "ivy", "Ivy", "zed", "gus"]
 LABEL_VALUES = ["q0", "q1", "q2", "q3", "q9"]
@@ -143,6 +157,22 @@ class Gen:
             return r.choice(["0.5", "1.25", "2", "-3.5", "10.125", "0", "3", "2e0"])
         if kind == "label":
             return q(r.choice(LABEL_VALUES))
+        if kind == "bal":
+            return r.choice([str(r.randint(-500, 900)), f"{r.randint(-500000, 900000) / 1000:.3f}", "0", "-0.5"])
+        if kind in ("amt", "tax"):
+            return r.choice([str(r.randint(-300, 300)), f"{r.randint(-30000, 30000) / 100:.2f}", "7.5", "19"])
+        if kind == "eid":
+            return str(r.randint(-1, 910))
+        if kind in DATES:
+            return q(r.choice(DATE_LIT_VALUES))
+        if kind == "code":
+            return q(r.choice(CODE_VALUES))
+        if kind in ("region", "zone"):
+            return q(r.choice(REGION_LIT_VALUES + ["n", "s", "w"]))
+        if kind == "kind":
+            return q(r.choice(KIND_LIT_VALUES))
+        if kind == "glabel":
+            return q(r.choice(["label 0", "label 1", "LABEL 2", "x"]))
         return q(r.choice(GRP_VALUES + NAME_VALUES))
 
     def lits(self, kind: str, n: int, null_ok: bool = True) -> str:
@@ -177,6 +207,23 @@ class Gen:
                 f"case when {c} > {self.lit(kind, False)} then 1 when {c} is null then null else 0 end = 1",
                 f"abs({c} - {self.lit(kind, False)}) <= {r.randint(1, 10)}",
                 f"greatest({c}, {self.lit(kind, False)}) = {c}",
+            ])
+        if kind in DATES:
+            d = self.lit(kind, False)
+            if roll < 0.35:
+                return f"{c} {r.choice(['=', '<', '>', '<=', '>=', '<>', '<=>'])} {self.lit(kind)}"
+            if roll < 0.45:
+                return f"{c} {r.choice(['', 'not '])}between {d} and {self.lit(kind, False)}"
+            if roll < 0.55:
+                return f"{c} is {r.choice(['', 'not '])}null"
+            return r.choice([
+                f"year({c}) {r.choice(['=', '<', '>='])} {r.randint(2019, 2024)}",
+                f"month({c}) in ({r.randint(1, 12)}, {r.randint(1, 12)})",
+                f"datediff({c}, {d}) {r.choice(['<', '>'])} {r.randint(-400, 400)}",
+                f"date_add({c}, interval {r.randint(1, 90)} day) > {d}",
+                f"{c} >= date {q(r.choice(DATE_LIT_VALUES[:7]))}",
+                f"coalesce({c}, '1999-01-01') < {d}",
+                f"dayofweek({c}) = {r.randint(1, 7)}",
             ])
         # strings
         v = self.lit(kind)
@@ -286,9 +333,17 @@ class Gen:
             return c
         if kind in NUMERIC:
             return r.choice([f"{c} + 1", f"{c} * 2", f"-{c}", f"coalesce({c}, 0)", f"{c} div 3",
-                             f"case when {c} is null then -1 else {c} end", f"round({c}, 1)", f"abs({c})"])
+                             f"case when {c} is null then -1 else {c} end", f"round({c}, 1)", f"abs({c})",
+                             f"{c} * 1.5", f"{c} + 0.25e0", f"{c} / 3", f"if({c} > 0, {c}, 0)",
+                             f"case when {c} < 0 then 'neg' when {c} = 0 then 'zero' else 'pos' end",
+                             f"truncate({c}, 1)", f"{c} % 7"])
+        if kind in DATES:
+            return r.choice([f"year({c})", f"month({c})", f"datediff({c}, '2022-06-01')",
+                             f"date_add({c}, interval 3 day)", f"if({c} > '2022-01-01', 'new', 'old')",
+                             f"coalesce({c}, '1999-01-01')", f"date({c})", f"last_day({c})"])
         return r.choice([f"upper({c})", f"coalesce({c}, 'none')", f"concat({c}, '-')", f"char_length({c})",
-                         f"left({c}, 2)"])
+                         f"left({c}, 2)", f"if({c} = '', 'empty', {c})", f"concat_ws('/', {c}, 'z')",
+                         f"trim({c})", f"nullif({c}, '')"])
 
     def select_list(self, tabs: list[Tab], n: int) -> list[str]:
         out = []
@@ -698,8 +753,195 @@ class Gen:
                f"{self.pred([items()], 1)}) d where d.id > {r.randint(0, 2000)}) e group by e.k order by e.k")
         return Case(sql, True, "mixed")
 
+    # -- the wide tables: other vindex types, dates, decimals, a reference table --------
+
+    def wide_table(self, alias: str) -> tuple[Tab, str]:
+        """(one of the wide tables, its total-order key)."""
+        t = self.r.choice([Tab("accounts", alias, ACCT_COLS), Tab("entries", alias, ENTRY_COLS),
+                           Tab("entries", alias, ENTRY_COLS)])
+        return t, t.c("code" if t.table == "accounts" else "id")
+
+    def wide_simple(self) -> Case:
+        """One wide table: filters over dates / decimals / collation ties, routed equalities
+        on the VARCHAR vindex and the lookup vindex, ORDER BY with NULLs, LIMIT .. OFFSET."""
+        r = self.r
+        t, key = self.wide_table(r.choice(["", "w"]))
+        cols = self.select_list([t], r.randint(1, 4))
+        conds = []
+        if r.random() < 0.3:  # a routed equality / IN on a vindex column
+            col = "code" if t.table == "accounts" else r.choice(["account_code", "customer_id"])
+            kind = t.cols[col]
+            conds.append(r.choice([f"{t.c(col)} = {self.lit(kind, False)}",
+                                   f"{t.c(col)} in ({self.lits(kind, r.randint(1, 4), False)})"]))
+        if r.random() < 0.8:
+            conds.append(self.pred([t], 2))
+        where = f" where {' and '.join(conds)}" if conds else ""
+        sql = f"select {', '.join(cols)} from {t.ref()}{where}"
+        if r.random() < 0.6:
+            keys = self.order_keys(cols, r.randint(0, 2))
+            if r.random() < 0.4:  # a nullable key the select list does not have
+                keys.append(t.c(r.choice([c for c in t.cols if c not in ("code", "id")])))
+            return Case(sql + self.order_limit([*keys, key]), True, "wide")
+        return Case(sql, False, "wide")
+
+    def wide_from(self) -> tuple[list[Tab], str, list[str]]:
+        """A join of 2-4 tables mixing the VARCHAR-vindex, xxhash and hash tables with the
+        reference and unsharded ones: (tables, FROM, total-order keys)."""
+        r = self.r
+        a, e = Tab("accounts", "a", ACCT_COLS), Tab("entries", "e", ENTRY_COLS)
+        g, lb = Tab("regions", "g", REGION_COLS), labels("l")
+        shape = r.randint(0, 7)
+        if shape == 0:
+            return [a, e], f"accounts a {r.choice(['join', 'left join'])} entries e on e.account_code = a.code", \
+                ["a.code", "e.id"]
+        if shape == 1:
+            return [e, a], "entries e left join accounts a on a.code = e.account_code", ["e.id"]
+        if shape == 2:
+            return [a, g], f"accounts a {r.choice(['join', 'left join'])} regions g on g.region = a.region", \
+                ["a.code"]
+        if shape == 3:
+            return [a, e, g], ("accounts a join entries e on e.account_code = a.code "
+                               f"{r.choice(['join', 'left join'])} regions g on g.region = a.region"), ["e.id"]
+        if shape == 4:
+            i = items("i")
+            return [e, i, g], ("entries e join items i on i.id = e.id "
+                               "left join regions g on g.zone = left(e.kind, 1)"), ["e.id"]
+        if shape == 5:
+            i = items("i")
+            return [e, a, i, lb], ("entries e join accounts a on a.code = e.account_code "
+                                   "join items i on i.id = e.id "
+                                   f"{r.choice(['join', 'left join'])} {LABELS} l on l.qty = i.qty"), ["e.id"]
+        if shape == 6:
+            gl = Tab("grp_labels", "gl", GRP_LABEL_COLS)
+            i = items("i")
+            return [i, gl, e], ("items i left join grp_labels gl on gl.grp = i.grp "
+                                "join entries e on e.customer_id = i.customer_id and e.id = i.id"), ["i.id"]
+        return [g, a], "regions g left join accounts a on a.region = g.region and a.balance > 0", \
+            ["g.region", "a.code"]
+
+    def wide_join(self) -> Case:
+        r = self.r
+        tabs, frm, order = self.wide_from()
+        conds = []
+        if r.random() < 0.15 and " left join " in frm:  # the anti-join pattern
+            right = frm.split(" left join ")[1].split()[1]
+            t = next(t for t in tabs if t.alias == right)
+            conds.append(f"{t.c(next(iter(t.cols)))} is null")
+        if r.random() < 0.7:
+            conds.append(self.pred(tabs, 1))
+        where = f" where {' and '.join(conds)}" if conds else ""
+        cols = self.select_list(tabs, r.randint(1, 4))
+        if r.random() < 0.3:
+            return self.wide_agg(tabs, frm, where)
+        sql = f"select {', '.join(cols)} from {frm}{where}"
+        if r.random() < 0.5:
+            keys = self.order_keys(cols, r.randint(0, 2))
+            return Case(sql + self.order_limit([*keys, *order]), True, "wide-join")
+        return Case(sql, False, "wide-join")
+
+    # GROUP_CONCAT(DISTINCT) over trimmed strings: which of 'B ' and 'b' stands for the
+    # group is MySQL's choice, and inside the list the comparison cannot pad it away
+    WIDE_AGGS = ["count(*)", "count({c})", "count(distinct {c})", "sum({n})", "min({c})", "max({c})", "avg({n})",
+                 "sum({n}) * 2", "max({n}) - min({n})", "sum(case when {n} < 0 then 1 else 0 end)",
+                 "count(distinct {c}, {c2})", "group_concat(distinct trim({s}) order by trim({s}))", "min({d})", "max({d})",
+                 "sum(if({n} > 0, {n}, 0))", "avg({n}) + 1", "sum({n} * 1.5)"]
+
+    def wide_agg_expr(self, tabs: list[Tab]) -> str:
+        r = self.r
+        t = r.choice(tabs)
+        nums = t.of_kind(*NUMERIC) or ["x"]
+        strs = t.of_kind("str", "code", "region", "kind", "zone", "glabel") or list(t.cols)
+        dates = t.of_kind(*DATES) or list(t.cols)
+        if "x" in nums:
+            return "count(*)"
+        return r.choice(self.WIDE_AGGS).format(c=t.c(r.choice(list(t.cols))), c2=t.c(r.choice(list(t.cols))),
+                                               n=t.c(r.choice(nums)), s=t.c(r.choice(strs)),
+                                               d=t.c(r.choice(dates)))
+
+    def wide_agg(self, tabs: list[Tab] | None = None, frm: str = "", where: str = "") -> Case:
+        """GROUP BY on columns, expressions, aliases and ordinals; HAVING on aggregates not
+        selected; ORDER BY aggregates; COUNT(DISTINCT a, b)."""
+        r = self.r
+        if tabs is None:
+            t, _key = self.wide_table(r.choice(["", "w"]))
+            tabs, frm = [t], t.ref()
+            if r.random() < 0.7:
+                where = f" where {self.pred(tabs, 2)}"
+        keys = []
+        for _ in range(r.choice([0, 1, 1, 2])):
+            t = r.choice(tabs)
+            col = r.choice(list(t.cols))
+            c = t.c(col)
+            kind = t.cols[col]
+            k = r.choice([c, c, f"year({c})" if kind in DATES else f"upper({c})" if kind not in NUMERIC
+                          else f"{c} < 0", f"coalesce({c}, 'none')" if kind not in NUMERIC else f"round({c}, -1)"])
+            if k not in keys:
+                keys.append(k)
+        aggs = [self.wide_agg_expr(tabs) for _ in range(r.randint(1, 3))]
+        sel = [f"{k} as k{i}" for i, k in enumerate(keys)] + [f"{a} as a{i}" for i, a in enumerate(aggs)]
+        sql = f"select {', '.join(sel)} from {frm}{where}"
+        if not keys:
+            return Case(sql, True, "wide-agg")
+        by = [r.choice([k, f"k{i}", str(i + 1)]) for i, k in enumerate(keys)]
+        sql += " group by " + ", ".join(by)
+        if r.random() < 0.4:  # HAVING over an aggregate the select list does not have
+            sql += f" having {self.wide_agg_expr(tabs)} {r.choice(['>', '<', '>=', '<>'])} {r.randint(0, 30)}"
+        if r.random() < 0.5:
+            ks = [str(i + 1) for i in range(len(keys))]
+            if r.random() < 0.4:
+                ks.insert(0, r.choice([f"a{i}" for i in range(len(aggs)) if "avg" not in aggs[i]] or ["1"]))
+            sql += " order by " + ", ".join(f"{k}{r.choice(['', ' desc'])}" for k in ks)
+            if r.random() < 0.5:
+                sql += f" limit {r.randint(0, 15)}"
+                if r.random() < 0.4:
+                    sql += f" offset {r.randint(0, 10)}"
+            return Case(sql, True, "wide-agg")
+        return Case(sql, False, "wide-agg")
+
+    def wide_misc(self) -> Case:
+        """Tuple IN, a scalar subquery in ORDER BY, DISTINCT ordered by a column it does not
+        select, nested derived tables, subqueries over the wide tables."""
+        r = self.r
+        shape = r.randint(0, 7)
+        if shape == 0:
+            pairs = ", ".join(f"({r.randint(1, 60)}, {self.lit('code', False)})" for _ in range(r.randint(1, 4)))
+            sql = f"select id, amount from entries where (customer_id, account_code) in ({pairs})"
+            return Case(sql + self.order_limit(["id"], limit=0.3), True, "wide-misc")
+        if shape == 1:
+            sql = ("select a.code, a.balance from accounts a where a.customer_id < 10 order by "
+                   "(select count(*) from entries e where e.account_code = a.code) desc, a.code")
+            return Case(sql + (f" limit {r.randint(1, 10)}" if r.random() < 0.5 else ""), True, "wide-misc")
+        if shape == 2:
+            t, _key = self.wide_table("")
+            col = r.choice([c for c in t.cols if t.cols[c] not in ("dbl",)])
+            other = r.choice(list(t.cols))
+            # MariaDB accepts it (MySQL refuses with 3065); the set of rows is the same either way
+            return Case(f"select distinct {col} from {t.table} order by {other}", False, "wide-misc")
+        if shape == 3:
+            sql = (f"select d2.r, count(*) as n, sum(d2.b) as b from (select d1.region as r, d1.balance as b from "
+                   f"(select region, balance, opened from accounts where {self.pred([Tab('accounts', '', ACCT_COLS)], 1)}"
+                   f") d1 where d1.opened is not null) d2 group by d2.r")
+            return Case(sql, False, "wide-misc")
+        if shape == 4:
+            sql = (f"select a.code, a.region from accounts a where a.code {r.choice(['in', 'not in'])} "
+                   f"(select e.account_code from entries e where e.kind = {self.lit('kind', False)})")
+            return Case(sql, False, "wide-misc")
+        if shape == 5:
+            sql = (f"select e.id, e.amount from entries e where {r.choice(['', 'not '])}exists (select 1 from "
+                   f"accounts a where a.code = e.account_code and a.balance {r.choice(['<', '>'])} "
+                   f"{self.lit('bal', False)}) and e.customer_id {r.choice(['<', '>'])} {r.randint(1, 60)}")
+            return Case(sql, False, "wide-misc")
+        if shape == 6:
+            sql = ("select g.region, g.tax, (select count(*) from accounts a where a.region = g.region) as n "
+                   "from regions g")
+            return Case(sql + " order by g.region", True, "wide-misc")
+        sql = (f"select a.code, a.balance * a.rate as x, a.balance + a.rate as y, a.balance / 7 as z from accounts a "
+               f"where {self.pred([Tab('accounts', 'a', ACCT_COLS)], 1)}")
+        return Case(sql, False, "wide-misc")
+
     MAKERS = [("simple", 4), ("aggregate", 4), ("distinct", 1), ("join", 4), ("subquery", 4), ("cte", 1),
-              ("window", 2), ("setop", 2), ("mixed", 2)]
+              ("window", 2), ("setop", 2), ("mixed", 2), ("wide_simple", 3), ("wide_join", 3), ("wide_agg", 2),
+              ("wide_misc", 2)]
 
     def case(self) -> Case:
         names = [m for m, _w in self.MAKERS]
@@ -1028,7 +1270,7 @@ async def run_differential(seed: int, count: int, tlp_count: int, proxy: Runner,
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def schema(loaded, vcursor):
+async def schema(wide_loaded, vcursor):
     return await vcursor.tracked_schema()
 
 

@@ -58,3 +58,11 @@ def test_escape_string_is_the_body_of_a_quoted_literal():
     from sqltext.quoting import escape_string
 
     assert escape_string("a'b\\c\n") == "a\\'b\\\\c\\n"
+
+
+def test_a_bind_variable_inside_a_quoted_alias_renders_the_literals_text() -> None:
+    # a column named as the client wrote it, literals included, from a cached plan
+    t = parse_template("SELECT CONCAT(a, :vtg1) AS `concat(a, :vtg1)`, b IN (::vtg2) AS `b in (::vtg2)` FROM t")
+    assert t.render({"vtg1": "x`y", "vtg2": [1, 2]}) == (
+        "SELECT CONCAT(a, 'x`y') AS `concat(a, 'x``y')`, b IN (1, 2) AS `b in (1, 2)` FROM t")
+    assert parse_template("SELECT 1 FROM `ks:-80`.t").render({}) == "SELECT 1 FROM `ks:-80`.t"

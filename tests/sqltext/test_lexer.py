@@ -56,3 +56,10 @@ def test_the_parenthesised_head_ends_at_its_matching_parenthesis_past_escaped_qu
 def test_the_first_keyword_skips_comments() -> None:
     assert first_keyword("/* hint */ -- c\n  SELECT 1") == "select"
     assert first_keyword("/*!40101 set x = 1 */") == ""
+
+
+def test_the_first_keyword_of_a_parenthesised_query_expression_is_inside_the_parentheses() -> None:
+    assert first_keyword("(select id from t limit 2) union (select 1)") == "select"
+    assert first_keyword(" ( /* c */ (SELECT 1))") == "select"
+    assert first_keyword("(with a as (select 1) select * from a)") == "with"
+    assert first_keyword("(") == ""
