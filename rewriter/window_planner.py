@@ -172,12 +172,11 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
         return None  # an expression the proxy does not evaluate
     assert len(cols.exprs) == width  # the columns of computed items were all sent
 
-    first = funcs[0]
     pushed = named.copy()
     pushed.set("expressions", cols.exprs)
     for key in ("order", "limit", "offset"):
         pushed.set(key, None)
-    shard_order = [*(OrderKey(c, False, to_sql(_unaliased(cols.exprs[c]))) for c in first.partition), *first.order]
+    shard_order = _shard_order(funcs, cols)
     if shard_order:
         pushed.set("order", exp.Order(expressions=[
             # NULLs first ascending, last descending: MySQL's own order, no CASE added
@@ -188,7 +187,9 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
     plan = Window(funcs, plan)
     if projected:
         plan = Projection(projected, plan)
-    if sort_keys:
+    final_order = [(output(ref) if is_item else ref, desc) for is_item, ref, desc, _text in sort_keys]
+    if sort_keys and final_order != [(k.column, k.desc) for k in shard_order[:len(final_order)]]:
+        # (an ORDER BY the shards' order already gives passes through Window in that order)
         plan = MemorySort([OrderKey(output(ref) if is_item else ref, desc, text)
                            for is_item, ref, desc, text in sort_keys], plan,
                           upper_limit=Val(name=UPPER_LIMIT) if count is not None else None)  # bound by the Limit
@@ -198,6 +199,25 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
+
+
+def _shard_order(funcs: list[WindowFunc], cols: _Columns) -> list[OrderKey]:
+    """The order the shards sort and the route merges by: the first window's PARTITION BY
+    and ORDER BY keys, or a later window's when the first's are a prefix of them (``OVER
+    (ORDER BY a)`` and ``OVER (PARTITION BY a ORDER BY b)`` both read ``a, b`` without a
+    sort at the proxy)."""
+    def keys(fn: WindowFunc) -> list[OrderKey]:
+        return [*(OrderKey(c, False, to_sql(_unaliased(cols.exprs[c]))) for c in fn.partition), *fn.order]
+
+    def spec(ks: list[OrderKey]) -> list[tuple[int, bool]]:
+        return [(k.column, k.desc) for k in ks]
+
+    best = keys(funcs[0])
+    for fn in funcs[1:]:
+        candidate = keys(fn)
+        if spec(candidate)[:len(best)] == spec(best):
+            best = candidate
+    return best
 
 
 def _unaliased(e: exp.Expression) -> exp.Expression:

@@ -26,8 +26,8 @@ from typing import Any
 
 from mysql_mimic.types import ColumnType
 
-from proxy.engine import dispatch
-from proxy.engine.compare import row_key_fn, value_key_fn
+from proxy.engine import dispatch, route
+from proxy.engine.compare import resolve_index, row_key_fn, value_key_fn
 from proxy.engine.ordered_aggregate import (
     aggregate_field,
     average_text,
@@ -120,26 +120,42 @@ def _peer_groups(order_keys: list[Any]) -> list[tuple[int, int]]:
 # A window's partitions: each as its rows' input indexes in window order, with their
 # ORDER BY keys (peers compare equal)
 _Partitions = list[tuple[list[int], list[Any]]]
+# A window's sort: (column, descending) of its PARTITION BY (ascending) then ORDER BY keys
+_Spec = tuple[tuple[int, bool], ...]
 
 
-def _partitions(partition: tuple[int, ...], order: tuple[P.OrderKey, ...], rows: list[Row],
-                fields: list[Field]) -> _Partitions:
-    # one key per row (collation keys are the cost: ~5 us a row), sorted once; the
-    # input arrives in the first window's order, which Timsort passes over linearly
-    if not partition and not order:
-        return [(list(range(len(rows))), [()] * len(rows))]
-    n = len(partition)
-    key_of = row_key_fn(fields, [P.OrderKey(c) for c in partition] + list(order))
-    keys = [key_of(r) for r in rows]
-    indexes = sorted(range(len(rows)), key=keys.__getitem__)
+def _spec(fn: P.WindowFunc) -> _Spec:
+    return tuple((c, False) for c in fn.partition) + tuple((k.column, k.desc) for k in fn.order)
+
+
+def _partitions(fn: P.WindowFunc, rows: list[Row], fields: list[Field],
+                input_order: _Spec, input_keys: list[tuple[Any, ...]] | None) -> _Partitions:
+    """The partitions of ``fn``'s window. When the input already arrives in an order the
+    window's sort is a prefix of (the route merged it so, ``input_keys`` its keys), its
+    keys are that prefix and nothing is sorted; otherwise one key per row (collation keys
+    are the cost: ~5 us a row), sorted once."""
+    n = len(fn.partition)
+    spec = _spec(fn)
+    size = len(rows)
+    if not spec:
+        return [(list(range(size)), [()] * size)]
+    if input_keys is not None and input_order[:len(spec)] == spec:
+        keys = input_keys if len(spec) == len(input_order) else [k[:len(spec)] for k in input_keys]
+        indexes: list[int] | range = range(size)
+    else:
+        key_of = row_key_fn(fields, [P.OrderKey(c) for c in fn.partition] + list(fn.order))
+        keys = [key_of(r) for r in rows]
+        indexes = sorted(range(size), key=keys.__getitem__)
+    if n == 0:
+        return [(list(indexes), [keys[i] for i in indexes])]
     out: _Partitions = []
     start = 0
-    while start < len(indexes):
+    while start < size:
         head = keys[indexes[start]][:n]
         end = start + 1
-        while end < len(indexes) and keys[indexes[end]][:n] == head:
+        while end < size and keys[indexes[end]][:n] == head:
             end += 1
-        part = indexes[start:end]
+        part = list(indexes[start:end])
         out.append((part, [keys[i][n:] for i in part]))
         start = end
     return out
@@ -245,18 +261,28 @@ def _extremes(raw: list[bytes | None], frames: list[tuple[int, int]], key_of: An
 
 
 async def execute(node: P.Window, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
-    res = await dispatch.execute(node.input, vcursor, bindvars)
+    source = node.input
+    input_keys: list[tuple[Any, ...]] | None = None
+    input_order: _Spec = ()
+    if isinstance(source, P.Route) and source.order_by and not source.truncate:
+        # the merged rows with their keys: each row decoded and keyed once for the merge
+        # and for every window whose sort is a prefix of the route's ORDER BY
+        res, input_keys = await route.execute_sorted(source, vcursor, bindvars)
+        input_order = tuple((resolve_index(k.column, len(res.fields)), k.desc) for k in source.order_by)
+    else:
+        res = await dispatch.execute(source, vcursor, bindvars)
     fields = list(res.fields)
     out_fields = [_field(fn, fields, bindvars) for fn in node.functions]
-    rows = list(res.rows)
-    layouts: dict[tuple[Any, ...], _Partitions] = {}  # windows with the same PARTITION BY / ORDER BY share one
+    rows = res.rows
+    # windows with the same PARTITION BY / ORDER BY share one layout
+    layouts: dict[tuple[tuple[int, ...], _Spec], _Partitions] = {}
     columns = []
     for fn, f in zip(node.functions, out_fields, strict=True):
-        spec = (fn.partition, fn.order)
-        if spec not in layouts:
-            layouts[spec] = _partitions(fn.partition, fn.order, rows, fields)
-        columns.append(_compute(fn, layouts[spec], rows, fields, f, bindvars))
-    out_rows = [row + tuple(col[i] for col in columns) for i, row in enumerate(rows)]
+        key = (tuple(fn.partition), _spec(fn))
+        if key not in layouts:
+            layouts[key] = _partitions(fn, rows, fields, input_order, input_keys)
+        columns.append(_compute(fn, layouts[key], rows, fields, f, bindvars))
+    out_rows = [row + extra for row, extra in zip(rows, zip(*columns, strict=True), strict=True)]
     return Result(fields=fields + out_fields, rows=out_rows)
 
 

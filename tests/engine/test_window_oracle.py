@@ -64,6 +64,15 @@ QUERIES = {
     "order_by_window_alias_and_hidden": (
         "select id, dense_rank() over (partition by grp order by qty) d from items order by d, price, id limit 40",
         "ordered"),
+    "string_desc_nulls_last_and_collation_peers": (
+        "select id, row_number() over (order by name desc, id) rn, "
+        "rank() over (partition by grp order by name desc) r from items", "unordered"),
+    # the shards sort by the second window's keys, which the first's are a prefix of:
+    # both read the merged order without a sort at the proxy
+    "later_window_extends_the_first_order": (
+        "select id, rank() over (order by grp) r, "
+        "sum(qty) over (partition by grp order by qty desc, id rows between 1 preceding and current row) s, "
+        "row_number() over (partition by grp order by qty desc, id) rn from items", "unordered"),
 }
 
 
@@ -132,3 +141,14 @@ async def test_ntile_of_zero_buckets_is_refused_as_mysql_does(schema, vcursor): 
     with pytest.raises(ProxyError) as e:
         await run_sharded(vcursor, schema, "select id, ntile(0) over (order by id) from items")
     assert (e.value.code, e.value.message) == (1210, "Incorrect arguments to ntile")
+
+
+async def test_order_by_the_window_order_needs_no_sort_at_the_proxy(schema, vcursor, oracle):  # noqa: F811
+    """ORDER BY keys that are the window's PARTITION BY / ORDER BY keys: the route's merge
+    already gives that order, Window keeps it, and the LIMIT takes the first rows."""
+    sql = ("select id, grp, row_number() over (partition by grp order by price desc, id) rn from items "
+           "order by grp, price desc, id limit 25")
+    plan, got = await run_sharded(vcursor, schema, sql)
+    assert "Window" in _operators(plan) and "Sort" not in _operators(plan)
+    want = await oracle(sql)
+    assert normalised(got) == normalised(want)
