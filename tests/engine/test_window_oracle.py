@@ -73,6 +73,13 @@ QUERIES = {
         "select id, rank() over (order by grp) r, "
         "sum(qty) over (partition by grp order by qty desc, id rows between 1 preceding and current row) s, "
         "row_number() over (partition by grp order by qty desc, id) rn from items", "unordered"),
+    # DECIMAL and integer SUM/AVG added as scaled integers: negative values, AVG's 4
+    # extra digits rounded half away from zero (frames of 32 rows make exact ties)
+    "decimal_sums_negative_and_rounding_ties": (
+        "select id, sum(price - 60) over (partition by grp order by id rows between 2 preceding and current row) s, "
+        "avg(0 - qty) over (order by id rows between 15 preceding and 16 following) a32, "
+        "avg(price - 55.5) over (order by id rows between 15 preceding and 16 following) ap, "
+        "sum(qty) over (order by qty desc) sq from items", "unordered"),
 }
 
 
