@@ -274,22 +274,31 @@ def _scaled(raw: list[bytes | None], src: Field, scale: int) -> list[int | None]
     if src.type not in DECIMAL_TYPES or src.decimals != scale:
         return None
     out: list[int | None] = []
-    for v in raw:
-        if v is None:
-            out.append(None)
-            continue
-        point = v.find(b".")
-        if (len(v) - point - 1 != scale) if point >= 0 else scale:
-            return None
-        out.append(int(v.replace(b".", b"")) if point >= 0 else int(v))
+    if not scale:
+        for v in raw:
+            if v is not None and b"." in v:
+                return None
+            out.append(None if v is None else int(v))
+        return out
+    point = -scale - 1
+    try:
+        for v in raw:
+            if v is None:
+                out.append(None)
+            elif v[point] == 46:  # "."
+                out.append(int(v.replace(b".", b"")))
+            else:
+                return None
+    except IndexError:  # shorter than the scale
+        return None
     return out
 
 
 def _scaled_text(units: int, scale: int) -> bytes:
     if not scale:
-        return str(units).encode()
-    whole, frac = divmod(abs(units), 10 ** scale)
-    return f"{'-' if units < 0 else ''}{whole}.{frac:0{scale}d}".encode()
+        return b"%d" % units
+    digits = b"%0*d" % (scale + 1, abs(units))  # a digit before the point at least
+    return (b"-" if units < 0 else b"") + digits[:-scale] + b"." + digits[-scale:]
 
 
 def _scaled_sums(kind: str, values: list[int | None], frames: list[tuple[int, int]], scale: int,
