@@ -377,12 +377,21 @@ class SemiJoin(Plan):
     at the proxy (Vitess's ``SemiJoin``). ``inner`` runs once and yields one column,
     the subquery's keys; ``outer``'s last column is the outer key (dropped from the
     output). ``kind``: ``"exists"``, ``"not_exists"``, ``"in"`` or ``"not_in"``
-    (SQL's NULL rules, proxy.engine.semi_join). Keys compare as HashJoin's do."""
+    (SQL's NULL rules, proxy.engine.semi_join). Keys compare as HashJoin's do.
+
+    With ``batch_var``, ``inner`` runs once per batch of up to ``batch_size`` outer rows
+    instead, that variable bound to the batch's distinct outer keys (its query filters
+    ``key IN ::batch_var``, routed by vindex when the key is the inner table's vindex
+    column); ``NOT IN`` then also needs ``probe``, run once: the subquery's ``key IS NULL``
+    values, DISTINCT (none: the set is empty; a 1: it holds a NULL)."""
 
     outer: Plan
     inner: Plan
     kind: str
     predicate: str = ""
+    batch_var: str = ""
+    batch_size: int = 1000
+    probe: Plan | None = None
 
 
 @dataclass(eq=False)
