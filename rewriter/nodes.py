@@ -193,6 +193,9 @@ WIN_COUNT_STAR = "count_star"
 WIN_AVG = "avg"
 WIN_MIN = "min"
 WIN_MAX = "max"
+WIN_PERCENT_RANK = "percent_rank"
+WIN_CUME_DIST = "cume_dist"
+WIN_NTH_VALUE = "nth_value"
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +213,8 @@ class WindowFunc:
     """One window function: its value for each row of its partition (rows equal on the
     ``partition`` columns), in ``order``. ``frame_rows`` False: the frame is RANGE,
     its CURRENT ROW ends reaching the row's peers (equal on ``order``). ``arg`` is the
-    input column of the argument (-1: none); ``offset`` LAG/LEAD's offset or NTILE's
-    bucket count; ``default`` LAG/LEAD's value past the partition's end."""
+    input column of the argument (-1: none); ``offset`` LAG/LEAD's offset, NTILE's
+    bucket count or NTH_VALUE's N; ``default`` LAG/LEAD's value past the partition's end."""
 
     kind: str
     partition: tuple[int, ...]

@@ -9,7 +9,7 @@ functions' values, ``MemorySort`` applies the statement's ORDER BY, a
 computing over windows (``sum(x) over () / count(*) over ()``) is a ``Projection``
 (``rewriter.evaluate``) filling a NULL slot the shards send. What this does not
 express answers None (the caller sends it to Compute): named windows, DISTINCT or IGNORE NULLS inside the function, functions
-without a primitive (PERCENT_RANK, CUME_DIST, NTH_VALUE, ...), RANGE frames with an
+without a primitive (NTH_VALUE ... FROM FIRST/LAST, ...), RANGE frames with an
 offset, ``*`` in the select list, DISTINCT.
 """
 
@@ -25,6 +25,7 @@ from rewriter.nodes import (
     WIN_AVG,
     WIN_COUNT,
     WIN_COUNT_STAR,
+    WIN_CUME_DIST,
     WIN_DENSE_RANK,
     WIN_FIRST_VALUE,
     WIN_LAG,
@@ -32,7 +33,9 @@ from rewriter.nodes import (
     WIN_LEAD,
     WIN_MAX,
     WIN_MIN,
+    WIN_NTH_VALUE,
     WIN_NTILE,
+    WIN_PERCENT_RANK,
     WIN_RANK,
     WIN_ROW_NUMBER,
     WIN_SUM,
@@ -63,9 +66,12 @@ _KINDS: dict[type[exp.Expression], str] = {
     exp.RowNumber: WIN_ROW_NUMBER, exp.Ntile: WIN_NTILE, exp.Lag: WIN_LAG, exp.Lead: WIN_LEAD,
     exp.FirstValue: WIN_FIRST_VALUE, exp.LastValue: WIN_LAST_VALUE, exp.Sum: WIN_SUM, exp.Avg: WIN_AVG,
     exp.Min: WIN_MIN, exp.Max: WIN_MAX, exp.Count: WIN_COUNT, exp.Rank: WIN_RANK, exp.DenseRank: WIN_DENSE_RANK,
+    exp.PercentRank: WIN_PERCENT_RANK, exp.CumeDist: WIN_CUME_DIST, exp.NthValue: WIN_NTH_VALUE,
 }
 # Functions whose value does not depend on a frame (MySQL ignores one given to them)
-_NO_FRAME = (WIN_ROW_NUMBER, WIN_RANK, WIN_DENSE_RANK, WIN_NTILE, WIN_LAG, WIN_LEAD)
+_NO_FRAME = (WIN_ROW_NUMBER, WIN_RANK, WIN_DENSE_RANK, WIN_NTILE, WIN_LAG, WIN_LEAD, WIN_PERCENT_RANK,
+             WIN_CUME_DIST)
+_NO_ARGUMENT = (WIN_ROW_NUMBER, WIN_RANK, WIN_DENSE_RANK, WIN_PERCENT_RANK, WIN_CUME_DIST)
 
 _UNBOUNDED_BEFORE = FrameBound("unbounded", preceding=True)
 _UNBOUNDED_AFTER = FrameBound("unbounded", preceding=False)
@@ -243,8 +249,10 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
     if isinstance(func, exp.IgnoreNulls | exp.RespectNulls):
         return None
     found = _KINDS.get(type(func))
-    if found is None or (found in (WIN_RANK, WIN_DENSE_RANK) and func.expressions):
+    if found is None or (found in _NO_ARGUMENT and (func.expressions or func.this is not None)):
         return None
+    if found == WIN_NTH_VALUE and func.args.get("from_first") is not None:
+        return None  # FROM FIRST / FROM LAST
     kind = found
     arg = -1
     offset: Val | None = None
@@ -253,7 +261,7 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
         offset = value_of(func.this, ctx.list_vars)
         if offset is None:
             return None
-    elif kind not in (WIN_ROW_NUMBER, WIN_RANK, WIN_DENSE_RANK):
+    elif kind not in _NO_ARGUMENT:
         target = func.this
         if isinstance(target, exp.Distinct) or target is None:
             return None
@@ -261,6 +269,10 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
             kind = WIN_COUNT_STAR
         else:
             arg = cols.hidden(target)
+        if kind == WIN_NTH_VALUE:
+            offset = value_of(func.args.get("offset"), ctx.list_vars)
+            if offset is None:
+                return None
         if kind in (WIN_LAG, WIN_LEAD):
             if func.args.get("offset") is not None:
                 offset = value_of(func.args["offset"], ctx.list_vars)

@@ -1,12 +1,14 @@
 """Window: window functions computed at the proxy over the merged rows of a scatter.
 
 All rows are kept (a window needs its whole partition; ``MemorySort`` keeps as much).
-For each function the row indexes are sorted by its partition and order keys under
-the columns' collations (``compare``): the route below delivers the rows merged in the
-first function's order, so that sort is one linear pass of Timsort. Partitions are then
-walked in order: ROW_NUMBER, RANK / DENSE_RANK (peers: equal on the order keys), NTILE
-(the first ``rows % n`` buckets one row larger, as MySQL), LAG/LEAD (offset, default),
-and over the frame of each row FIRST_VALUE/LAST_VALUE and SUM/COUNT/AVG/MIN/MAX, typed
+The route below reads each shard's rows whole and merges them by their sort keys
+(``route.execute_sorted``), keyed once: a window whose partition and order keys are a
+prefix of the route's order reuses those keys and sorts nothing (its partitions are
+contiguous ranges); another window's rows are keyed under the columns' collations
+(``compare``) and sorted. Partitions are then walked in order: ROW_NUMBER, RANK /
+DENSE_RANK (peers: equal on the order keys), PERCENT_RANK, CUME_DIST, NTILE (the first
+``rows % n`` buckets one row larger, as MySQL), LAG/LEAD (offset, default), and over
+the frame of each row FIRST_VALUE/LAST_VALUE/NTH_VALUE and SUM/COUNT/AVG/MIN/MAX, typed
 and printed as the aggregate primitives print them (``ordered_aggregate``): SUM of
 integers is DECIMAL, AVG keeps 4 more digits. SUM/COUNT/AVG use prefix sums and
 MIN/MAX a sliding deque, so any frame costs O(rows).
@@ -36,8 +38,12 @@ from proxy.engine.ordered_aggregate import (
     number_text,
 )
 from proxy.engine.result import (
+    BINARY_CHARSET,
+    BINARY_FLAG,
     DECIMAL_TYPES,
     INT_TYPES,
+    NOT_NULL_FLAG,
+    NUM_FLAG,
     Field,
     Result,
     Row,
@@ -53,6 +59,7 @@ from sqltext.quoting import sql_literal
 _AGG_KIND = {P.WIN_SUM: P.AGG_SUM, P.WIN_COUNT: P.AGG_SUM_COUNT, P.WIN_COUNT_STAR: P.AGG_SUM_COUNT_STAR,
              P.WIN_AVG: P.AGG_AVG, P.WIN_MIN: P.AGG_MIN, P.WIN_MAX: P.AGG_MAX}
 _DIRECT_SUM_ROWS = 64
+_RATIO_DECIMALS = 10  # PERCENT_RANK / CUME_DIST as MariaDB prints them
 _NUMBERING = (P.WIN_ROW_NUMBER, P.WIN_RANK, P.WIN_DENSE_RANK, P.WIN_NTILE)
 
 
@@ -60,6 +67,11 @@ def _field(fn: P.WindowFunc, fields: list[Field], bindvars: Mapping[str, Any]) -
     name = column_name(fn.name, bindvars)
     if fn.kind in _NUMBERING or fn.kind == P.WIN_COUNT_STAR:
         return count_field(name)
+    if fn.kind in (P.WIN_PERCENT_RANK, P.WIN_CUME_DIST):
+        # as the shards' MariaDB types and prints them (and Compute returns them): DOUBLE
+        # with 10 decimals, ``0.3333333333`` (MySQL 8 prints the whole double)
+        return Field(name=name, type=ColumnType.DOUBLE, charset=BINARY_CHARSET, length=23,
+                     flags=NOT_NULL_FLAG | BINARY_FLAG | NUM_FLAG, decimals=_RATIO_DECIMALS)
     # LAG/LEAD/FIRST_VALUE/LAST_VALUE: the argument's column, NULL allowed
     return aggregate_field(_AGG_KIND.get(fn.kind, P.AGG_ANY_VALUE), fields[fn.arg], name)
 
@@ -212,6 +224,10 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
         step = -offset if kind == P.WIN_LAG else offset
         return [rows[i + step][fn.arg] if 0 <= i + step < size else default for i in range(size)]
     peers = _peer_groups(order_keys)
+    if kind == P.WIN_PERCENT_RANK:
+        return [b"%.*f" % (_RATIO_DECIMALS, first / (size - 1) if size > 1 else 0.0) for first, _ in peers]
+    if kind == P.WIN_CUME_DIST:
+        return [b"%.*f" % (_RATIO_DECIMALS, last / size) for _, last in peers]
     if kind in (P.WIN_RANK, P.WIN_DENSE_RANK):
         out: list[bytes | None] = []
         texts = _numbers(size)
@@ -222,6 +238,8 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
             out.append(texts[first if kind == P.WIN_RANK else dense - 1])
         return out
     frames = _frames(fn, peers, bindvars)
+    if kind == P.WIN_NTH_VALUE:
+        return [rows[lo + offset - 1][fn.arg] if lo + offset - 1 < hi else None for lo, hi in frames]
     if kind in (P.WIN_FIRST_VALUE, P.WIN_LAST_VALUE):
         return [None if lo >= hi else rows[lo if kind == P.WIN_FIRST_VALUE else hi - 1][fn.arg]
                 for lo, hi in frames]

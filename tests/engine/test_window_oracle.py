@@ -80,6 +80,15 @@ QUERIES = {
         "avg(0 - qty) over (order by id rows between 15 preceding and 16 following) a32, "
         "avg(price - 55.5) over (order by id rows between 15 preceding and 16 following) ap, "
         "sum(qty) over (order by qty desc) sq from items", "unordered"),
+    "percent_rank_cume_dist_ties_nulls": (
+        "select id, percent_rank() over (order by qty) pr, cume_dist() over (order by qty) cd, "
+        "percent_rank() over (partition by grp order by name desc) pg, "
+        "cume_dist() over (partition by customer_id order by price) cg from items", "unordered"),
+    "nth_value_frames": (
+        "select id, nth_value(name, 2) over (partition by grp order by id) n2, "
+        "nth_value(price, 3) over (order by qty, id rows between 1 preceding and 2 following) n3, "
+        "nth_value(id, 4) over (partition by qty order by id range between unbounded preceding and "
+        "unbounded following) n4 from items", "unordered"),
 }
 
 
@@ -117,7 +126,7 @@ async def test_window_at_proxy_equals_oracle(name, schema, vcursor, oracle):  # 
 
 @pytest.mark.parametrize("sql", [
     "select id, sum(qty) over (order by qty range between 2 preceding and current row) from items",
-    "select id, percent_rank() over (order by qty) from items",
+    "select distinct qty, rank() over (order by qty) from items",  # DISTINCT over windows
     "select id, row_number() over (order by id) + (select 1) from items",  # a subquery beside a window
     "select id, rank() over w from items window w as (order by qty)",
 ])
