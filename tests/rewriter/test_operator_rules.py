@@ -288,7 +288,7 @@ def test_window_over_all_rows_of_a_scatter_is_computed_at_the_proxy_over_the_sor
     "select customer_id, rank() over w from customer window w as (order by email)",  # named window
     "select customer_id, sum(customer_id) over (order by email range between 1 preceding and current row) "
     "from customer",  # RANGE with an offset
-    "select customer_id, cume_dist() over (order by email) from customer",  # no primitive
+    "select customer_id, sum(distinct customer_id) over (order by email) from customer",  # DISTINCT inside
     "select customer_id, 1 + row_number() over (order by email) w from customer order by w + 1",  # ORDER BY over one
     "select distinct row_number() over (order by email) from customer",
     "select customer_id, sum(customer_id) over (order by email rows between current row and 1 preceding) "
