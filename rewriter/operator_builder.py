@@ -22,6 +22,7 @@ from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext
 from rewriter.cte_inlining import inline_ctes
+from rewriter.named_windows import resolve_named_windows
 from rewriter.operators import (
     Aggregator,
     ApplyJoin,
@@ -58,6 +59,8 @@ def build(sel: exp.Expression, ctx: PlanContext) -> Operator | None:
         inlined = inline_ctes(sel)
         return build(inlined, ctx) if inlined is not None else None
     if not isinstance(sel, exp.Select):
+        return None
+    if sel.args.get("windows") and not resolve_named_windows(sel):
         return None
     try:
         in_where, in_select = _subqueries(sel)

@@ -8,7 +8,7 @@ functions' values, ``MemorySort`` applies the statement's ORDER BY, a
 ``SimpleProjection`` keeps the select list's columns, ``Limit`` the LIMIT. A select item
 computing over windows (``sum(x) over () / count(*) over ()``) is a ``Projection``
 (``rewriter.evaluate``) filling a NULL slot the shards send. What this does not
-express answers None (the caller sends it to Compute): named windows, DISTINCT or IGNORE NULLS inside the function, functions
+express answers None (the caller sends it to Compute): DISTINCT or IGNORE NULLS inside the function, functions
 without a primitive (NTH_VALUE ... FROM FIRST/LAST, ...), RANGE frames with an
 offset, ``*`` in the select list, DISTINCT.
 """
@@ -20,6 +20,7 @@ from sqlglot import exp
 from rewriter import errors
 from rewriter.context import PlanContext, to_sql
 from rewriter.evaluate import compile_expr, compile_kind
+from rewriter.named_windows import resolve_named_windows
 from rewriter.nodes import (
     UPPER_LIMIT,
     WIN_AVG,
@@ -107,13 +108,15 @@ class _Columns:
 def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Plan | None:
     """Route -> Window -> [Projection] -> [MemorySort] -> SimpleProjection -> [Limit] for ``sel`` (its
     tables already named for the shards), or None when some part has no primitive."""
-    if sel.args.get("distinct") or sel.args.get("windows") or sel.args.get("group") or sel.args.get("having"):
+    if sel.args.get("distinct") or sel.args.get("group") or sel.args.get("having"):
         return None
     items = select_items(sel, ctx)
     if any(i.star for i in items):
         return None
     named = sel.copy()
     name_as_written(named, items)
+    if not resolve_named_windows(named):
+        return None
     cols = _Columns()
     item_at: list[int | None] = []  # select item -> shard column (None: a bare window)
     windows: list[exp.Window] = []  # every window function, in select-list order

@@ -89,6 +89,10 @@ QUERIES = {
         "nth_value(price, 3) over (order by qty, id rows between 1 preceding and 2 following) n3, "
         "nth_value(id, 4) over (partition by qty order by id range between unbounded preceding and "
         "unbounded following) n4 from items", "unordered"),
+    "named_windows_built_on_each_other": (
+        "select id, rank() over w r, sum(qty) over (w rows between 1 preceding and current row) s, "
+        "row_number() over w2 rn, count(*) over (p order by id) c from items "
+        "window p as (partition by grp), w as (p order by qty, id), w2 as (w)", "unordered"),
 }
 
 
@@ -128,7 +132,6 @@ async def test_window_at_proxy_equals_oracle(name, schema, vcursor, oracle):  # 
     "select id, sum(qty) over (order by qty range between 2 preceding and current row) from items",
     "select distinct qty, rank() over (order by qty) from items",  # DISTINCT over windows
     "select id, row_number() over (order by id) + (select 1) from items",  # a subquery beside a window
-    "select id, rank() over w from items window w as (order by qty)",
 ])
 async def test_window_without_proxy_primitive_goes_to_compute(sql, schema, vcursor, oracle):  # noqa: F811
     plan, got = await run_sharded(vcursor, schema, sql)

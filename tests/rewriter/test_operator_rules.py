@@ -67,7 +67,7 @@ def test_builder_orders_clauses_as_sql_evaluates_them(vschema):
     "select * from customer where tenant_id > any (select price from corder)",
     "with recursive t (n) as (select 1 union all select n + 1 from t where n < 3) select * from t",
     "select * from (select * from customer) t join corder o on o.customer_id = t.customer_id",
-    "select row_number() over w from customer window w as (order by email)",
+    "select row_number() over v from customer window w as (order by email)",  # names no window
     "select tenant_id, count(*) from customer group by tenant_id with rollup",
     "select * from customer c full outer join corder o on o.customer_id = c.customer_id",
     "select * from customer intersect select * from customer",
@@ -285,7 +285,7 @@ def test_window_over_all_rows_of_a_scatter_is_computed_at_the_proxy_over_the_sor
 
 
 @pytest.mark.parametrize("sql", [
-    "select customer_id, rank() over w from customer window w as (order by email)",  # named window
+    "select customer_id, rank() over v from customer window w as (order by email)",  # names no window
     "select customer_id, sum(customer_id) over (order by email range between 1 preceding and current row) "
     "from customer",  # RANGE with an offset
     "select customer_id, sum(distinct customer_id) over (order by email) from customer",  # DISTINCT inside
