@@ -10,7 +10,7 @@ computing over windows (``sum(x) over () / count(*) over ()``) is a ``Projection
 (``rewriter.evaluate``) filling a NULL slot the shards send. What this does not
 express answers None (the caller sends it to Compute): DISTINCT or IGNORE NULLS inside the function, functions
 without a primitive (NTH_VALUE ... FROM FIRST/LAST, ...), RANGE frames with an
-offset, ``*`` in the select list, DISTINCT.
+INTERVAL offset, ``*`` in the select list, DISTINCT.
 """
 
 from __future__ import annotations
@@ -290,23 +290,26 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
     order_clause = w.args.get("order")
     order = tuple(OrderKey(cols.hidden(o.this), bool(o.args.get("desc")), to_sql(o.this))
                   for o in (order_clause.expressions if order_clause is not None else []))
-    frame = _frame(w.args.get("spec"), bool(order), kind, ctx)
+    frame = _frame(w.args.get("spec"), len(order), kind, ctx)
     if frame is None:
         return None
     start, end, rows = frame
     return WindowFunc(kind, partition, order, start, end, rows, arg, offset, default, name, to_sql(w))
 
 
-def _frame(spec: exp.WindowSpec | None, ordered: bool, kind: str, ctx: PlanContext) -> tuple[FrameBound, FrameBound, bool] | None:
+def _frame(spec: exp.WindowSpec | None, order_keys: int, kind: str,
+           ctx: PlanContext) -> tuple[FrameBound, FrameBound, bool] | None:
     """The frame's ends and whether it counts rows; None for a frame left to Compute."""
     if spec is None or kind in _NO_FRAME:
         # MySQL's default: RANGE UNBOUNDED PRECEDING .. CURRENT ROW (the peers) with
         # ORDER BY, the whole partition without
-        return _UNBOUNDED_BEFORE, _CURRENT if ordered else _UNBOUNDED_AFTER, False
+        return _UNBOUNDED_BEFORE, _CURRENT if order_keys else _UNBOUNDED_AFTER, False
     rows = str(spec.args.get("kind") or "").upper() == "ROWS"
-    start = _bound(spec.args.get("start"), spec.args.get("start_side"), rows, ctx)
-    end = _bound(spec.args.get("end"), spec.args.get("end_side"), rows, ctx) if spec.args.get("end") is not None \
-        else _CURRENT
+    # RANGE n PRECEDING / FOLLOWING needs exactly one ORDER BY key (else MySQL's error, from Compute)
+    offsets = rows or order_keys == 1
+    start = _bound(spec.args.get("start"), spec.args.get("start_side"), offsets, ctx)
+    end = _bound(spec.args.get("end"), spec.args.get("end_side"), offsets, ctx) \
+        if spec.args.get("end") is not None else _CURRENT
     if start is None or end is None or _rank(start) > _rank(end) \
             or start == _UNBOUNDED_AFTER or end == _UNBOUNDED_BEFORE:
         return None  # an illegal frame: the shard's server answers it with its own error
@@ -323,14 +326,14 @@ def _rank(b: FrameBound) -> int:
     return 1 if b.preceding else 3
 
 
-def _bound(value: object, side: object, rows: bool, ctx: PlanContext) -> FrameBound | None:
+def _bound(value: object, side: object, offsets: bool, ctx: PlanContext) -> FrameBound | None:
     text = value.upper() if isinstance(value, str) else ""
     preceding = str(side or "").upper() == "PRECEDING"
     if text == "UNBOUNDED":
         return FrameBound("unbounded", preceding=preceding)
     if text == "CURRENT ROW":
         return _CURRENT
-    distance = value_of(value, ctx.list_vars) if rows and isinstance(value, exp.Expression) else None
+    distance = value_of(value, ctx.list_vars) if offsets and isinstance(value, exp.Expression) else None
     if distance is None:
-        return None  # RANGE n PRECEDING / FOLLOWING, INTERVAL: Compute
+        return None  # INTERVAL, or RANGE over several keys: Compute
     return FrameBound("offset", preceding=preceding, distance=distance)

@@ -13,14 +13,16 @@ and printed as the aggregate primitives print them (``ordered_aggregate``): SUM 
 integers is DECIMAL, AVG keeps 4 more digits. SUM/COUNT/AVG use prefix sums and
 MIN/MAX a sliding deque, so any frame costs O(rows).
 
-Frames: ROWS with UNBOUNDED / n PRECEDING / CURRENT ROW / n FOLLOWING ends; RANGE only
-with UNBOUNDED and CURRENT ROW ends (CURRENT ROW reaching the peers). Without a frame a
+Frames: ROWS with UNBOUNDED / n PRECEDING / CURRENT ROW / n FOLLOWING ends; RANGE with
+UNBOUNDED, CURRENT ROW (reaching the peers) and numeric n PRECEDING / FOLLOWING ends
+over one numeric ORDER BY key. Without a frame a
 window with ORDER BY ends at the current row's last peer, one without at the
 partition's end. The planner sends other frames to Compute.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping
 from decimal import Decimal
@@ -103,9 +105,10 @@ def _default_text(v: P.Val | None, f: Field, bindvars: Mapping[str, Any]) -> byt
     return sql_literal(value).encode()
 
 
-def _frames(fn: P.WindowFunc, peers: list[tuple[int, int]], bindvars: Mapping[str, Any]) -> list[tuple[int, int]]:
+def _frames(fn: P.WindowFunc, peers: list[tuple[int, int]], order_keys: list[Any], fields: list[Field],
+            bindvars: Mapping[str, Any]) -> list[tuple[int, int]]:
     """The frame of each row of a partition, as ``[lo, hi)``; ``peers[i]`` is the
-    ``[first, last+1)`` of row i's peer group."""
+    ``[first, last+1)`` of row i's peer group, ``order_keys`` the rows' ORDER BY keys."""
     size = len(peers)
 
     def ends(b: P.FrameBound, start: bool) -> list[int]:
@@ -115,11 +118,40 @@ def _frames(fn: P.WindowFunc, peers: list[tuple[int, int]], bindvars: Mapping[st
             if fn.frame_rows:
                 return list(range(size)) if start else list(range(1, size + 1))
             return [p[0] if start else p[1] for p in peers]
+        if not fn.frame_rows:
+            return _range_ends(fn, b, start, order_keys, fields, bindvars)
         n = _count(b.distance, bindvars, "the window frame", zero_ok=True)
         step = (-n if b.preceding else n) + (0 if start else 1)
         return [min(max(i + step, 0), size) for i in range(size)]
 
     return [(lo, max(lo, hi)) for lo, hi in zip(ends(fn.start, True), ends(fn.end, False), strict=True)]
+
+
+def _range_ends(fn: P.WindowFunc, b: P.FrameBound, start: bool, order_keys: list[Any], fields: list[Field],
+                bindvars: Mapping[str, Any]) -> list[int]:
+    """``RANGE n PRECEDING / FOLLOWING`` ends over the one numeric ORDER BY key: the rows
+    whose value lies within n of the current row's. The keys are ``compare.sort_part_fn``
+    scalars, ascending in the window's order (a DESC column's values negated), so n
+    PRECEDING is ``key - n`` whatever the direction; a NULL's key is an infinity, which
+    n does not move: NULLs frame their peers only, as MySQL."""
+    src = fields[fn.order[0].column]
+    if not is_numeric(src):
+        raise ProxyError(ER_NOT_SUPPORTED_YET, "VT12001: unsupported: RANGE frame with an offset over the "
+                                               f"non-numeric column {src.name} across shards")
+    raw = b.distance.resolve(bindvars) if b.distance is not None else None
+    try:
+        n = Decimal(str(raw))
+    except ArithmeticError as e:
+        raise ProxyError(ER_WRONG_ARGUMENTS, "Incorrect arguments to the window frame") from e
+    if raw is None or not n.is_finite() or n < 0:
+        raise ProxyError(ER_WRONG_ARGUMENTS, "Incorrect arguments to the window frame")
+    keys = [k[0] for k in order_keys]
+    step = -n if b.preceding else n
+    fstep = float(step)
+    targets = [k + fstep if isinstance(k, float) else k + step for k in keys]
+    # the first row at or past the target (a frame's start), or the first past it (its end)
+    find = bisect_left if start else bisect_right
+    return [find(keys, t) for t in targets]
 
 
 def _peer_groups(order_keys: list[Any]) -> list[tuple[int, int]]:
@@ -237,7 +269,7 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
                 dense += 1
             out.append(texts[first if kind == P.WIN_RANK else dense - 1])
         return out
-    frames = _frames(fn, peers, bindvars)
+    frames = _frames(fn, peers, order_keys, fields, bindvars)
     if kind == P.WIN_NTH_VALUE:
         return [rows[lo + offset - 1][fn.arg] if lo + offset - 1 < hi else None for lo, hi in frames]
     if kind in (P.WIN_FIRST_VALUE, P.WIN_LAST_VALUE):

@@ -286,8 +286,8 @@ def test_window_over_all_rows_of_a_scatter_is_computed_at_the_proxy_over_the_sor
 
 @pytest.mark.parametrize("sql", [
     "select customer_id, rank() over v from customer window w as (order by email)",  # names no window
-    "select customer_id, sum(customer_id) over (order by email range between 1 preceding and current row) "
-    "from customer",  # RANGE with an offset
+    "select customer_id, sum(customer_id) over (order by email, customer_id range between 1 preceding "
+    "and current row) from customer",  # RANGE with an offset over two keys
     "select customer_id, sum(distinct customer_id) over (order by email) from customer",  # DISTINCT inside
     "select customer_id, 1 + row_number() over (order by email) w from customer order by w + 1",  # ORDER BY over one
     "select distinct row_number() over (order by email) from customer",
