@@ -170,7 +170,7 @@ def _peer_groups(order_keys: list[Any]) -> list[tuple[int, int]]:
 
 
 # A window's partitions: each as its rows' input indexes in window order, with their
-# ORDER BY keys (peers compare equal)
+# sort keys (PARTITION BY then ORDER BY keys, maybe followed by more of the input's)
 _Partitions = list[tuple[list[int] | range, list[Any]]]
 # A window's sort: (column, descending) of its PARTITION BY (ascending) then ORDER BY keys
 _Spec = tuple[tuple[int, bool], ...]
@@ -183,16 +183,16 @@ def _spec(fn: P.WindowFunc) -> _Spec:
 def _partitions(fn: P.WindowFunc, rows: list[Row], fields: list[Field],
                 input_order: _Spec, input_keys: list[tuple[Any, ...]] | None) -> _Partitions:
     """The partitions of ``fn``'s window. When the input already arrives in an order the
-    window's sort is a prefix of (the route merged it so, ``input_keys`` its keys), its
-    keys are that prefix and nothing is sorted; otherwise one key per row (collation keys
-    are the cost: ~5 us a row), sorted once."""
+    window's sort is a prefix of (the route merged it so, ``input_keys`` its keys), those
+    keys serve and nothing is sorted; otherwise one key per row (collation keys are the
+    cost: ~5 us a row), sorted once."""
     n = len(fn.partition)
     spec = _spec(fn)
     size = len(rows)
     if not spec:
-        return [(list(range(size)), [()] * size)]
+        return [(range(size), [()] * size)]
     if input_keys is not None and input_order[:len(spec)] == spec:
-        keys = input_keys if len(spec) == len(input_order) else [k[:len(spec)] for k in input_keys]
+        keys = input_keys
         indexes: list[int] | range = range(size)
     else:
         key_of = row_key_fn(fields, [P.OrderKey(c) for c in fn.partition] + list(fn.order))
@@ -203,14 +203,27 @@ def _partitions(fn: P.WindowFunc, rows: list[Row], fields: list[Field],
     out: _Partitions = []
     start = 0
     while start < size:
-        head = keys[indexes[start]][:n]
         end = start + 1
-        while end < size and keys[indexes[end]][:n] == head:
-            end += 1
+        if n == 1:  # (the usual case: no slice a row)
+            head = keys[indexes[start]][0]
+            while end < size and keys[indexes[end]][0] == head:
+                end += 1
+        else:
+            heads = keys[indexes[start]][:n]
+            while end < size and keys[indexes[end]][:n] == heads:
+                end += 1
         part = indexes[start:end]  # a range when nothing was sorted: the partition's rows are contiguous
-        out.append((part, [keys[i][n:] for i in part]))
+        out.append((part, keys[start:end] if isinstance(part, range) else [keys[i] for i in part]))
         start = end
     return out
+
+
+def _order_keys(fn: P.WindowFunc, part_keys: list[Any]) -> list[Any]:
+    """The ORDER BY keys (peers compare equal) out of a partition's sort keys."""
+    n, m = len(fn.partition), len(fn.partition) + len(fn.order)
+    if not part_keys or (n == 0 and len(part_keys[0]) == m):
+        return part_keys
+    return [k[n:m] for k in part_keys]
 
 
 def _compute(fn: P.WindowFunc, parts: _Partitions, rows: list[Row], fields: list[Field], out_field: Field,
@@ -219,12 +232,12 @@ def _compute(fn: P.WindowFunc, parts: _Partitions, rows: list[Row], fields: list
     values: list[bytes | None] = [None] * len(rows)
     offset = _count(fn.offset, bindvars, fn.kind, zero_ok=fn.kind in (P.WIN_LAG, P.WIN_LEAD))
     default = _default_text(fn.default, out_field, bindvars)
-    for part, order_keys in parts:
+    for part, part_keys in parts:
         if isinstance(part, range):
-            values[part.start:part.stop] = _partition_values(fn, rows[part.start:part.stop], order_keys, fields,
+            values[part.start:part.stop] = _partition_values(fn, rows[part.start:part.stop], part_keys, fields,
                                                               out_field, offset, default, bindvars)
             continue
-        computed = _partition_values(fn, [rows[i] for i in part], order_keys, fields, out_field, offset, default,
+        computed = _partition_values(fn, [rows[i] for i in part], part_keys, fields, out_field, offset, default,
                                      bindvars)
         for i, v in zip(part, computed, strict=True):
             values[i] = v
@@ -241,7 +254,7 @@ def _numbers(size: int) -> list[bytes | None]:
     return _NUMBER_TEXT
 
 
-def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], fields: list[Field],
+def _partition_values(fn: P.WindowFunc, rows: list[Row], part_keys: list[Any], fields: list[Field],
                       out_field: Field, offset: int, default: bytes | None,
                       bindvars: Mapping[str, Any]) -> list[bytes | None]:
     size = len(rows)
@@ -255,6 +268,7 @@ def _partition_values(fn: P.WindowFunc, rows: list[Row], order_keys: list[Any], 
     if kind in (P.WIN_LAG, P.WIN_LEAD):
         step = -offset if kind == P.WIN_LAG else offset
         return [rows[i + step][fn.arg] if 0 <= i + step < size else default for i in range(size)]
+    order_keys = _order_keys(fn, part_keys)
     peers = _peer_groups(order_keys)
     if kind == P.WIN_PERCENT_RANK:
         return [b"%.*f" % (_RATIO_DECIMALS, first / (size - 1) if size > 1 else 0.0) for first, _ in peers]
