@@ -232,8 +232,9 @@ class WindowFunc:
 @dataclass(eq=False)
 class Window(Plan):
     """Append one column per function of ``functions`` to each input row, computed at
-    the proxy over all the rows (the input arrives sorted by the first function's
-    partition and order keys, so its sort is a linear pass)."""
+    the proxy over all the rows, which keep the input's order. The input (a Route)
+    arrives sorted by one function's partition and order keys, which the others' are a
+    prefix of where the planner could (window_planner): those sort nothing at the proxy."""
 
     functions: list[WindowFunc]
     input: Plan
