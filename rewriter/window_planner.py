@@ -3,8 +3,9 @@ primitive; MySQL's semantics are the bar).
 
 The shards send the columns the select list and the windows need (arguments,
 PARTITION BY and ORDER BY expressions as hidden columns), sorted by the first
-window's partition and order keys and merged in that order; ``Window`` appends the
-functions' values, ``MemorySort`` applies the statement's ORDER BY, a
+window's partition and order keys (or a later window's that extend them) and merged in
+that order; ``Window`` appends the functions' values, ``MemorySort`` applies the
+statement's ORDER BY (none when that order is a prefix of the merge order), a
 ``SimpleProjection`` keeps the select list's columns, ``Limit`` the LIMIT. A select item
 computing over windows (``sum(x) over () / count(*) over ()``) is a ``Projection``
 (``rewriter.evaluate``) filling a NULL slot the shards send. What this does not
