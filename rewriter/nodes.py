@@ -193,6 +193,9 @@ WIN_COUNT_STAR = "count_star"
 WIN_AVG = "avg"
 WIN_MIN = "min"
 WIN_MAX = "max"
+WIN_PERCENT_RANK = "percent_rank"
+WIN_CUME_DIST = "cume_dist"
+WIN_NTH_VALUE = "nth_value"
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +213,8 @@ class WindowFunc:
     """One window function: its value for each row of its partition (rows equal on the
     ``partition`` columns), in ``order``. ``frame_rows`` False: the frame is RANGE,
     its CURRENT ROW ends reaching the row's peers (equal on ``order``). ``arg`` is the
-    input column of the argument (-1: none); ``offset`` LAG/LEAD's offset or NTILE's
-    bucket count; ``default`` LAG/LEAD's value past the partition's end."""
+    input column of the argument (-1: none); ``offset`` LAG/LEAD's offset, NTILE's
+    bucket count or NTH_VALUE's N; ``default`` LAG/LEAD's value past the partition's end."""
 
     kind: str
     partition: tuple[int, ...]
@@ -229,8 +232,9 @@ class WindowFunc:
 @dataclass(eq=False)
 class Window(Plan):
     """Append one column per function of ``functions`` to each input row, computed at
-    the proxy over all the rows (the input arrives sorted by the first function's
-    partition and order keys, so its sort is a linear pass)."""
+    the proxy over all the rows, which keep the input's order. The input (a Route)
+    arrives sorted by one function's partition and order keys, which the others' are a
+    prefix of where the planner could (window_planner): those sort nothing at the proxy."""
 
     functions: list[WindowFunc]
     input: Plan
@@ -377,12 +381,21 @@ class SemiJoin(Plan):
     at the proxy (Vitess's ``SemiJoin``). ``inner`` runs once and yields one column,
     the subquery's keys; ``outer``'s last column is the outer key (dropped from the
     output). ``kind``: ``"exists"``, ``"not_exists"``, ``"in"`` or ``"not_in"``
-    (SQL's NULL rules, proxy.engine.semi_join). Keys compare as HashJoin's do."""
+    (SQL's NULL rules, proxy.engine.semi_join). Keys compare as HashJoin's do.
+
+    With ``batch_var``, ``inner`` runs once per batch of up to ``batch_size`` outer rows
+    instead, that variable bound to the batch's distinct outer keys (its query filters
+    ``key IN ::batch_var``, routed by vindex when the key is the inner table's vindex
+    column); ``NOT IN`` then also needs ``probe``, run once: the subquery's ``key IS NULL``
+    values, DISTINCT (none: the set is empty; a 1: it holds a NULL)."""
 
     outer: Plan
     inner: Plan
     kind: str
     predicate: str = ""
+    batch_var: str = ""
+    batch_size: int = 1000
+    probe: Plan | None = None
 
 
 @dataclass(eq=False)

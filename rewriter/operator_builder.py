@@ -27,6 +27,7 @@ from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext
 from rewriter.cte_inlining import inline_ctes
+from rewriter.named_windows import resolve_named_windows
 from rewriter.nodes import SINGLE_SHARD
 from rewriter.operators import (
     Aggregator,
@@ -107,6 +108,8 @@ def _build(sel: exp.Expression, ctx: PlanContext, *, nested: bool) -> Operator |
         inlined = inline_ctes(sel)
         return build(inlined, ctx) if inlined is not None else None
     if not isinstance(sel, exp.Select):
+        return None
+    if sel.args.get("windows") and not resolve_named_windows(sel):
         return None
     try:
         in_where, in_select = _subqueries(sel)

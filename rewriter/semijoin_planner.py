@@ -13,6 +13,12 @@ over columns of its select list and LIMIT run at the proxy, after the filter), a
 subquery becomes ``SELECT DISTINCT b.k FROM b WHERE <preds on b>`` (planned on its
 own, run once; the shards drop duplicate keys); the outer query keeps its other predicates on a's route and returns ``a.k`` as
 an extra last column that ``SemiJoin`` filters on and drops.
+
+When the outer side is estimated small and the subquery large (or a size is unknown, or
+the subquery is too large to hold: rewriter.join_strategy.choose, as for joins), the
+subquery instead runs per batch of outer keys with ``AND b.k IN ::batch`` (routed by
+vindex when ``b.k`` is b's vindex column), NOT IN with a probe for the whole set's
+emptiness and NULL (proxy.engine.semi_join).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter.context import PlanContext, to_sql
-from rewriter.join_strategy import HASH_ROWS_MAX, column_info, estimated_rows, key_family
+from rewriter.join_strategy import BATCH_ROWS, choose, column_info, estimated_rows, key_family
 from rewriter.nodes import Limit, MemorySort, OrderKey, Plan, SemiJoin
 from rewriter.rules.planning import StatementPlanner
 from rewriter.select_items import limit_values
@@ -88,8 +94,6 @@ def plan_semi_join(sel: exp.Select, ctx: PlanContext, plan_statement: StatementP
     outer_col, inner_sel, inner_table = shape
     if not _comparable(outer_table, outer_col, inner_table, inner_sel.expressions[0], ctx):
         return None
-    if _inner_rows(inner_sel, inner_table, ctx) > HASH_ROWS_MAX:
-        return None  # the key set is held in memory: as large a table as HashJoin would hash, no larger
     if isinstance(body, exp.In) and not _in_cheaper_as_semi_join(outer_table, outer_col, len(rest), inner_sel,
                                                                    inner_table, ctx):
         return None
@@ -104,15 +108,58 @@ def plan_semi_join(sel: exp.Select, ctx: PlanContext, plan_statement: StatementP
     outer_sel.set("expressions", [*outer_sel.expressions, outer_col.copy()])
     outer_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter,
                             names_from=ctx.names_source)
-    inner_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
-    plan: Plan = SemiJoin(outer=plan_statement(outer_sel, outer_ctx), inner=plan_statement(inner_sel, inner_ctx),
-                          kind=kind, predicate=to_sql(pred))
+    if _batched(outer_table, len(rest), inner_sel, inner_table, ctx):
+        plan: Plan = _batched_semi_join(plan_statement(outer_sel, outer_ctx), inner_sel, kind, to_sql(pred), ctx,
+                                      plan_statement)
+    else:
+        inner_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
+        plan = SemiJoin(outer=plan_statement(outer_sel, outer_ctx), inner=plan_statement(inner_sel, inner_ctx),
+                        kind=kind, predicate=to_sql(pred))
     if order_keys:
         plan = MemorySort(order_keys, plan)
     count, offset = limit_values(sel, ctx)
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
+
+
+def _batched(outer_table: exp.Table, outer_preds: int, inner_sel: exp.Select, inner_table: exp.Table,
+             ctx: PlanContext) -> bool:
+    """Whether the subquery runs per batch of outer keys (``IN`` list) rather than once
+    whole: join_strategy's choice with the outer side as the left one and the subquery as
+    the right one (whole when reading it costs less than the batches' round trips and
+    rows; per batch when either size is unknown, or the subquery is too large to hold)."""
+    a = resolve_table(outer_table, ctx.vschema, ctx.keyspace)
+    b = resolve_table(inner_table, ctx.vschema, ctx.keyspace)
+    key = inner_sel.expressions[0]
+    vindex = b.primary_vindex()
+    routes = vindex is not None and bool(vindex.columns) and isinstance(key, exp.Column) \
+        and vindex.columns[0].lower() == key.name.lower()
+    inner_rows = _inner_rows(inner_sel, inner_table, ctx)
+    return choose(estimated_rows(a, outer_preds, ctx), inner_rows or None, len(ctx.vschema.shards(b.keyspace)),
+                  routes) == "batched"
+
+
+def _batched_semi_join(outer: Plan, inner_sel: exp.Select, kind: str, predicate: str, ctx: PlanContext,
+                       plan_statement: StatementPlanner) -> SemiJoin:
+    """The SemiJoin whose subquery runs per batch of outer keys: ``key IN ::batch`` added to
+    its WHERE (an IN list the route sends to the shards holding the keys when ``key`` is the
+    inner table's vindex column); NOT IN's probe reads ``DISTINCT key IS NULL`` once."""
+    batch_var = ctx.new_var("__sg_batch")
+    key = inner_sel.expressions[0]
+    where = inner_sel.args.get("where")
+    looked_up = inner_sel.copy()
+    in_batch = exp.In(this=key.copy(), expressions=[exp.Placeholder(this=batch_var)])
+    looked_up.set("where", exp.Where(this=exp.and_(where.this.copy(), in_batch) if where is not None else in_batch))
+    inner_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars | {batch_var}, "", ctx.schema, ctx.counter)
+    probe = None
+    if kind == "not_in":
+        probe_sel = inner_sel.copy()
+        probe_sel.set("expressions", [exp.Is(this=key.copy(), expression=exp.Null())])
+        probe_ctx = PlanContext(ctx.vschema, ctx.keyspace, ctx.list_vars, "", ctx.schema, ctx.counter)
+        probe = plan_statement(probe_sel, probe_ctx)
+    return SemiJoin(outer=outer, inner=plan_statement(looked_up, inner_ctx), kind=kind, predicate=predicate,
+                    batch_var=batch_var, batch_size=BATCH_ROWS, probe=probe)
 
 
 def _order_keys(sel: exp.Select) -> list[OrderKey] | None:

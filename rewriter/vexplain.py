@@ -153,7 +153,9 @@ def describe(node: P.Plan) -> dict[str, Any]:
                 "Variant": {"exists": "SemiJoin", "in": "SemiJoin", "not_exists": "AntiJoin",
                             "not_in": "AntiJoin"}[node.kind],
                 "Anti": node.kind.startswith("not_"), "Predicate": node.predicate,
-                "Inputs": [describe(node.outer), describe(node.inner)]}
+                **({"BatchVar": node.batch_var} if node.batch_var else {}),
+                "Inputs": [describe(node.outer), describe(node.inner),
+                           *([describe(node.probe)] if node.probe is not None else [])]}
     if isinstance(node, P.Concatenate):
         return {"OperatorType": "Concatenate", "Inputs": [describe(s) for s in node.sources]}
     if isinstance(node, P.Send):

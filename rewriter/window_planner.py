@@ -3,14 +3,15 @@ primitive; MySQL's semantics are the bar).
 
 The shards send the columns the select list and the windows need (arguments,
 PARTITION BY and ORDER BY expressions as hidden columns), sorted by the first
-window's partition and order keys and merged in that order; ``Window`` appends the
-functions' values, ``MemorySort`` applies the statement's ORDER BY, a
+window's partition and order keys (or a later window's that extend them) and merged in
+that order; ``Window`` appends the functions' values, ``MemorySort`` applies the
+statement's ORDER BY (none when that order is a prefix of the merge order), a
 ``SimpleProjection`` keeps the select list's columns, ``Limit`` the LIMIT. A select item
 computing over windows (``sum(x) over () / count(*) over ()``) is a ``Projection``
 (``rewriter.evaluate``) filling a NULL slot the shards send. What this does not
-express answers None (the caller sends it to Compute): named windows, DISTINCT or IGNORE NULLS inside the function, functions
-without a primitive (PERCENT_RANK, CUME_DIST, NTH_VALUE, ...), RANGE frames with an
-offset, ``*`` in the select list, DISTINCT.
+express answers None (the caller sends it to Compute): DISTINCT or IGNORE NULLS inside the function, functions
+without a primitive (NTH_VALUE ... FROM FIRST/LAST, ...), RANGE frames with an
+INTERVAL offset, ``*`` in the select list, DISTINCT.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from sqlglot import exp
 from rewriter import errors
 from rewriter.context import PlanContext, to_sql
 from rewriter.evaluate import compile_expr, compile_kind
+from rewriter.named_windows import resolve_named_windows
 from rewriter.nodes import (
     UPPER_LIMIT,
     WIN_AVG,
     WIN_COUNT,
     WIN_COUNT_STAR,
+    WIN_CUME_DIST,
     WIN_DENSE_RANK,
     WIN_FIRST_VALUE,
     WIN_LAG,
@@ -32,7 +35,9 @@ from rewriter.nodes import (
     WIN_LEAD,
     WIN_MAX,
     WIN_MIN,
+    WIN_NTH_VALUE,
     WIN_NTILE,
+    WIN_PERCENT_RANK,
     WIN_RANK,
     WIN_ROW_NUMBER,
     WIN_SUM,
@@ -63,9 +68,12 @@ _KINDS: dict[type[exp.Expression], str] = {
     exp.RowNumber: WIN_ROW_NUMBER, exp.Ntile: WIN_NTILE, exp.Lag: WIN_LAG, exp.Lead: WIN_LEAD,
     exp.FirstValue: WIN_FIRST_VALUE, exp.LastValue: WIN_LAST_VALUE, exp.Sum: WIN_SUM, exp.Avg: WIN_AVG,
     exp.Min: WIN_MIN, exp.Max: WIN_MAX, exp.Count: WIN_COUNT, exp.Rank: WIN_RANK, exp.DenseRank: WIN_DENSE_RANK,
+    exp.PercentRank: WIN_PERCENT_RANK, exp.CumeDist: WIN_CUME_DIST, exp.NthValue: WIN_NTH_VALUE,
 }
 # Functions whose value does not depend on a frame (MySQL ignores one given to them)
-_NO_FRAME = (WIN_ROW_NUMBER, WIN_RANK, WIN_DENSE_RANK, WIN_NTILE, WIN_LAG, WIN_LEAD)
+_NO_FRAME = (WIN_ROW_NUMBER, WIN_RANK, WIN_DENSE_RANK, WIN_NTILE, WIN_LAG, WIN_LEAD, WIN_PERCENT_RANK,
+             WIN_CUME_DIST)
+_NO_ARGUMENT = (WIN_ROW_NUMBER, WIN_RANK, WIN_DENSE_RANK, WIN_PERCENT_RANK, WIN_CUME_DIST)
 
 _UNBOUNDED_BEFORE = FrameBound("unbounded", preceding=True)
 _UNBOUNDED_AFTER = FrameBound("unbounded", preceding=False)
@@ -101,13 +109,15 @@ class _Columns:
 def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Plan | None:
     """Route -> Window -> [Projection] -> [MemorySort] -> SimpleProjection -> [Limit] for ``sel`` (its
     tables already named for the shards), or None when some part has no primitive."""
-    if sel.args.get("distinct") or sel.args.get("windows") or sel.args.get("group") or sel.args.get("having"):
+    if sel.args.get("distinct") or sel.args.get("group") or sel.args.get("having"):
         return None
     items = select_items(sel, ctx)
     if any(i.star for i in items):
         return None
     named = sel.copy()
     name_as_written(named, items)
+    if not resolve_named_windows(named):
+        return None
     cols = _Columns()
     item_at: list[int | None] = []  # select item -> shard column (None: a bare window)
     windows: list[exp.Window] = []  # every window function, in select-list order
@@ -172,12 +182,11 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
         return None  # an expression the proxy does not evaluate
     assert len(cols.exprs) == width  # the columns of computed items were all sent
 
-    first = funcs[0]
     pushed = named.copy()
     pushed.set("expressions", cols.exprs)
     for key in ("order", "limit", "offset"):
         pushed.set(key, None)
-    shard_order = [*(OrderKey(c, False, to_sql(_unaliased(cols.exprs[c]))) for c in first.partition), *first.order]
+    shard_order = _shard_order(funcs, cols)
     if shard_order:
         pushed.set("order", exp.Order(expressions=[
             # NULLs first ascending, last descending: MySQL's own order, no CASE added
@@ -188,7 +197,9 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
     plan = Window(funcs, plan)
     if projected:
         plan = Projection(projected, plan)
-    if sort_keys:
+    final_order = [(output(ref) if is_item else ref, desc) for is_item, ref, desc, _text in sort_keys]
+    if sort_keys and final_order != [(k.column, k.desc) for k in shard_order[:len(final_order)]]:
+        # (an ORDER BY the shards' order already gives passes through Window in that order)
         plan = MemorySort([OrderKey(output(ref) if is_item else ref, desc, text)
                            for is_item, ref, desc, text in sort_keys], plan,
                           upper_limit=Val(name=UPPER_LIMIT) if count is not None else None)  # bound by the Limit
@@ -198,6 +209,25 @@ def plan_window_select(sel: exp.Select, info: RouteInfo, ctx: PlanContext) -> Pl
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
+
+
+def _shard_order(funcs: list[WindowFunc], cols: _Columns) -> list[OrderKey]:
+    """The order the shards sort and the route merges by: the first window's PARTITION BY
+    and ORDER BY keys, or a later window's when the first's are a prefix of them (``OVER
+    (ORDER BY a)`` and ``OVER (PARTITION BY a ORDER BY b)`` both read ``a, b`` without a
+    sort at the proxy)."""
+    def keys(fn: WindowFunc) -> list[OrderKey]:
+        return [*(OrderKey(c, False, to_sql(_unaliased(cols.exprs[c]))) for c in fn.partition), *fn.order]
+
+    def spec(ks: list[OrderKey]) -> list[tuple[int, bool]]:
+        return [(k.column, k.desc) for k in ks]
+
+    best = keys(funcs[0])
+    for fn in funcs[1:]:
+        candidate = keys(fn)
+        if spec(candidate)[:len(best)] == spec(best):
+            best = candidate
+    return best
 
 
 def _unaliased(e: exp.Expression) -> exp.Expression:
@@ -223,8 +253,10 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
     if isinstance(func, exp.IgnoreNulls | exp.RespectNulls):
         return None
     found = _KINDS.get(type(func))
-    if found is None or (found in (WIN_RANK, WIN_DENSE_RANK) and func.expressions):
+    if found is None or (found in _NO_ARGUMENT and (func.expressions or func.this is not None)):
         return None
+    if found == WIN_NTH_VALUE and func.args.get("from_first") is not None:
+        return None  # FROM FIRST / FROM LAST
     kind = found
     arg = -1
     offset: Val | None = None
@@ -233,7 +265,7 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
         offset = value_of(func.this, ctx.list_vars)
         if offset is None:
             return None
-    elif kind not in (WIN_ROW_NUMBER, WIN_RANK, WIN_DENSE_RANK):
+    elif kind not in _NO_ARGUMENT:
         target = func.this
         if isinstance(target, exp.Distinct) or target is None:
             return None
@@ -241,6 +273,10 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
             kind = WIN_COUNT_STAR
         else:
             arg = cols.hidden(target)
+        if kind == WIN_NTH_VALUE:
+            offset = value_of(func.args.get("offset"), ctx.list_vars)
+            if offset is None:
+                return None
         if kind in (WIN_LAG, WIN_LEAD):
             if func.args.get("offset") is not None:
                 offset = value_of(func.args["offset"], ctx.list_vars)
@@ -255,23 +291,26 @@ def _window_func(w: exp.Window, name: str, cols: _Columns, ctx: PlanContext) -> 
     order_clause = w.args.get("order")
     order = tuple(OrderKey(cols.hidden(o.this), bool(o.args.get("desc")), to_sql(o.this))
                   for o in (order_clause.expressions if order_clause is not None else []))
-    frame = _frame(w.args.get("spec"), bool(order), kind, ctx)
+    frame = _frame(w.args.get("spec"), len(order), kind, ctx)
     if frame is None:
         return None
     start, end, rows = frame
     return WindowFunc(kind, partition, order, start, end, rows, arg, offset, default, name, to_sql(w))
 
 
-def _frame(spec: exp.WindowSpec | None, ordered: bool, kind: str, ctx: PlanContext) -> tuple[FrameBound, FrameBound, bool] | None:
+def _frame(spec: exp.WindowSpec | None, order_keys: int, kind: str,
+           ctx: PlanContext) -> tuple[FrameBound, FrameBound, bool] | None:
     """The frame's ends and whether it counts rows; None for a frame left to Compute."""
     if spec is None or kind in _NO_FRAME:
         # MySQL's default: RANGE UNBOUNDED PRECEDING .. CURRENT ROW (the peers) with
         # ORDER BY, the whole partition without
-        return _UNBOUNDED_BEFORE, _CURRENT if ordered else _UNBOUNDED_AFTER, False
+        return _UNBOUNDED_BEFORE, _CURRENT if order_keys else _UNBOUNDED_AFTER, False
     rows = str(spec.args.get("kind") or "").upper() == "ROWS"
-    start = _bound(spec.args.get("start"), spec.args.get("start_side"), rows, ctx)
-    end = _bound(spec.args.get("end"), spec.args.get("end_side"), rows, ctx) if spec.args.get("end") is not None \
-        else _CURRENT
+    # RANGE n PRECEDING / FOLLOWING needs exactly one ORDER BY key (else MySQL's error, from Compute)
+    offsets = rows or order_keys == 1
+    start = _bound(spec.args.get("start"), spec.args.get("start_side"), offsets, ctx)
+    end = _bound(spec.args.get("end"), spec.args.get("end_side"), offsets, ctx) \
+        if spec.args.get("end") is not None else _CURRENT
     if start is None or end is None or _rank(start) > _rank(end) \
             or start == _UNBOUNDED_AFTER or end == _UNBOUNDED_BEFORE:
         return None  # an illegal frame: the shard's server answers it with its own error
@@ -288,14 +327,14 @@ def _rank(b: FrameBound) -> int:
     return 1 if b.preceding else 3
 
 
-def _bound(value: object, side: object, rows: bool, ctx: PlanContext) -> FrameBound | None:
+def _bound(value: object, side: object, offsets: bool, ctx: PlanContext) -> FrameBound | None:
     text = value.upper() if isinstance(value, str) else ""
     preceding = str(side or "").upper() == "PRECEDING"
     if text == "UNBOUNDED":
         return FrameBound("unbounded", preceding=preceding)
     if text == "CURRENT ROW":
         return _CURRENT
-    distance = value_of(value, ctx.list_vars) if rows and isinstance(value, exp.Expression) else None
+    distance = value_of(value, ctx.list_vars) if offsets and isinstance(value, exp.Expression) else None
     if distance is None:
-        return None  # RANGE n PRECEDING / FOLLOWING, INTERVAL: Compute
+        return None  # INTERVAL, or RANGE over several keys: Compute
     return FrameBound("offset", preceding=preceding, distance=distance)

@@ -191,8 +191,10 @@ _INT_TYPES = {
     ColumnType.INT24,
     ColumnType.YEAR,
 }
+INT_TYPES = frozenset(_INT_TYPES)
 _FLOAT_TYPES = {ColumnType.FLOAT, ColumnType.DOUBLE}
 _DECIMAL_TYPES = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
+DECIMAL_TYPES = frozenset(_DECIMAL_TYPES)
 _TEMPORAL_TYPES = {ColumnType.DATE, ColumnType.DATETIME, ColumnType.TIMESTAMP, ColumnType.TIME,
                    ColumnType.NEWDATE, ColumnType.YEAR}
 _NOT_BYTES = _INT_TYPES | _FLOAT_TYPES | _DECIMAL_TYPES | _TEMPORAL_TYPES

@@ -6,7 +6,8 @@ runs the statement), next to one MariaDB holding all the rows, in one run.
 
 One table of the example cluster's ``commerce`` keyspace (2 shards), sharded by ``id``;
 the windows partition by a non-vindex column, so the shards cannot compute them. Each
-query runs through the engine in this process (no client hop). Reported: median wall
+query runs through the engine in this process (no client hop) on the proxy's own
+VCursor and shard pools (``harness.session_vcursor``). Reported: median wall
 time, and CPU per query from /proc — this process (the proxy's primitives) plus every
 mariadbd of the cluster (the shards, and the direct server) — which a shared machine
 distorts less than wall time.
@@ -27,7 +28,13 @@ import aiomysql
 from proxy import engine
 from proxy.cluster import LocalCluster
 from rewriter import PlanCache, plan_query
-from tests.benchmarks.harness import cpu_seconds, local_cluster, machine, shard_pids
+from tests.benchmarks.harness import (
+    cpu_seconds,
+    local_cluster,
+    machine,
+    session_vcursor,
+    shard_pids,
+)
 from tests.engine.shard_vcursor import ShardVCursor
 from vschema.loader import build_vschema
 
@@ -85,6 +92,7 @@ async def _run(cluster: LocalCluster, n: int, rounds: int) -> None:
     direct = await aiomysql.connect(host=ep.host, port=ep.port, user=ep.user, password=ep.password,
                                     db="window_direct", autocommit=True)
     pids = shard_pids(cluster)
+    proxy_vc = session_vcursor(cluster, vc.vschema)
     try:
         await _load(vc, direct, n)
         print(f"{'query':<20} {'direct':>16} {'Window (proxy)':>18} {'Compute':>18}   wall ms / CPU ms per query")
@@ -97,7 +105,7 @@ async def _run(cluster: LocalCluster, n: int, rounds: int) -> None:
 
             async def engine_run(sql: str = sql) -> None:
                 plan, bv = plan_query(sql, vc.vschema, "commerce", PlanCache())
-                await engine.execute(plan, vc, bv)
+                await engine.execute(plan, proxy_vc, bv)
 
             d = await _measure(direct_run, rounds, pids)
             w = await _measure(engine_run, rounds, pids)
@@ -108,6 +116,7 @@ async def _run(cluster: LocalCluster, n: int, rounds: int) -> None:
                   f"{c[0] * 1e3:>9.1f} / {c[1] * 1e3:>6.1f}", flush=True)
     finally:
         direct.close()
+        await proxy_vc.pools.close()
         await vc.close()
 
 

@@ -64,6 +64,44 @@ QUERIES = {
     "order_by_window_alias_and_hidden": (
         "select id, dense_rank() over (partition by grp order by qty) d from items order by d, price, id limit 40",
         "ordered"),
+    "string_desc_nulls_last_and_collation_peers": (
+        "select id, row_number() over (order by name desc, id) rn, "
+        "rank() over (partition by grp order by name desc) r from items", "unordered"),
+    # the shards sort by the second window's keys, which the first's are a prefix of:
+    # both read the merged order without a sort at the proxy
+    "later_window_extends_the_first_order": (
+        "select id, rank() over (order by grp) r, "
+        "sum(qty) over (partition by grp order by qty desc, id rows between 1 preceding and current row) s, "
+        "row_number() over (partition by grp order by qty desc, id) rn from items", "unordered"),
+    # DECIMAL and integer SUM/AVG added as scaled integers: negative values, AVG's 4
+    # extra digits rounded half away from zero (frames of 32 rows make exact ties)
+    "decimal_sums_negative_and_rounding_ties": (
+        "select id, sum(price - 60) over (partition by grp order by id rows between 2 preceding and current row) s, "
+        "avg(0 - qty) over (order by id rows between 15 preceding and 16 following) a32, "
+        "avg(price - 55.5) over (order by id rows between 15 preceding and 16 following) ap, "
+        "sum(qty) over (order by qty desc) sq from items", "unordered"),
+    "percent_rank_cume_dist_ties_nulls": (
+        "select id, percent_rank() over (order by qty) pr, cume_dist() over (order by qty) cd, "
+        "percent_rank() over (partition by grp order by name desc) pg, "
+        "cume_dist() over (partition by customer_id order by price) cg from items", "unordered"),
+    "nth_value_frames": (
+        "select id, nth_value(name, 2) over (partition by grp order by id) n2, "
+        "nth_value(price, 3) over (order by qty, id rows between 1 preceding and 2 following) n3, "
+        "nth_value(id, 4) over (partition by qty order by id range between unbounded preceding and "
+        "unbounded following) n4 from items", "unordered"),
+    "named_windows_built_on_each_other": (
+        "select id, rank() over w r, sum(qty) over (w rows between 1 preceding and current row) s, "
+        "row_number() over w2 rn, count(*) over (p order by id) c from items "
+        "window p as (partition by grp), w as (p order by qty, id), w2 as (w)", "unordered"),
+    # RANGE n PRECEDING / FOLLOWING over one numeric key: ties, NULL keys (their own
+    # peers), DESC (preceding = larger values), DECIMAL and fractional offsets
+    "range_numeric_offsets": (
+        "select id, sum(price) over (order by qty range between 2 preceding and 1 following) s, "
+        "count(*) over (partition by grp order by qty desc range between 1 preceding and current row) c, "
+        "min(id) over (order by price range between 10.5 preceding and 5 following) mn, "
+        "avg(qty) over (order by score desc range between current row and 100 following) a, "
+        "max(name) over (order by customer_id range between 3 following and 7 following) mx from items",
+        "unordered"),
 }
 
 
@@ -100,10 +138,8 @@ async def test_window_at_proxy_equals_oracle(name, schema, vcursor, oracle):  # 
 
 
 @pytest.mark.parametrize("sql", [
-    "select id, sum(qty) over (order by qty range between 2 preceding and current row) from items",
-    "select id, percent_rank() over (order by qty) from items",
+    "select distinct qty, rank() over (order by qty) from items",  # DISTINCT over windows
     "select id, row_number() over (order by id) + (select 1) from items",  # a subquery beside a window
-    "select id, rank() over w from items window w as (order by qty)",
 ])
 async def test_window_without_proxy_primitive_goes_to_compute(sql, schema, vcursor, oracle):  # noqa: F811
     plan, got = await run_sharded(vcursor, schema, sql)
@@ -132,3 +168,23 @@ async def test_ntile_of_zero_buckets_is_refused_as_mysql_does(schema, vcursor): 
     with pytest.raises(ProxyError) as e:
         await run_sharded(vcursor, schema, "select id, ntile(0) over (order by id) from items")
     assert (e.value.code, e.value.message) == (1210, "Incorrect arguments to ntile")
+
+
+async def test_order_by_the_window_order_needs_no_sort_at_the_proxy(schema, vcursor, oracle):  # noqa: F811
+    """ORDER BY keys that are the window's PARTITION BY / ORDER BY keys: the route's merge
+    already gives that order, Window keeps it, and the LIMIT takes the first rows."""
+    sql = ("select id, grp, row_number() over (partition by grp order by price desc, id) rn from items "
+           "order by grp, price desc, id limit 25")
+    plan, got = await run_sharded(vcursor, schema, sql)
+    assert "Window" in _operators(plan) and "Sort" not in _operators(plan)
+    want = await oracle(sql)
+    assert normalised(got) == normalised(want)
+
+
+async def test_range_offset_over_a_text_key_is_refused_naming_it(schema, vcursor):  # noqa: F811
+    """MySQL answers an error for RANGE n PRECEDING over a string; the proxy refuses it
+    with 1235 rather than compare strings by distance."""
+    with pytest.raises(ProxyError) as e:
+        await run_sharded(vcursor, schema, "select id, count(*) over (order by name range between 1 preceding "
+                                           "and current row) from items")
+    assert e.value.code == 1235 and "RANGE frame with an offset" in e.value.message

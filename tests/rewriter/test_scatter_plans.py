@@ -118,7 +118,7 @@ def test_join_routes_right_side_by_vindex_of_join_var(vschema):
     "select email from customer union all select name from product order by 1",
     "select stddev(tenant_id) from customer",
     "select bit_xor(tenant_id) from customer",
-    "select customer_id, percent_rank() over (order by customer_id) from customer",
+    "select customer_id, count(distinct tenant_id) over (order by customer_id) from customer",
     "select tenant_id, count(*) from customer group by tenant_id with rollup",
     "select * from customer c where exists (select 1 from corder o where o.customer_id = c.tenant_id)",
 ])
