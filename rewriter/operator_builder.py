@@ -14,8 +14,9 @@ UNION [ALL] chains of such SELECTs. A statement with any other construct is one 
 operator carrying the whole statement when every part of it stays on one route
 (``rewriter.whole_route``: one unsharded keyspace, reference tables, one shard, sharded
 tables tied by equal vindex values — Vitess merges such a statement into one Route
-whatever it contains); a WHERE subquery with subqueries of its own is a SubQuery pulled
-out when the whole statement is not one route. For anything else the builder answers
+whatever it contains); an uncorrelated WHERE subquery with subqueries of its own, or
+beside a derived table, is a SubQuery pulled out when the whole statement is not one
+route. For anything else the builder answers
 None and the statement is computed at the proxy (``rewriter.compute_planner``).
 """
 
@@ -210,8 +211,9 @@ def _order_and_limit(stmt: exp.Query, op: Operator) -> Operator:
 
 def _expressible(sel: exp.Select, in_where: list[exp.Expression], in_select: list[exp.Expression],
                  nested: bool) -> bool:
-    """Whether every part of ``sel`` has an operator; ``nested``: also WHERE subqueries
-    holding subqueries, when they are uncorrelated (pulled out: planned on their own)."""
+    """Whether every part of ``sel`` has an operator; ``nested``: also uncorrelated WHERE
+    subqueries holding subqueries or over a derived table (pulled out: each statement
+    planned on its own)."""
     if sel.args.get("into") is not None or sel.args.get("windows"):
         return False
     if any(str(m.this).upper() == "SQL_CALC_FOUND_ROWS" for m in sel.args.get("operation_modifiers") or []):
@@ -221,10 +223,11 @@ def _expressible(sel: exp.Select, in_where: list[exp.Expression], in_select: lis
         return False
     derived = _derived_table(sel)
     subqueries = in_where + in_select
-    if subqueries and derived is not None:
-        return False
-    own: set[int] = set()
     outer = outer_aliases(sel) if nested and in_where else set()
+    if subqueries and derived is not None and not (
+            nested and not in_select and not any(correlated(_subquery_statement(p), outer) for p in in_where)):
+        return False  # over a derived table only WHERE subqueries pulled out (planned on their own)
+    own: set[int] = set()
     for pred in subqueries:
         q = _subquery_statement(pred)
         if any(True for _ in q.find_all(exp.Subquery, exp.Exists)):

@@ -154,6 +154,12 @@ QUERIES = {
         "select t.n, t.grp from (select grp, count(*) as n from items where id = 17 group by grp) t", "unordered"),
     "limited_derived_table_on_one_shard_under_an_aggregate": (
         "select count(*) from (select id from items where id = 23 order by id limit 1) t", "ordered"),
+    "derived_table_filtered_by_a_pulled_out_subquery": (
+        "select * from (select id, qty from items where qty < 3) t where t.id in "
+        "(select customer_id from items where qty = 7)", "unordered"),
+    "aggregated_derived_table_filtered_by_a_pulled_out_subquery": (
+        "select * from (select customer_id, count(*) n from items group by customer_id) t "
+        "where t.customer_id in (select qty from items where id < 50) and n > 40", "unordered"),
     "parenthesized_select_on_one_shard": ("(select id, qty from items where id = 17)", "unordered"),
     "window_in_a_derived_table_filtered_at_the_proxy": (
         "select * from (select id, row_number() over (order by id) rn from items) t where rn <= 5", "unordered"),
