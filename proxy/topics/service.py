@@ -524,6 +524,22 @@ class TopicService:
             return None
         return await self.route(session, sql, kw)
 
+    def fast_publish(self, session: ProxySession, sql: str) -> routing.Routed | None:
+        """An autocommit ``INSERT INTO topic ... VALUES`` the fast path may send as it is
+        routed here (no parse, no plan); None: the normal path runs it. Once it succeeded,
+        ``published`` wakes the topic's sequencer, as the commit hook does on the normal path."""
+        if session.target_shard is not None or session.in_transaction:
+            return None
+        try:
+            return routing.route_publish(sql, session.keyspace, self.lookup)
+        except ProxyError:
+            return None  # REPLACE: the normal path refuses it
+
+    def published(self, keyspace: str, name: str) -> None:
+        rt = self.runtimes.get((keyspace, name))
+        if rt is not None:
+            rt.notify()
+
     def names_topic(self, sql: str) -> bool:
         """Whether ``sql`` may name a topic (then ``route``/``written`` must see it)."""
         return self._pattern is not None and self._pattern.search(sql) is not None
