@@ -9,8 +9,10 @@ rows come from the view (visible, unexpired messages only) and the proxy joins t
 are append-only: ``UPDATE``, ``DELETE`` and ``REPLACE`` on one are refused (1288), as CDAP's
 topics are immutable; a statement that writes into a topic what it reads elsewhere is refused (1235).
 
-``INSERT INTO topic ... VALUES`` (the publish path) is recognised without a parse; other
-statements are parsed (sqlglot, the project's dialect) only when their text names a topic.
+``INSERT INTO topic ... VALUES`` (the publish path, ``route_publish``) is recognised without a
+parse — an autocommit one is sent by the fast path (``proxy.fast_path.routing``) with no other
+work; other statements are parsed (sqlglot, the project's dialect) only when their text names a
+topic.
 """
 
 from __future__ import annotations
