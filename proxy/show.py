@@ -45,8 +45,20 @@ async def _show_twopc(session: ProxySession, m: re.Match[str]) -> Result:
 
 
 def _like(pattern: str) -> re.Pattern[str]:
-    rx = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return re.compile(f"^{rx}$", re.I)
+    """A LIKE pattern as a regex (``\\`` escapes the next character, as MySQL's default ESCAPE)."""
+    parts: list[str] = []
+    escaped = False
+    for c in pattern:
+        if escaped:
+            parts.append(re.escape(c))
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        else:
+            parts.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+    if escaped:
+        parts.append(re.escape("\\"))
+    return re.compile(f"^{''.join(parts)}$", re.I | re.S)
 
 
 async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
@@ -112,6 +124,8 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
         res = await session.vcursor.execute_shard(ks, shard, q)
         shard_db = state.database_of(ks, shard)
         res.fields = [dataclasses.replace(f, name=f.name.replace(f"Tables_in_{shard_db}", f"Tables_in_{ks}")) for f in res.fields]
+        if session.target is None:  # a shard-targeted session sees its shard as it is
+            res = await state.topics.table_listing(ks, res, keep)
         return res
     if what in ("create", "columns", "fields", "index", "indexes", "keys"):
         tm = _TABLE_TARGET.match(sql[len("show") :].lstrip() if not m.group("full") else rest)

@@ -200,6 +200,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             # What Executor._wrote does for an INSERT that names no topic (routing checked), without
             # parsing the statement again for its table (~7 µs): messaging polls that table now.
             self.session.state.messaging.notify(self._route.keyspace, self._route.shard, self._route.inserted_table)
+        elif self._route is not None and self._route.topic is not None:
+            self.session.state.topics.published(*self._route.topic)  # its sequencer runs a pass now
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)

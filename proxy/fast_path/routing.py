@@ -6,12 +6,14 @@ query to one shard and relay the answer unchanged:
 - the session: autocommit, no transaction, no shard session variables (SET), no
   statement timeout, OLTP, a sharded keyspace selected, not shard-targeted;
 - the text: one SELECT or INSERT (no ``;``), no ``@@`` variable, no proxy function
-  the session answers itself, no ``/*vt+`` hint, no topic named;
+  the session answers itself, no ``/*vt+`` hint, no topic named but as an INSERT's target;
 - the plan: already in the plan cache (a miss takes the normal path, which plans and
   caches it), and either a ``Route`` that reaches exactly one shard with no hidden
   columns, or an ``Insert`` of one row into a sharded table without owned lookup
   vindexes and with its auto-increment value given (no sequence to call). INSERTs of
-  a session in ``twopc`` mode take the normal path.
+  a session in ``twopc`` mode take the normal path;
+- or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
+  no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded.
 
 Everything is decided from the session's state and the cached plan, synchronously:
 what does not qualify costs a normalisation (~10 µs) before the normal path.
@@ -47,6 +49,8 @@ class FastRoute:
     plan: str  # its plan label, for the metrics
     # An INSERT's table (the plan's keyspace): messaging hears of it once it succeeded.
     inserted_table: str | None
+    # A publish: the topic (keyspace, name) whose sequencer hears of it once it succeeded.
+    topic: tuple[str, str] | None = None
 
 
 def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
@@ -73,7 +77,7 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     elif kw != "insert" or session.transaction_mode == TWOPC:
         return None
     if proxy.topics.names_topic(sql):
-        return None
+        return _publish_target(session, sql) if kw == "insert" else None
     # Set before routing: a SELECT routes by the read shards (ProxySession.routing_vschema),
     # through the vcursor too.
     session.only_reads = kw == "select"
@@ -96,6 +100,17 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     shard, query = target
     table = plan.table if type(plan) is Insert else None
     return FastRoute(kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table)
+
+
+def _publish_target(session: ProxySession, sql: str) -> FastRoute | None:
+    """An autocommit INSERT into a topic: routed by the topics service from the text alone
+    (no parse, no plan), to the topic's shard."""
+    routed = session.state.topics.fast_publish(session, sql)
+    if routed is None or routed.insert_into is None:
+        return None
+    topic = routed.insert_into
+    return FastRoute("insert", routed.keyspace, routed.shard, routed.sql.encode("utf-8"), "Topic", None,
+                     (topic.keyspace, topic.name))
 
 
 def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any]) -> tuple[str, str] | None:

@@ -34,9 +34,20 @@ def literal(value: bytes | str | int | None, f: Field | None = None) -> str:
     return text_value_literal(raw, kind)
 
 
-def _id_list(spec: MessageTableSpec, ids: Iterable[bytes]) -> str:
+def id_literals(spec: MessageTableSpec, ids: Iterable[bytes]) -> list[str]:
+    """The ids as SQL literals, as ``literal`` writes them (the column's kind looked up once:
+    a claim renders 50 ids three times, and ``literal`` per id was 3% of the proxy's CPU in
+    the messaging benchmark)."""
     f = spec.fields[spec.id_index] if spec.fields else None
-    return ", ".join(literal(i, f) for i in ids)
+    kind = TextValueKind.NUMBER if f is None else literal_kind(f)
+    if kind != TextValueKind.NUMBER:
+        return [literal(i, f) for i in ids]
+    number = _NUMBER.match
+    return [i.decode("ascii") if number(i) else literal(i, f) for i in ids]
+
+
+def _id_list(spec: MessageTableSpec, ids: Iterable[bytes]) -> str:
+    return ", ".join(id_literals(spec, ids))
 
 
 def _columns(cols: Sequence[str]) -> str:
@@ -97,12 +108,13 @@ def conditional_postpone_sql(
     spec: MessageTableSpec, batch: Sequence[CachedMessage], next_times: dict[bytes, int | None], now_ns: int
 ) -> str:
     """Claim by postponing only rows still at the epoch the poller saw, still due and unacked."""
-    f = spec.fields[spec.id_index] if spec.fields else None
-    times = " ".join(f"WHEN {literal(m.id, f)} THEN {literal(next_times[m.id])}" for m in batch)
-    epochs = " ".join(f"WHEN {literal(m.id, f)} THEN {m.epoch}" for m in batch)
+    ids = id_literals(spec, [m.id for m in batch])
+    times = " ".join(f"WHEN {i} THEN {literal(next_times[m.id])}" for i, m in zip(ids, batch, strict=True))
+    epochs = " ".join(f"WHEN {i} THEN {m.epoch}" for i, m in zip(ids, batch, strict=True))
+    in_list = ids if len(next_times) == len(batch) and all(m.id in next_times for m in batch) else id_literals(spec, next_times)
     return (
         f"UPDATE {quote_identifier(spec.name)} SET epoch = epoch + 1, time_next = CASE id {times} END"
-        f" WHERE id IN ({_id_list(spec, next_times)}) AND time_acked IS NULL"
+        f" WHERE id IN ({', '.join(in_list)}) AND time_acked IS NULL"
         f" AND epoch = CASE id {epochs} END AND {due_condition(now_ns)}"
     )
 

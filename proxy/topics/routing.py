@@ -9,8 +9,10 @@ rows come from the view (visible, unexpired messages only) and the proxy joins t
 are append-only: ``UPDATE``, ``DELETE`` and ``REPLACE`` on one are refused (1288), as CDAP's
 topics are immutable; a statement that writes into a topic what it reads elsewhere is refused (1235).
 
-``INSERT INTO topic ... VALUES`` (the publish path) is recognised without a parse; other
-statements are parsed (sqlglot, the project's dialect) only when their text names a topic.
+``INSERT INTO topic ... VALUES`` (the publish path, ``route_publish``) is recognised without a
+parse — an autocommit one is sent by the fast path (``proxy.fast_path.routing``) with no other
+work; other statements are parsed (sqlglot, the project's dialect) only when their text names a
+topic.
 """
 
 from __future__ import annotations
@@ -77,20 +79,32 @@ def route(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup, shard
     if kw not in _ROUTED_KW:
         return None
     if kw in ("insert", "replace"):
-        m = _INSERT.match(sql)
-        if m is not None:
-            qualifier = _unq(m, "ks")
-            info = lookup(qualifier or session_keyspace, _unq(m, "t") or "")
-            if info is not None:
-                if m.group("verb").lower() == "replace":
-                    raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {info.name} of the REPLACE is not updatable"
-                                     " (topics are append-only)", "HY000")
-                if not _SELECT_WORD.search(sql, m.end()):
-                    table = log_table(info.name) if _names_view_columns(sql[m.end():], info) else info.name
-                    if qualifier is not None or table != info.name:
-                        sql = sql[: m.start("target")] + quote_identifier(table) + sql[m.end("target"):]
-                    return Routed(info.keyspace, info.shard, sql, info)
+        published = route_publish(sql, session_keyspace, lookup)
+        if published is not None:
+            return published
     return _route_parsed(sql, kw, session_keyspace, lookup, sharded)
+
+
+def route_publish(sql: str, session_keyspace: str | None, lookup: Lookup) -> Routed | None:
+    """``INSERT INTO topic ... VALUES`` (the publish path), recognised and routed without a
+    parse; None if ``sql`` is not one (it may still name a topic elsewhere: ``route`` parses
+    it). A ``REPLACE`` into a topic is refused (1288)."""
+    m = _INSERT.match(sql)
+    if m is None:
+        return None
+    qualifier = _unq(m, "ks")
+    info = lookup(qualifier or session_keyspace, _unq(m, "t") or "")
+    if info is None:
+        return None
+    if m.group("verb").lower() == "replace":
+        raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {info.name} of the REPLACE is not updatable"
+                         " (topics are append-only)", "HY000")
+    if _SELECT_WORD.search(sql, m.end()):
+        return None
+    table = log_table(info.name) if _names_view_columns(sql[m.end():], info) else info.name
+    if qualifier is not None or table != info.name:
+        sql = sql[: m.start("target")] + quote_identifier(table) + sql[m.end("target"):]
+    return Routed(info.keyspace, info.shard, sql, info)
 
 
 def _names_view_columns(rest: str, info: TopicInfo) -> bool:

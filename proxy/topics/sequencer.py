@@ -7,15 +7,17 @@ inside or outside the client's transaction, and returns as soon as MariaDB has c
 (outside a transaction: durable when the OK returns). A row becomes readable only when a
 *sequencer pass* gives it an id; readers (the view, ``STREAM``, REST poll) see only rows with ids.
 
-A pass (``ShardTopicStore.sequence``) reads the topic's high-water mark (kept in its metadata
-row) and the committed rows still without id, in one consistent read; then, in one UPDATE, it
-gives them the next ids after the mark and moves the mark, on the condition that the mark is
-still the one it read (compare-and-set). Any proxy may run a pass; the UPDATE locks the
-metadata row, so passes commit one at a time, each after the mark the previous one left (a
-pass that lost the race changes nothing and reads again). Hence:
+A pass (``ShardTopicStore.sequence``) reads the committed rows still without id, in one
+consistent read; then, in one UPDATE, it gives them the next ids after the topic's high-water
+mark (kept in its metadata row) and moves the mark, on the condition that the mark is still
+the one the proxy last read or wrote there (compare-and-set). Any proxy may run a pass; the
+UPDATE locks the metadata row, so passes commit one at a time, each after the mark the
+previous one left (a pass that lost the race changes nothing, reads the mark and tries again).
+Hence:
 
-* ids only grow, across passes and proxies (the mark is checked under the UPDATE's row lock,
-  never taken from a process's memory), and no id is used twice (a unique index backs it);
+* ids only grow, across passes and proxies (the mark a pass builds on is checked under the
+  UPDATE's row lock: a proxy's remembered copy is only a guess), and no id is used twice (a
+  unique index backs it);
 * a reader that sees an id of pass N sees every id of passes before N: they were committed
   before pass N's UPDATE could lock the mark (InnoDB makes a transaction's changes visible
   before it releases its locks); and a pass's ids appear together, at its commit. So once a

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ from proxy.pools import ShardPools
 from proxy.topics import routing, statement
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
 from proxy.topics.http import add_topic_routes
-from proxy.topics.names import check_name, keyspace_id, place
+from proxy.topics.names import LOG_PREFIX, check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
 from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
@@ -524,6 +524,22 @@ class TopicService:
             return None
         return await self.route(session, sql, kw)
 
+    def fast_publish(self, session: ProxySession, sql: str) -> routing.Routed | None:
+        """An autocommit ``INSERT INTO topic ... VALUES`` the fast path may send as it is
+        routed here (no parse, no plan); None: the normal path runs it. Once it succeeded,
+        ``published`` wakes the topic's sequencer, as the commit hook does on the normal path."""
+        if session.target_shard is not None or session.in_transaction:
+            return None
+        try:
+            return routing.route_publish(sql, session.keyspace, self.lookup)
+        except ProxyError:
+            return None  # REPLACE: the normal path refuses it
+
+    def published(self, keyspace: str, name: str) -> None:
+        rt = self.runtimes.get((keyspace, name))
+        if rt is not None:
+            rt.notify()
+
     def names_topic(self, sql: str) -> bool:
         """Whether ``sql`` may name a topic (then ``route``/``written`` must see it)."""
         return self._pattern is not None and self._pattern.search(sql) is not None
@@ -570,6 +586,21 @@ class TopicService:
         a = statement.parse_alter(sql)
         await self.update_topic(a.keyspace or session.keyspace, a.name, a.changes)
         return Result()
+
+    async def table_listing(self, keyspace: str, res: Result, keep: Callable[[str], object]) -> Result:
+        """``SHOW [FULL] TABLES`` of ``keyspace`` (``res``: one shard's answer) as users see
+        topics: every live topic's view, from whichever shard holds it (as ``SHOW TOPICS`` lists
+        them), and none of the tables behind them (the ``_tms_`` prefix is the proxy's: ``CREATE
+        TOPIC`` refuses it). ``keep``: the statement's LIKE."""
+        rows = [r for r in res.rows if not (r[0] or b"").decode("utf-8", "replace").lower().startswith(LOG_PREFIX)]
+        listed = {r[0] for r in rows}
+        full = len(res.fields) > 1
+        for _, row in await self.list_topics(keyspace):
+            name = row.name.encode()
+            if name not in listed and keep(row.name):
+                rows.append((name, b"VIEW") if full else (name,))
+        rows.sort(key=lambda r: r[0] or b"")  # MariaDB lists by name
+        return Result(fields=res.fields, rows=rows)
 
     async def show(self, session: ProxySession, sql: str) -> Result:
         """``SHOW TOPICS [FROM ks] [LIKE 'pattern']``, read from the shards."""

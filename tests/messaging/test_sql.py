@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxy.engine.result import BINARY_CHARSET, Field
 from proxy.messaging import sql
+from proxy.messaging.cache import CachedMessage
 from proxy.messaging.table import parse_message_table
 
 COLUMNS = ["id", "priority", "epoch", "time_next", "time_acked", "message"]
@@ -60,3 +61,18 @@ def test_text_ids_are_escaped_strings():
 def test_binary_ids_are_hex_literals():
     s = spec(id_field=Field("id", type=253, charset=BINARY_CHARSET))
     assert "id IN (X'00ff')" in sql.ack_sql(s, [b"\x00\xff"], 1)
+
+
+def test_a_claim_names_each_id_as_a_literal_of_its_column_in_every_place():
+    ids = [b"7", b"12", b"not-a-number"]  # the last: a value the client wrote, never bare
+    batch = [CachedMessage(id=i, priority=0, time_next=None, epoch=n, row=()) for n, i in enumerate(ids)]
+    q = sql.conditional_postpone_sql(spec(), batch, {i: 100 + n for n, i in enumerate(ids)}, 5)
+    assert q == (
+        "UPDATE `msg` SET epoch = epoch + 1, time_next = CASE id WHEN 7 THEN 100 WHEN 12 THEN 101"
+        " WHEN 'not-a-number' THEN 102 END WHERE id IN (7, 12, 'not-a-number') AND time_acked IS NULL"
+        " AND epoch = CASE id WHEN 7 THEN 0 WHEN 12 THEN 1 WHEN 'not-a-number' THEN 2 END"
+        " AND (time_next <= 5 OR (time_next IS NULL AND epoch = 0))"
+    )
+    assert sql.id_literals(spec(), ids) == [sql.literal(i, INT_FIELD) for i in ids]
+    text = spec(id_field=Field("id", type=253))
+    assert sql.id_literals(text, ids) == ["'7'", "'12'", "'not-a-number'"]

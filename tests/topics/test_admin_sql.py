@@ -132,3 +132,29 @@ async def test_topic_statements_work_in_a_shard_targeted_session(topic_proxy):
         await eventually(visible)
     finally:
         _sql(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {name}")
+
+
+async def test_show_tables_lists_every_topic_view_and_none_of_the_tables_behind_them(topic_proxy):
+    names = [f"adm_list_{i}" for i in range(4)]
+    shards = {n: place("commerce", ["-80", "80-"], True, n) for n in names}
+    assert set(shards.values()) == {"-80", "80-"}  # the default shard answers SHOW TABLES: both kinds are needed
+    try:
+        for n in names:
+            _sql(topic_proxy, "commerce", f"CREATE TOPIC IF NOT EXISTS {n}")
+        plain = [r[0] for r in _sql(topic_proxy, "commerce", "SHOW TABLES")]
+        assert set(names) <= set(plain) and {"customer", "corder"} <= set(plain)
+        assert [t for t in plain if t.startswith("_tms_")] == [] and plain == sorted(plain)
+        full = dict(_sql(topic_proxy, "commerce", "SHOW FULL TABLES"))
+        assert {n: full[n] for n in names} == dict.fromkeys(names, "VIEW") and full["customer"] == "BASE TABLE"
+        assert not any(t.startswith("_tms_") for t in full)
+        assert [r[0] for r in _sql(topic_proxy, "lookup", "SHOW TABLES FROM commerce LIKE 'adm\\_list\\_%'")] == names
+        assert [r[0] for r in _sql(topic_proxy, "commerce", "SHOW TABLES LIKE 'adm_list_1'")] == ["adm_list_1"]
+        # A shard-targeted session sees its shard as it is, log tables included.
+        targeted = {r[0] for r in _sql(topic_proxy, "commerce:-80", "SHOW TABLES")}
+        assert {n for n, s in shards.items() if s == "-80"} | {"_tms_topics"} <= targeted
+        assert {n for n, s in shards.items() if s == "80-"} & targeted == set()
+        _sql(topic_proxy, "commerce", f"DROP TOPIC {names[0]}")
+        assert names[0] not in {r[0] for r in _sql(topic_proxy, "commerce", "SHOW TABLES")}
+    finally:
+        for n in names:
+            _sql(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {n}")

@@ -36,6 +36,15 @@ def test_hash_maps_null_to_no_shard() -> None:
     assert functional("hash").map([None]) == [None]
 
 
+def test_hash_maps_many_values_at_once_as_it_maps_each_alone() -> None:
+    vindex = functional("hash")
+    values: list[object] = [1, None, "-1", 2**64 - 1, *range(1000, 1100), None, b"1"]
+    assert vindex.map(values) == [vindex.map([v])[0] for v in values]
+    assert vindex.map(values)[:4] == [HASH_OF_1, None, HASH_OF_MINUS_1, HASH_OF_MINUS_1]
+    with pytest.raises(VindexError, match=r"vindex my_hash \(hash\): cannot map value"):
+        vindex.map([1, 2, 3, 4, "abc"])
+
+
 @pytest.mark.parametrize("value", ["abc", "1.5", 1.5, Decimal("1.5"), 2**64, -(2**63) - 1, ""])
 def test_hash_of_a_value_without_uint64_form_is_an_error_naming_the_vindex(value: object) -> None:
     with pytest.raises(VindexError, match=r"vindex my_hash \(hash\): cannot map value"):

@@ -1,0 +1,92 @@
+"""Publishing on the fast path: an autocommit ``INSERT INTO topic ... VALUES`` goes from the
+client's packet to the topic's shard without a parse or a plan, and wakes the topic's
+sequencer once it succeeded, as the commit hook does on the normal path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from proxy.cluster_state import ClusterState
+from proxy.fast_path.routing import fast_route
+from proxy.session import ProxySession
+from tests.proxy_process import free_port, start_proxy, stop_proxy
+from tests.topics.conftest import TopicProxy, read_all, run
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def slow_probe_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicProxy]:
+    """A proxy whose sequencers probe only every 30 s: a message visible sooner was sequenced
+    because its publish woke the sequencer."""
+    base = local_cluster.config.path
+    cfg = base.parent / "topics-slow-probe.yaml"
+    http_port = free_port()
+    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n"
+                   "topics: {poll_seconds: 30, follow_poll_seconds: 30, refresh_seconds: 30}\n")
+    log = tmp_path_factory.mktemp("topics-slow-probe") / "proxy.log"
+    p = TopicProxy(start_proxy(cfg, local_cluster.endpoints, log), http_port)
+    try:
+        yield p
+    finally:
+        stop_proxy(p.process)
+
+
+async def _visible_within(p: TopicProxy, topic: str, count: int, seconds: float) -> list[bytes]:
+    deadline = time.monotonic() + seconds
+    while True:
+        rows = await read_all(p, "commerce", topic)
+        if len(rows) >= count or time.monotonic() > deadline:
+            return [bytes(r[2]) for r in rows]
+
+
+async def test_each_autocommit_publish_is_sequenced_at_once_not_at_the_next_probe(slow_probe_proxy):
+    p, name = slow_probe_proxy, "fast_publish_wake"
+    await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
+    await run(p, "commerce", f"CREATE TOPIC {name}")
+    try:
+        expected: list[bytes] = []
+        for i in range(5):
+            await run(p, "commerce", f"INSERT INTO {name} (payload) VALUES ('m{i}')")  # the fast path
+            expected.append(f"m{i}".encode())
+            assert await _visible_within(p, name, len(expected), 3.0) == expected
+        # The normal path's publishes (qualified from another keyspace, in a transaction) still wake it.
+        await run(p, "lookup", f"INSERT INTO commerce.{name} (payload) VALUES ('qualified')")
+        expected.append(b"qualified")
+        assert await _visible_within(p, name, len(expected), 3.0) == expected
+        await run(p, "commerce", f"BEGIN; INSERT INTO {name} (payload) VALUES ('in tx'); COMMIT")
+        expected.append(b"in tx")
+        assert await _visible_within(p, name, len(expected), 3.0) == expected
+    finally:
+        await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
+
+
+async def test_only_an_autocommit_insert_values_into_a_topic_qualifies(topic_proxy, local_cluster):
+    name = "fast_publish_route"
+    await run(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {name}")
+    await run(topic_proxy, "commerce", f"CREATE TOPIC {name} (order_id BIGINT)")
+    state = ClusterState(local_cluster.config, local_cluster.endpoints)
+    try:
+        await state.topics.refresh("commerce")
+        info = state.topics.lookup("commerce", name)
+        assert info is not None
+        session = ProxySession(state)
+        session.use_target("commerce")
+        route = fast_route(session, f"INSERT INTO {name} (payload, order_id) VALUES ('x', 1)")
+        assert route is not None and route.topic == ("commerce", name) and route.inserted_table is None
+        assert (route.keyspace, route.shard, route.plan) == ("commerce", info.shard, "Topic")
+        # Straight into the log table (only the view's columns are named).
+        assert route.query.decode() == f"INSERT INTO `_tms_{name}` (payload, order_id) VALUES ('x', 1)"
+        qualified = fast_route(session, f"insert into commerce.`{name}` (payload) values ('y'), ('z')")
+        assert qualified is not None and qualified.query.decode().startswith(f"insert into `_tms_{name}` (payload)")
+        for other in (f"REPLACE INTO {name} (payload) VALUES ('x')",
+                      f"INSERT INTO {name} (payload) SELECT email FROM customer",
+                      f"SELECT * FROM {name}",
+                      f"INSERT INTO {name} (payload) VALUES ('x'); INSERT INTO {name} (payload) VALUES ('y')"):
+            assert fast_route(session, other) is None, other
+        session.begin_transaction()
+        assert fast_route(session, f"INSERT INTO {name} (payload) VALUES ('x')") is None
+    finally:
+        await state.topics.stop()
+        await run(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {name}")
