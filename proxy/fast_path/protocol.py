@@ -156,13 +156,16 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if route is None:
             return False
         links = self.links.get(route.keyspace, route.shard)
-        link = links.take() if links is not None else None
+        if links is None:
+            return False
+        link = links.take(route.settings)
         if link is None:
             return False
         statement = self.connection.process.begin_now(sql)
         if statement is None:
-            links.give(link)  # type: ignore[union-attr]
+            links.give(link)
             return False
+        links.served += 1
         self._started = time.perf_counter()
         session = self.session
         session.statement_keyword = route.keyword

@@ -3,11 +3,15 @@
 A statement qualifies when the normal path would do nothing for it but send one
 query to one shard and relay the answer unchanged:
 
-- the session: autocommit, no transaction, no shard session variables (SET), no
-  statement timeout, OLTP, a sharded keyspace selected, not shard-targeted;
+- the session: autocommit, no transaction, no statement timeout, OLTP, a keyspace
+  selected. Its shard session variables (SET sql_mode, time_zone...) go with it: the
+  statement runs on a shard link carrying exactly those (``FastRoute.settings``);
 - the text: one SELECT or INSERT (no ``;``), no ``@@`` variable, no proxy function
   the session answers itself, no ``/*vt+`` hint, no topic named;
-- the plan: already in the plan cache (a miss takes the normal path, which plans and
+- a shard-targeted session (``USE ks:-80``) or an unsharded keyspace: the statement as
+  written, to that one shard (an INSERT's table read as the normal path reads it, for
+  messaging);
+- else the plan: already in the plan cache (a miss takes the normal path, which plans and
   caches it), and either a ``Route`` that reaches exactly one shard with no hidden
   columns, or an ``Insert`` of one row into a sharded table without owned lookup
   vindexes and with its auto-increment value given (no sequence to call). INSERTs of
@@ -26,6 +30,8 @@ from proxy.engine.destinations import map_values
 from proxy.engine.insert import render_rows
 from proxy.engine.route import route_targets
 from proxy.errors import ProxyError
+from proxy.fast_path.shard_link import NO_SETTINGS, Settings, settings_key
+from proxy.messaging.dml import inserted_table
 from proxy.observability.metrics import plan_label
 from proxy.twopc import TWOPC
 from rewriter import cached_plan
@@ -47,6 +53,8 @@ class FastRoute:
     plan: str  # its plan label, for the metrics
     # An INSERT's table (the plan's keyspace): messaging hears of it once it succeeded.
     inserted_table: str | None
+    # The session variables its shard link must carry (the session's SETs).
+    settings: Settings
 
 
 def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
@@ -54,16 +62,13 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     if (
         session.tx is not None
         or not session.autocommit
-        or session.settings
         or session.max_execution_time
-        or session.target_shard is not None
         or session.workload != "oltp"
     ):
         return None
     keyspace = session.keyspace
-    proxy = session.state
-    if keyspace is None or not proxy.is_sharded(keyspace):
-        return None  # an unsharded keyspace takes statements verbatim, on the normal path
+    if keyspace is None:
+        return None
     if ";" in sql or "@@" in sql or "/*vt+" in sql:
         return None
     kw = first_keyword(sql)
@@ -72,7 +77,16 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
             return None  # perhaps DATABASE(), VERSION(), CONNECTION_ID(): the session answers those
     elif kw != "insert" or session.transaction_mode == TWOPC:
         return None
+    proxy = session.state
     if proxy.topics.names_topic(sql):
+        return None
+    settings = session.settings
+    if session.target_shard is not None or not proxy.is_sharded(keyspace):
+        return _verbatim(session, keyspace, sql, kw, settings_key(settings) if settings else NO_SETTINGS)
+    if settings and "sql_mode" in settings and ('"' in sql or "\\" in sql or "''" in sql):
+        # The planner reads and renders literals by the default sql_mode; under ANSI_QUOTES or
+        # NO_BACKSLASH_ESCAPES these would not mean what the client meant (the normal path's
+        # concern: the fast path adds nothing to it).
         return None
     # Set before routing: a SELECT routes by the read shards (ProxySession.routing_vschema),
     # through the vcursor too.
@@ -95,7 +109,26 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
         return None
     shard, query = target
     table = plan.table if type(plan) is Insert else None
-    return FastRoute(kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table)
+    return FastRoute(
+        kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table,
+        settings_key(settings) if settings else NO_SETTINGS,
+    )
+
+
+def _verbatim(session: ProxySession, keyspace: str, sql: str, kw: str, settings: Settings) -> FastRoute | None:
+    """A statement of a shard-targeted session (``USE ks:-80``) or of an unsharded keyspace:
+    sent as written to that one shard, as ``Executor._route`` sends it."""
+    target = session.target
+    table = None
+    if kw == "insert":
+        written = inserted_table(sql)
+        if written is None or written.keyspace is not None:
+            return None  # a table the regex does not read, or another keyspace's: the normal path says
+        table = written.table
+    ks, shard = session.state.default_shard(keyspace, target)
+    return FastRoute(
+        kw, ks, shard, sql.encode("utf-8"), "Targeted" if target is not None else "Unsharded", table, settings
+    )
 
 
 def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any]) -> tuple[str, str] | None:

@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import mysql.connector
 import pymysql
 import pytest
+import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
@@ -28,7 +32,7 @@ from tests.proxy.sessions_support import (
     shard_threads_running,
     wait_for,
 )
-from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
+from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
 
 @pytest.fixture(scope="module")
@@ -287,10 +291,7 @@ def test_only_cached_one_shard_statements_of_a_plain_session_qualify(session: Pr
     assert fast_route(session, point + "; " + point) is None
 
 
-@pytest.mark.parametrize(
-    "state",
-    ["transaction", "autocommit off", "settings", "timeout", "targeted", "olap", "twopc insert"],
-)
+@pytest.mark.parametrize("state", ["transaction", "autocommit off", "timeout", "olap", "twopc insert"])
 def test_a_session_with_state_takes_the_normal_path(session: ProxySession, state: str) -> None:
     point = _planned(session, "select customer_id from customer where customer_id = 5")
     insert = _planned(session, "insert into customer(customer_id, email, tenant_id) values (5, 'a', 1)")
@@ -299,12 +300,8 @@ def test_a_session_with_state_takes_the_normal_path(session: ProxySession, state
         session.begin_transaction()
     elif state == "autocommit off":
         session.autocommit = False
-    elif state == "settings":
-        session.settings = {"sql_mode": "''"}
     elif state == "timeout":
         session.max_execution_time = 100
-    elif state == "targeted":
-        session.use_target("commerce:-80")
     elif state == "olap":
         session.workload = "olap"
     else:
@@ -312,3 +309,187 @@ def test_a_session_with_state_takes_the_normal_path(session: ProxySession, state
         assert fast_route(session, point) is not None  # reads are not made atomic
         point = insert
     assert fast_route(session, point) is None
+
+
+def test_a_session_with_set_variables_is_routed_with_them(session: ProxySession) -> None:
+    point = _planned(session, "select customer_id from customer where customer_id = 5")
+    assert fast_route(session, point).settings == ()  # type: ignore[union-attr]
+    session.settings = {"time_zone": "'+05:00'", "sql_mode": "'TRADITIONAL'"}
+    route = fast_route(session, point)
+    assert route is not None and route.settings == (("sql_mode", "'TRADITIONAL'"), ("time_zone", "'+05:00'"))
+    # Literals the planner reads by the default sql_mode, which this session may not have.
+    quoted = _planned(session, "select customer_id from customer where customer_id = 5 and email = 'it''s'")
+    assert fast_route(session, quoted) is None
+
+
+def test_targeted_and_unsharded_sessions_send_the_statement_as_written(session: ProxySession) -> None:
+    session.use_target("commerce:80-")
+    sql = "select customer_id from customer where tenant_id = 3"  # a scatter, were it planned
+    route = fast_route(session, sql)
+    assert route is not None and (route.keyspace, route.shard, route.plan) == ("commerce", "80-", "Targeted")
+    assert route.query == sql.encode()
+    insert = "insert into customer_events(id, tenant_id, message) values (1, 2, 'm')"
+    assert fast_route(session, insert).inserted_table == "customer_events"  # type: ignore[union-attr]
+    assert fast_route(session, "insert into lookup.product(sku) values ('x')") is None  # another keyspace's table
+    session.use_target("lookup")
+    route = fast_route(session, "select sku from product where price > 10")
+    assert route is not None and (route.keyspace, route.shard, route.plan) == ("lookup", "0", "Unsharded")
+    assert fast_route(session, "select database()") is None  # the proxy answers it
+
+
+@pytest.fixture(scope="module")
+def metered_proxy(local_cluster, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
+    """A proxy with its HTTP listener: /metrics counts the fast path's statements."""
+    base = local_cluster.config.path
+    http_port = free_port()
+    cfg = base.parent / "fast-path-metered.yaml"
+    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n")
+    p = start_proxy(cfg, local_cluster.endpoints, tmp_path_factory.mktemp("metered-proxy") / "proxy.log")
+    try:
+        yield p, f"http://127.0.0.1:{http_port}/metrics"
+    finally:
+        stop_proxy(p)
+
+
+def _fast_statements(url: str) -> float:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = r.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(body)
+        if family.name == "shardgate_fast_path_statements"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+
+
+def _fast_answer(metrics: str, run: Callable[[], Any], times: int = 4) -> Any:
+    """A statement's answer, the same every time: run until the fast path has taken it
+    ``times`` times in a row (the first run plans it, and a session's first statement on a
+    shard needs a shard link with its settings, opened meanwhile)."""
+    first = run()
+    deadline = time.monotonic() + 10
+    in_a_row = 0
+    while in_a_row < times:
+        before = _fast_statements(metrics)
+        assert run() == first
+        in_a_row = in_a_row + 1 if _fast_statements(metrics) == before + 1 else 0
+        assert time.monotonic() < deadline, "the fast path never took it"
+    return first
+
+
+# 2020-01-01 00:00:00 read in time zone +05:00.
+_EPOCH_AT_PLUS_5 = 1577836800 - 5 * 3600
+
+
+def test_client_libraries_with_session_variables_take_the_fast_path(metered_proxy, normal_proxy) -> None:
+    proxy, metrics = metered_proxy
+    customer_id = _fresh_id()
+    setup = proxy.connect("commerce", autocommit=True)
+    try:
+        query(setup, f"insert into customer(customer_id, email, tenant_id, created_at) "
+                     f"values ({customer_id}, 'tz', 1, '2020-01-01 00:00:00')")
+    finally:
+        setup.close()
+    point = f"select customer_id, unix_timestamp(created_at) from customer where customer_id = {customer_id}"
+    long_email = "insert into customer(customer_id, email, tenant_id) values ({}, repeat('x', 300), 1)"
+
+    # PyMySQL as the JDBC driver's sessions look: sql_mode and time zone SET at connect.
+    def pymysql_session(p: ProxyProcess) -> pymysql.connections.Connection:
+        return p.connect("commerce", autocommit=True, sql_mode="NO_ENGINE_SUBSTITUTION",
+                         init_command="SET time_zone = '+05:00'")
+
+    fast, normal = pymysql_session(proxy), pymysql_session(normal_proxy)
+    try:
+        assert _fast_answer(metrics, lambda: query(fast, point)) == ((customer_id, _EPOCH_AT_PLUS_5),)
+        assert query(normal, point) == ((customer_id, _EPOCH_AT_PLUS_5),)
+        ids = iter(range(customer_id + 1, customer_id + 100))
+
+        def insert_long() -> tuple[int, int]:
+            with fast.cursor() as c:
+                return c.execute(long_email.format(next(ids))), fast._result.warning_count
+
+        # Not strict: the long value is cut to 128 bytes with a warning, not refused (1406).
+        assert _fast_answer(metrics, insert_long) == (1, 1)
+        assert query(fast, f"select length(email) from customer where customer_id = {customer_id + 1}") == ((128,),)
+    finally:
+        fast.close()
+        normal.close()
+
+    # SQLAlchemy (PyMySQL underneath) in autocommit, its own SETs at connect.
+    engine = sa.create_engine(
+        f"mysql+pymysql://root:@{proxy.host}:{proxy.port}/commerce", isolation_level="AUTOCOMMIT",
+        connect_args={"init_command": "SET time_zone = '+05:00', sql_mode = 'TRADITIONAL'"},
+    )
+    try:
+        with engine.connect() as c:
+            rows = _fast_answer(metrics, lambda: [tuple(r) for r in c.execute(sa.text(point))])
+            assert rows == [(customer_id, _EPOCH_AT_PLUS_5)]
+
+            def insert_long_refused() -> str:
+                with pytest.raises(sa.exc.DataError) as refused:  # strict: refused as MariaDB refuses it
+                    c.execute(sa.text(long_email.format(customer_id + 200)))
+                return str(refused.value.orig.args)
+
+            assert "1406" in _fast_answer(metrics, insert_long_refused)
+    finally:
+        engine.dispose()
+
+    # mysql-connector, which SETs time_zone and sql_mode itself.
+    conn = mysql.connector.connect(
+        host=proxy.host, port=proxy.port, user="root", password="", database="commerce", autocommit=True,
+        time_zone="+05:00", sql_mode="ANSI_QUOTES", use_pure=True,
+    )
+    try:
+        def connector_point() -> list[Any]:
+            cur = conn.cursor()
+            cur.execute(point)
+            rows = cur.fetchall()
+            cur.close()
+            return rows
+
+        assert _fast_answer(metrics, connector_point) == [(customer_id, _EPOCH_AT_PLUS_5)]
+    finally:
+        conn.close()
+
+
+def test_unsharded_and_targeted_sessions_answer_on_the_fast_path_as_on_the_normal_path(
+    metered_proxy, normal_proxy
+) -> None:
+    proxy, metrics = metered_proxy
+    sku = f"FP-{uuid.uuid4().hex[:12]}"
+    customer_id = _fresh_id()
+    statements = {
+        "lookup": [
+            f"insert into product(sku, description, price) values ('{sku}', 'fast', 7)",
+            f"select sku, description, price from product where sku = '{sku}'",
+            "select sku, price from product where price between 10 and 30 order by sku",
+            "select no_such_column from product",
+            f"insert into product(sku, description, price) values ('{sku}', 'again', 7)",  # 1062
+        ],
+        "commerce:-80": [
+            f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, 'targeted', 1)",
+            f"select customer_id, email from customer where customer_id = {customer_id}",
+            f"select count(*) from customer where customer_id in ({customer_id}, {customer_id + 1})",
+        ],
+    }
+    before = _fast_statements(metrics)
+    sent = 0
+    for target, sqls in statements.items():
+        fast, normal = proxy.connect(target, autocommit=True), normal_proxy.connect(target, autocommit=True)
+        try:
+            for sql in sqls:
+                reference = _answer(normal, sql.replace(sku, sku + "n").replace(str(customer_id), str(customer_id + 7)))
+                for attempt in range(3):
+                    got = _answer(fast, sql)
+                    if attempt or not sql.startswith("insert"):
+                        expected = reference if not sql.startswith("insert") else _answer(normal, sql)
+                        assert repr(got).replace(sku, "<sku>").replace(str(customer_id), "<id>") == repr(
+                            expected).replace(sku + "n", "<sku>").replace(sku, "<sku>").replace(
+                            str(customer_id + 7), "<id>").replace(str(customer_id), "<id>"), (sql, got, expected)
+                    sent += 1
+        finally:
+            fast.close()
+            normal.close()
+    # Each session's first statement opens its shard link in the background (normal path).
+    assert _fast_statements(metrics) - before >= sent - 4
