@@ -97,7 +97,7 @@ class LinkError(Exception):
     """The link could not be opened (refused, failed login)."""
 
 
-def _lenenc(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+def lenenc(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     """A length-encoded integer at ``pos``: (value, position after it)."""
     first = buf[pos]
     if first < 0xFB:
@@ -299,8 +299,8 @@ class ShardLink(asyncio.BufferedProtocol):
                 self._last = pos
             elif state == _FIRST:
                 if head == 0x00:  # OK
-                    _, p = _lenenc(buf, pos + 5)
-                    _, p = _lenenc(buf, p)
+                    _, p = lenenc(buf, pos + 5)
+                    _, p = lenenc(buf, p)
                     buf[p : p + 2] = _STATUS_AUTOCOMMIT.to_bytes(2, "little")
                     self._done(end, None)
                     return
@@ -311,7 +311,7 @@ class ShardLink(asyncio.BufferedProtocol):
                     self.broken = True
                     self._done(end, ShardErr(2027, "Malformed packet: LOCAL INFILE request", pos))
                     return
-                self._columns_left, _ = _lenenc(buf, pos + 4)
+                self._columns_left, _ = lenenc(buf, pos + 4)
                 state = _COLUMNS
             elif state == _COLUMNS:
                 self._columns_left -= 1

@@ -5,6 +5,7 @@ list and large results working."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import re
 import time
 import urllib.request
@@ -363,17 +364,17 @@ def _fast_statements(url: str) -> float:
     )
 
 
-def _fast_answer(metrics: str, run: Callable[[], Any], times: int = 4) -> Any:
-    """A statement's answer, the same every time: run until the fast path has taken it
-    ``times`` times in a row (the first run plans it, and a session's first statement on a
-    shard needs a shard link with its settings, opened meanwhile)."""
+def _fast_answer(metrics: str, run: Callable[[], Any], times: int = 4, statements: int = 1) -> Any:
+    """A statement's answer (or ``statements``'), the same every time: run until the fast path
+    has taken them all ``times`` times in a row (the first run plans them, and a session's
+    first statement on a shard needs a shard link with its settings, opened meanwhile)."""
     first = run()
     deadline = time.monotonic() + 10
     in_a_row = 0
     while in_a_row < times:
         before = _fast_statements(metrics)
         assert run() == first
-        in_a_row = in_a_row + 1 if _fast_statements(metrics) == before + 1 else 0
+        in_a_row = in_a_row + 1 if _fast_statements(metrics) == before + statements else 0
         assert time.monotonic() < deadline, "the fast path never took it"
     return first
 
@@ -493,3 +494,61 @@ def test_unsharded_and_targeted_sessions_answer_on_the_fast_path_as_on_the_norma
             normal.close()
     # Each session's first statement opens its shard link in the background (normal path).
     assert _fast_statements(metrics) - before >= sent - 4
+
+
+def _prepared_answers(conn: Any, statements: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    """mysql-connector's server-side prepared statements (COM_STMT_PREPARE/EXECUTE, binary rows)."""
+    out: list[Any] = []
+    for sql, params in statements:
+        cur = conn.cursor(prepared=True)
+        try:
+            cur.execute(sql, params)
+            out.append((cur.description, cur.fetchall() if cur.with_rows else cur.rowcount))
+        except mysql.connector.Error as e:
+            out.append(("error", e.errno, e.msg))
+        finally:
+            cur.close()
+    return out
+
+
+def test_prepared_statements_answer_in_the_binary_protocol_as_on_the_normal_path(metered_proxy, normal_proxy) -> None:
+    proxy, metrics = metered_proxy
+    customer_id = _fresh_id()
+    first_order = _fresh_id() * 10_000
+    setup = proxy.connect("commerce", autocommit=True)
+    try:
+        query(setup, f"insert into customer(customer_id, email, tenant_id, created_at) "
+                     f"values ({customer_id}, NULL, 7, '2021-03-04 05:06:07.089')")
+        for start in range(0, 3000, 500):
+            values = ", ".join(f"({first_order + i}, {customer_id}, '{'s' * 100}{i:08d}', {i})"
+                               for i in range(start, start + 500))
+            query(setup, f"insert into corder(order_id, customer_id, sku, price) values {values}")
+    finally:
+        setup.close()
+    typed = ("select customer_id, email, tenant_id, created_at, cast(tenant_id as unsigned) as u, tenant_id * 1.5 as d, "
+             "cast(tenant_id as double) as f, cast(created_at as time) as t, cast(created_at as date) as dt, "
+             "-tenant_id as neg, null as n from customer where customer_id = ?")
+    statements = [
+        (typed, (customer_id,)),
+        (typed, (customer_id + 1,)),  # no row
+        ("select customer_id, no_such_column from customer where customer_id = ?", (customer_id,)),  # 1054
+        ("select order_id, sku, price from corder where customer_id = ? order by order_id", (customer_id,)),  # ~350 KB
+        ("insert into customer(customer_id, email, tenant_id) values (?, ?, ?)", (customer_id, "dup", 1)),  # 1062
+    ]
+
+    def connect(p: ProxyProcess) -> Any:
+        return mysql.connector.connect(host=p.host, port=p.port, user="root", password="", database="commerce",
+                                       autocommit=True, use_pure=True)
+
+    fast, normal = connect(proxy), connect(normal_proxy)
+    try:
+        reference = _prepared_answers(normal, statements)
+        answer = _fast_answer(metrics, lambda: _prepared_answers(fast, statements), times=2, statements=len(statements))
+    finally:
+        fast.close()
+        normal.close()
+    assert answer == reference
+    row = reference[0][1][0]
+    assert row[0] == customer_id and row[1] is None and row[3] == datetime.datetime(2021, 3, 4, 5, 6, 7, 89000), row
+    assert reference[1][1] == [] and reference[2][:2] == ("error", 1054) and reference[4][:2] == ("error", 1062)
+    assert len(reference[3][1]) == 3000
