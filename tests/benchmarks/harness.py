@@ -20,6 +20,7 @@ from typing import Any
 import MySQLdb
 
 from proxy.cluster import LocalCluster
+from proxy.worker_cpus import worker_environments
 from tests.conftest import example_cluster_config
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
@@ -132,7 +133,10 @@ def proxies(cluster: LocalCluster, workers: int = 1, env: dict[str, str] | None 
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="shardgate-bench-proxy-")) / "proxy.log"
     extra_env = {"SHARDGATE_LOG_LEVEL": "WARNING", **(env or {})}
-    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env=extra_env) for _ in range(workers)]
+    # Each process on a CPU of its own, as ``--workers N`` starts them (proxy/worker_cpus.py).
+    cpus = worker_environments(workers) if "SHARDGATE_PIN_WORKERS" not in extra_env else [{}] * workers
+    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env={**extra_env, **cpu})
+             for cpu in cpus]
     try:
         yield ProxyGroup(procs)
     finally:
