@@ -40,7 +40,7 @@ from proxy import wire
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
 from proxy.fast_path.binary_result import BinaryResult
 from proxy.fast_path.routing import FastRoute, fast_route
-from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink
+from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink, lenenc
 from proxy.mysql_mimic_internals import buffered_input
 from proxy.observability.metrics import record_error, record_statement
 from proxy.prepared import PreparedStatement, bind_parameters, read_execute
@@ -83,6 +83,14 @@ def install_fast_path(connection: ProxyConnection, links: LinkPools) -> ClientFa
     if buffered_input(connection.stream.reader):
         fast.slow = True  # a command arrived with the login: the command loop reads it first
     return fast
+
+
+def _without_info(ok: bytes) -> bytes:
+    """An OK packet cut after its warning count (the info text left out)."""
+    _, p = lenenc(ok, 5)  # affected rows
+    _, p = lenenc(ok, p)  # last insert id
+    end = p + 4  # status flags, warnings
+    return (end - 4).to_bytes(3, "little") + ok[3:end]
 
 
 class ClientFastPath(asyncio.BufferedProtocol):
@@ -244,6 +252,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         else:
             if binary is not None:
                 data = binary.convert(data)
+            if self._route is not None and self._route.without_info and data[4] == 0:
+                data = _without_info(data)
             if self._route is not None and self._route.inserted_table is not None:
                 # What Executor._wrote does for an INSERT that names no topic (routing checked), without
                 # parsing the statement again for its table (~7 µs): messaging polls that table now.

@@ -59,6 +59,7 @@ def _answer(conn: pymysql.connections.Connection, sql: str) -> dict[str, Any]:
             return {
                 "description": c.description, "rows": c.fetchall(), "rowcount": c.rowcount,
                 "lastrowid": c.lastrowid, "warnings": conn._result.warning_count, "status": conn.server_status,
+                "info": conn._result.message,
             }
     except pymysql.err.MySQLError as e:
         return {"error": e.args}
@@ -552,3 +553,56 @@ def test_prepared_statements_answer_in_the_binary_protocol_as_on_the_normal_path
     assert row[0] == customer_id and row[1] is None and row[3] == datetime.datetime(2021, 3, 4, 5, 6, 7, 89000), row
     assert reference[1][1] == [] and reference[2][:2] == ("error", 1054) and reference[4][:2] == ("error", 1062)
     assert len(reference[3][1]) == 3000
+
+
+def _ids_by_shard(session: ProxySession, count: int) -> dict[str, list[int]]:
+    """Fresh customer ids, ``count`` for each commerce shard (as the proxy routes them)."""
+    # (An id other than the tenant's: equal literals share one bind variable, another shape.)
+    shape = _planned(session, "insert into customer(customer_id, email, tenant_id) values (2, 'a', 1)")
+    by_shard: dict[str, list[int]] = {}
+    while len(by_shard) < 2 or any(len(ids) < count for ids in by_shard.values()):
+        i = _fresh_id()
+        route = fast_route(session, shape.replace("(2,", f"({i},"))
+        assert route is not None
+        ids = by_shard.setdefault(route.shard, [])
+        if len(ids) < count:
+            ids.append(i)
+    return by_shard
+
+
+def test_a_multi_row_insert_to_one_shard_answers_as_on_the_normal_path(session, metered_proxy, normal_proxy) -> None:
+    proxy, metrics = metered_proxy
+    ids, others = _ids_by_shard(session, 12).values()
+
+    def statements(first: list[int]) -> list[str]:
+        rows = ", ".join(f"({i}, 'multi', {n})" for n, i in enumerate(first[:3]))
+        return [
+            f"insert into customer(customer_id, email, tenant_id) values {rows}",
+            f"insert into customer(customer_id, email, tenant_id) values {rows}",  # 1062
+            f"insert ignore into customer(customer_id, email, tenant_id) values {rows}, ({first[3]}, 'new', 9)",
+            f"insert into customer(customer_id, email, tenant_id) values {rows} on duplicate key update tenant_id = 5",
+        ]
+
+    two_shards = _planned(session, statements([ids[0], others[0], ids[1], ids[2]])[0])
+    assert fast_route(session, two_shards) is None  # split per shard: the normal path
+    assert fast_route(session, _planned(session, statements(ids)[0])) is not None
+
+    fast, normal = proxy.connect("commerce", autocommit=True), normal_proxy.connect("commerce", autocommit=True)
+    try:
+        for sql in statements(ids[8:]):  # planned, links open
+            _answer(fast, sql)
+        before = _fast_statements(metrics)
+        fast_answers = [_answer(fast, sql) for sql in statements(ids)]
+        counted = _fast_statements(metrics) - before
+        normal_answers = [_answer(normal, sql) for sql in statements(ids[4:])]
+    finally:
+        fast.close()
+        normal.close()
+    assert fast_answers[0]["rowcount"] == 3 and fast_answers[1]["error"][0] == 1062, fast_answers
+    assert fast_answers[2]["rowcount"] == 1 and fast_answers[2]["warnings"] == 3, fast_answers
+    assert fast_answers[3]["rowcount"] == 6, fast_answers  # three rows updated: 2 each
+    text = repr(fast_answers)
+    for a, b in zip(ids[:4], ids[4:8], strict=True):
+        text = text.replace(str(a), str(b))
+    assert text == repr(normal_answers)
+    assert counted == 4, counted
