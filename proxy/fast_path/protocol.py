@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 _COM_QUERY = 0x03
 _COM_STMT_EXECUTE = 0x17
+_COM_STMT_RESET = 0x1A
 _MAX_PAYLOAD = 0xFFFFFF
 # Capabilities that change what a COM_QUERY or its answer looks like on the wire.
 _INCOMPATIBLE = Capabilities.CLIENT_QUERY_ATTRIBUTES | Capabilities.CLIENT_DEPRECATE_EOF
@@ -149,6 +150,9 @@ class ClientFastPath(asyncio.BufferedProtocol):
                     started = self._start_query(bytes(buf[5 : 4 + length]))
                 elif command == _COM_STMT_EXECUTE:
                     started = self._start_execute(bytes(buf[5 : 4 + length]))
+                elif command == _COM_STMT_RESET and length == 5 and self._reset_statement(bytes(buf[5:9])):
+                    del buf[:9]
+                    continue
                 if started:
                     self._command = bytes(buf[: 4 + length])
                     del buf[: 4 + length]
@@ -189,6 +193,18 @@ class ClientFastPath(asyncio.BufferedProtocol):
         except Exception:  # ProxyError, or a malformed packet: the command loop answers it
             return False
         return self._start(sql, BinaryResult())
+
+    def _reset_statement(self, stmt_id: bytes) -> bool:
+        """COM_STMT_RESET of a known statement, as ``ProxyConnection.handle_stmt_reset`` answers
+        it (its long data dropped, an OK): mysql-connector sends one before every execute."""
+        stmt = self.connection.prepared_stmts.get(int.from_bytes(stmt_id, "little"))
+        if not isinstance(stmt, PreparedStatement):
+            return False  # the command loop's error
+        stmt.param_buffers = None
+        ok = self.connection.ok()
+        if not self.transport.is_closing():
+            self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
+        return True
 
     def _start(self, sql: str, binary: BinaryResult | None) -> bool:
         try:
