@@ -2,8 +2,8 @@
 
 Why: two unpinned workers cost more CPU per query together than one process does
 (the fast path's point select on this 2-core VM, 8 clients, same run, CPU of the
-workers summed: one worker 41-55 µs, two unpinned 51-62 µs, two pinned one per core
-45-52 µs: BENCHMARKS.md, "Fast path: sessions, prepared statements, workers"). A
+workers summed: one worker 44-54 µs, two unpinned 59-63 µs, two pinned one per core
+48-54 µs: BENCHMARKS.md, "Fast path: SET sessions, prepared statements, ..."). A
 worker that stays on one core keeps its interpreter's working set in that core's
 caches; the scheduler otherwise runs both workers by turns on either core. Workers
 are spread over the CPUs this process may use (``sched_getaffinity``), round robin

@@ -429,7 +429,9 @@ class ShardLinks:
         self.open = 0  # links open or opening
         self.served = 0  # statements sent (the shardgate_fast_path_statements metric)
         self._opening: set[asyncio.Task[None]] = set()
-        self._failed_at = 0.0
+        # When opening a link failed, by settings: a shard that refused us, or a SET it refused
+        # for one session's settings (which must not hold back the others'), is retried once a second.
+        self._failed_at: dict[Settings, float] = {}
 
     def take(self, settings: Settings = NO_SETTINGS) -> ShardLink | None:
         """An idle link carrying ``settings``, or None (then one is opened in the background,
@@ -442,14 +444,15 @@ class ShardLinks:
             self.open -= 1
         if len(self._opening) >= _OPENING_MAX:
             return None
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._failed_at.get(settings, float("-inf")) < 1.0:
+            return None
         if self.open >= self.maxsize and not self._close_other_idle(settings):
             return None
-        loop = asyncio.get_running_loop()
-        if loop.time() - self._failed_at >= 1.0:  # a shard that refused us is retried once a second
-            self.open += 1
-            task = loop.create_task(self._open(settings))
-            self._opening.add(task)
-            task.add_done_callback(self._opening.discard)
+        self.open += 1
+        task = loop.create_task(self._open(settings))
+        self._opening.add(task)
+        task.add_done_callback(self._opening.discard)
         return None
 
     def _close_other_idle(self, settings: Settings) -> bool:
@@ -468,7 +471,9 @@ class ShardLinks:
             link = await ShardLink.open(self.pool, settings)
         except (LinkError, OSError, TimeoutError) as e:
             self.open -= 1
-            self._failed_at = asyncio.get_running_loop().time()
+            if len(self._failed_at) > 1024:
+                self._failed_at.clear()  # settings seen once: not kept forever
+            self._failed_at[settings] = asyncio.get_running_loop().time()
             logger.info("fast path: shard link not opened", extra={"shard": self.pool.name, "error": str(e)})
             return
         self.idle.setdefault(settings, []).append(link)

@@ -259,6 +259,27 @@ def test_a_shard_link_logs_in_with_a_password_and_speaks_utf8mb4(local_cluster) 
     assert b"utf8mb4_general_ci" in data
 
 
+def test_a_shard_link_carries_the_settings_it_was_opened_with(local_cluster) -> None:
+    e = commerce_endpoints(local_cluster)[0]
+    pool = ShardPool(ShardAddress("commerce", "x", e.host, e.port, e.user, e.password, e.database))
+
+    async def run() -> bytes:
+        link = await ShardLink.open(pool, (("sql_mode", "'ANSI_QUOTES'"), ("time_zone", "'+05:00'")))
+        try:
+            relay = _Collected()
+            link.query(b"select @@session.time_zone, @@session.sql_mode", relay)
+            data, _, error = await relay.done
+            assert error is None
+        finally:
+            link.close()
+        with pytest.raises(LinkError, match=r"\(1193\) Unknown system variable"):  # never used, then
+            await ShardLink.open(pool, (("no_such_variable", "1"),))
+        return data
+
+    data = asyncio.run(run())
+    assert b"+05:00" in data and b"ANSI_QUOTES" in data
+
+
 @pytest.fixture
 def session(local_cluster) -> ProxySession:
     """A session of an in-process ClusterState (nothing started: routing needs no I/O)."""
