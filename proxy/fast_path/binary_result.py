@@ -15,22 +15,12 @@ several packets, and its binary form may need a different number of them.
 from __future__ import annotations
 
 from proxy.engine.result import Field, decode_text_row
+from proxy.fast_path.shard_link import lenenc
 from proxy.pools import field_of
 from proxy.prepared import BinaryRowEncoder
 
 _MAX_PAYLOAD = 0xFFFFFF
 _FIRST, _COLUMNS, _COLUMNS_EOF, _ROWS, _DONE = range(5)
-
-
-def _lenenc(buf: bytes, pos: int) -> int:
-    first = buf[pos]
-    if first < 0xFB:
-        return first
-    if first == 0xFC:
-        return int.from_bytes(buf[pos + 1 : pos + 3], "little")
-    if first == 0xFD:
-        return int.from_bytes(buf[pos + 1 : pos + 4], "little")
-    return int.from_bytes(buf[pos + 1 : pos + 9], "little")
 
 
 class BinaryResult:
@@ -73,7 +63,7 @@ class BinaryResult:
             if p[:1] in (b"\x00", b"\xff"):
                 self._state = _DONE
             else:
-                self._columns = _lenenc(p, 0)
+                self._columns = lenenc(p, 0)[0]
                 self._state = _COLUMNS
         elif state == _COLUMNS:
             self._fields.append(field_of(p, "utf-8"))
