@@ -6,9 +6,8 @@ workers summed: one worker 44-54 µs, two unpinned 59-63 µs, two pinned one per
 48-54 µs: BENCHMARKS.md, "Fast path: SET sessions, prepared statements, ..."). A
 worker that stays on one core keeps its interpreter's working set in that core's
 caches; the scheduler otherwise runs both workers by turns on either core. Workers
-are spread over the CPUs this process may use (``sched_getaffinity``), round robin
-when there are more workers than CPUs; ``SHARDGATE_PIN_WORKERS=0`` leaves them to
-the scheduler.
+go one per CPU this process may use (``sched_getaffinity``); with more workers than
+CPUs (measured nowhere) or ``SHARDGATE_PIN_WORKERS=0`` they are left to the scheduler.
 
 Helper processes a worker starts (the CDC decoders' zygote) are not the worker's
 load: they go back to every CPU the parent had (``unpin``).
@@ -33,10 +32,10 @@ def worker_environments(workers: int) -> list[dict[str, str]]:
         cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return [{} for _ in range(workers)]
-    if workers < 2 or len(cpus) < 2 or os.environ.get(PIN_WORKERS_ENV, "1") == "0":
+    if workers < 2 or workers > len(cpus) or os.environ.get(PIN_WORKERS_ENV, "1") == "0":
         return [{} for _ in range(workers)]
     every = ",".join(map(str, cpus))
-    return [{WORKER_CPU_ENV: str(cpus[i % len(cpus)]), UNPINNED_CPUS_ENV: every} for i in range(workers)]
+    return [{WORKER_CPU_ENV: str(cpus[i]), UNPINNED_CPUS_ENV: every} for i in range(workers)]
 
 
 def pin_from_environment() -> int | None:
