@@ -88,9 +88,8 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     if session.target_shard is not None or not proxy.is_sharded(keyspace):
         return _verbatim(session, keyspace, sql, kw, settings_key(settings) if settings else NO_SETTINGS)
     if settings and "sql_mode" in settings and ('"' in sql or "\\" in sql or "''" in sql):
-        # The planner reads and renders literals by the default sql_mode; under ANSI_QUOTES or
-        # NO_BACKSLASH_ESCAPES these would not mean what the client meant (the normal path's
-        # concern: the fast path adds nothing to it).
+        # The planner reads and renders literals by the default sql_mode: under ANSI_QUOTES or
+        # NO_BACKSLASH_ESCAPES the normal path refuses these (system_variables.literal_mode_refusal).
         return None
     # Set before routing: a SELECT routes by the read shards (ProxySession.routing_vschema),
     # through the vcursor too.
