@@ -155,8 +155,10 @@ def cmd_reshard(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     """One proxy process of a multi-worker ``up``/``serve`` (endpoints from the parent)."""
     from proxy.server import endpoints_from_json, serve_proxy
+    from proxy.worker_cpus import pin_from_environment
     from proxy.worker_peers import WorkerSlot
 
+    pin_from_environment()  # before any thread starts: they inherit it
     config = _load(args)
     endpoints = endpoints_from_json(os.environ["SHARDGATE_ENDPOINTS"])
     slot = WorkerSlot.from_environment()  # None: a proxy process on its own

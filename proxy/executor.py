@@ -40,7 +40,12 @@ from proxy.reshard_statement import CHANGING_VERBS, parse_reshard, run_reshard
 from proxy.resharding.write_hold import denied_shard_error, transaction_refused
 from proxy.session import Outcome, ProxySession
 from proxy.show import handle_show
-from proxy.system_variables import select_variables, set_statement, with_proxy_functions
+from proxy.system_variables import (
+    literal_mode_refusal,
+    select_variables,
+    set_statement,
+    with_proxy_functions,
+)
 from proxy.topics.service import PlanWithTopics
 from proxy.topics.statement import is_topic_ddl
 from proxy.twopc import TWOPC
@@ -242,6 +247,9 @@ class Executor:
         return await self._planned(session, sql, kw)
 
     async def _planned(self, session: ProxySession, sql: str, kw: str, catalog: Catalog | None = None) -> Outcome:
+        refusal = literal_mode_refusal(session, sql)
+        if refusal is not None:
+            raise refusal
         if catalog is None and session.only_reads:
             catalog = (session.routing_vschema(), self.state.schema)  # reads by the read shards
         plan, bindvars = plan_statement(self.state, session.database, sql, catalog)

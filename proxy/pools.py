@@ -90,7 +90,7 @@ _FIELD_CACHE: dict[bytes, Field] = {}
 _FIELD_CACHE_MAX = 4096
 
 
-def _field_of(raw: bytes, encoding: str) -> Field:
+def field_of(raw: bytes, encoding: str) -> Field:
     """The Field for a column-definition packet. The same statement shapes come back
     again and again, so parsed definitions are kept by their bytes (Fields are never
     mutated: a changed column is a ``dataclasses.replace`` copy)."""
@@ -268,7 +268,7 @@ class ShardConnection:
                 fields = []
                 for _ in range(ncols):
                     fp = await aiomysql_wire.read_packet(conn)
-                    fields.append(_field_of(aiomysql_wire.packet_payload(fp), aiomysql_wire.text_encoding(conn)))
+                    fields.append(field_of(aiomysql_wire.packet_payload(fp), aiomysql_wire.text_encoding(conn)))
                 await aiomysql_wire.read_packet(conn)  # EOF after the column definitions
                 reading = True
                 self._rows = rows_reader = RowPacketReader(conn)

@@ -40,6 +40,7 @@ from proxy.mysql_mimic_internals import MimicServer
 from proxy.observability import process_group
 from proxy.session import ProxySession
 from proxy.tls_stream import TlsUpgradableStream
+from proxy.worker_cpus import worker_environments
 from proxy.worker_peers import MAX_WORKERS, WorkerSlot
 
 logger = logging.getLogger(__name__)
@@ -203,12 +204,13 @@ async def _serve_workers(
         process_group.worker_exited(metrics_dir, p.pid)
 
     try:
+        cpus = worker_environments(workers)  # each worker on a CPU of its own (proxy/worker_cpus.py)
         for index in range(workers):
             slot = WorkerSlot(index, run_dir)
             procs.append(
                 await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "proxy.cli", "worker", "-c", str(config.path),
-                    "--port", str(config.listen.port), env={**env, **slot.environment()},
+                    "--port", str(config.listen.port), env={**env, **slot.environment(), **cpus[index]},
                 )
             )
         if ready is not None:

@@ -237,6 +237,33 @@ def _local_var(session: ProxySession, name: str) -> Any:
     return raw if lit is ... else lit
 
 
+# sql_mode values that make "..." an identifier (ANSI_QUOTES, and the combination modes holding it).
+_ANSI_QUOTES_MODES = ("ANSI", "DB2", "MAXDB", "MSSQL", "ORACLE", "POSTGRESQL")
+
+
+def literal_mode_refusal(session: ProxySession, sql: str) -> UnsupportedError | None:
+    """The refusal of a statement whose literals the planner would read otherwise than the
+    session's shards: the lexer and the literal renderer (``sqltext``) follow the default
+    sql_mode, so under ANSI_QUOTES a ``"x"`` would become the string 'x' instead of a column, and
+    under NO_BACKSLASH_ESCAPES ``'a\\b'`` would lose its backslash (and ``'it''s'`` go out as
+    ``'it\\'s'``). None: nothing to fear (statements sent as written, to a targeted or unsharded
+    shard, never come here)."""
+    mode = session.settings.get("sql_mode") if session.settings else None
+    if mode is None:
+        return None
+    mode = mode.upper()
+    if '"' in sql and any(m in mode for m in _ANSI_QUOTES_MODES):
+        return UnsupportedError(
+            "VT12001: unsupported: double-quoted text in a planned statement under sql_mode ANSI_QUOTES"
+        )
+    if ("\\" in sql or "''" in sql) and "NO_BACKSLASH_ESCAPES" in mode:
+        return UnsupportedError(
+            "VT12001: unsupported: a backslash or doubled quote in a planned statement under sql_mode "
+            "NO_BACKSLASH_ESCAPES"
+        )
+    return None
+
+
 def with_proxy_functions(session: ProxySession, sql: str) -> str | None:
     """A table-less SELECT calling ``DATABASE()``, ``VERSION()`` or ``CONNECTION_ID()``,
     with the proxy's answers in their place (any shard can run the rest); None otherwise."""
@@ -262,4 +289,4 @@ def _proxy_function_literal(session: ProxySession, m: re.Match[str]) -> str:
     return value
 
 
-__all__ = ["select_variables", "set_statement", "with_proxy_functions"]
+__all__ = ["literal_mode_refusal", "select_variables", "set_statement", "with_proxy_functions"]

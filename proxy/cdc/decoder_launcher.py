@@ -130,7 +130,9 @@ def serve(control_fd: int) -> None:
     """The zygote's main loop: one decoder fork per request until the control socket ends."""
     # Imported here, before any fork, so every decoder starts with it loaded.
     from proxy.cdc.decoder_process import run_decoder
+    from proxy.worker_cpus import unpin
 
+    unpin()  # decoding is not the pinned worker's load (proxy/worker_cpus.py)
     control = socket.socket(fileno=control_fd)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps our children
     while True:

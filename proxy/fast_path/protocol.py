@@ -4,7 +4,8 @@ StreamReader, from the end of the handshake on.
 ``install_fast_path`` puts a ``ClientFastPath`` in the place of the connection's
 ``StreamReaderProtocol`` on its transport. Every packet the client sends then reaches
 ``data_received`` first. A COM_QUERY that ``proxy.fast_path.routing`` qualifies is
-answered here, within the event loop's callbacks: its shard query goes out on a
+answered here (and a COM_STMT_EXECUTE whose bound statement text qualifies, its
+answer re-encoded in the binary protocol by ``proxy.fast_path.binary_result``), within the event loop's callbacks: its shard query goes out on a
 ``ShardLink`` and the shard's response goes back to the client in one write (re-framed
 only where the proxy's answer differs: the EOF status flags, an ERR naming the shard).
 Anything else (a statement that does not qualify, another command, pipelined data
@@ -27,6 +28,7 @@ Measured (bench_proxy, 8 clients, one worker): see BENCHMARKS.md, "Proxy: fast p
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import os
 import time
@@ -36,10 +38,12 @@ from mysql_mimic.types import Capabilities
 
 from proxy import wire
 from proxy.errors import ProxyError, ShardError, ShardUnavailable
+from proxy.fast_path.binary_result import BinaryResult
 from proxy.fast_path.routing import FastRoute, fast_route
-from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink
+from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink, lenenc
 from proxy.mysql_mimic_internals import buffered_input
 from proxy.observability.metrics import record_error, record_statement
+from proxy.prepared import PreparedStatement, bind_parameters, read_execute
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
 
@@ -49,6 +53,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _COM_QUERY = 0x03
+_COM_STMT_EXECUTE = 0x17
+_COM_STMT_RESET = 0x1A
 _MAX_PAYLOAD = 0xFFFFFF
 # Capabilities that change what a COM_QUERY or its answer looks like on the wire.
 _INCOMPATIBLE = Capabilities.CLIENT_QUERY_ATTRIBUTES | Capabilities.CLIENT_DEPRECATE_EOF
@@ -80,6 +86,14 @@ def install_fast_path(connection: ProxyConnection, links: LinkPools) -> ClientFa
     return fast
 
 
+def _without_info(ok: bytes) -> bytes:
+    """An OK packet cut after its warning count (the info text left out)."""
+    _, p = lenenc(ok, 5)  # affected rows
+    _, p = lenenc(ok, p)  # last insert id
+    end = p + 4  # status flags, warnings
+    return (end - 4).to_bytes(3, "little") + ok[3:end]
+
+
 class ClientFastPath(asyncio.BufferedProtocol):
     def __init__(
         self, connection: ProxyConnection, inner: asyncio.StreamReaderProtocol, transport: asyncio.Transport,
@@ -98,6 +112,11 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._statement: RunningStatement | None = None
         self._route: FastRoute | None = None
         self._sql = ""
+        # The command being answered, as the client sent it (a write refused at a resharding
+        # switch goes to the command loop as if it had never come here).
+        self._command = b""
+        # A COM_STMT_EXECUTE's answer: the shard's text result re-encoded.
+        self._binary: BinaryResult | None = None
         self._started = 0.0
         self._writing_paused = False
         self._read = ReadBuffer()
@@ -124,8 +143,18 @@ class ClientFastPath(asyncio.BufferedProtocol):
             length = buf[0] | buf[1] << 8 | buf[2] << 16
             if len(buf) < 4 + length:
                 return
-            if buf[3] == 0 and length and buf[4] == _COM_QUERY and length < _MAX_PAYLOAD:
-                if self._start_query(bytes(buf[5 : 4 + length])):
+            if buf[3] == 0 and length and length < _MAX_PAYLOAD:
+                command = buf[4]
+                started = False
+                if command == _COM_QUERY:
+                    started = self._start_query(bytes(buf[5 : 4 + length]))
+                elif command == _COM_STMT_EXECUTE:
+                    started = self._start_execute(bytes(buf[5 : 4 + length]))
+                elif command == _COM_STMT_RESET and length == 5 and self._reset_statement(bytes(buf[5:9])):
+                    del buf[:9]
+                    continue
+                if started:
+                    self._command = bytes(buf[: 4 + length])
                     del buf[: 4 + length]
                     continue
             self._to_command_loop()
@@ -148,6 +177,36 @@ class ClientFastPath(asyncio.BufferedProtocol):
             sql = payload.decode("utf-8")
         except UnicodeDecodeError:
             return False
+        return self._start(sql, None)
+
+    def _start_execute(self, payload: bytes) -> bool:
+        """COM_STMT_EXECUTE: its statement text with the parameters bound, as
+        ``ProxyConnection.handle_stmt_execute`` makes it, answered in the binary protocol;
+        False: the command loop must run it (and reports any error in the packet)."""
+        connection = self.connection
+        stmt = connection.prepared_stmts.get(int.from_bytes(payload[:4], "little"))
+        if not isinstance(stmt, PreparedStatement) or stmt.param_buffers:
+            return False  # unknown (the loop's error), or long data read_execute would consume
+        try:
+            stmt, params = read_execute(io.BytesIO(payload), connection.prepared_stmts, connection.capabilities)
+            sql = bind_parameters(stmt.sql, params)
+        except Exception:  # ProxyError, or a malformed packet: the command loop answers it
+            return False
+        return self._start(sql, BinaryResult())
+
+    def _reset_statement(self, stmt_id: bytes) -> bool:
+        """COM_STMT_RESET of a known statement, as ``ProxyConnection.handle_stmt_reset`` answers
+        it (its long data dropped, an OK): mysql-connector sends one before every execute."""
+        stmt = self.connection.prepared_stmts.get(int.from_bytes(stmt_id, "little"))
+        if not isinstance(stmt, PreparedStatement):
+            return False  # the command loop's error
+        stmt.param_buffers = None
+        ok = self.connection.ok()
+        if not self.transport.is_closing():
+            self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
+        return True
+
+    def _start(self, sql: str, binary: BinaryResult | None) -> bool:
         try:
             route = fast_route(self.session, sql)
         except Exception:  # a fault of the fast path: logged, and the normal path answers
@@ -156,24 +215,30 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if route is None:
             return False
         links = self.links.get(route.keyspace, route.shard)
-        link = links.take() if links is not None else None
+        if links is None:
+            return False
+        link = links.take(route.settings)
         if link is None:
             return False
         statement = self.connection.process.begin_now(sql)
         if statement is None:
-            links.give(link)  # type: ignore[union-attr]
+            links.give(link)
             return False
+        links.served += 1
         self._started = time.perf_counter()
         session = self.session
         session.statement_keyword = route.keyword
         session.route = (route.plan, route.keyspace)
         statement.shard_query_started(link)
         self._link, self._statement, self._route, self._sql = link, statement, route, sql
+        self._binary = binary
         link.query(route.query, self)
         return True
 
     # -- from the shard (ShardLink's Relay) --------------------------------------------------
     def response_part(self, link: ShardLink, data: bytes) -> None:
+        if self._binary is not None:
+            data = self._binary.convert(data)
         if not self.transport.is_closing():
             self.transport.write(data)
 
@@ -187,21 +252,32 @@ class ClientFastPath(asyncio.BufferedProtocol):
             # A write refused at a resharding switch wrote nothing: the command goes to the
             # normal path as if it had never come here; there it is held until the new
             # topology serves (proxy/resharding/write_hold.py), never failed.
-            payload = bytes((_COM_QUERY,)) + self._sql.encode("utf-8")
-            self._buf[:0] = len(payload).to_bytes(3, "little") + b"\x00" + payload
+            self._buf[:0] = self._command
             self.slow = True  # _finish must not serve what is buffered
             self._finish(link, 0, True, record=False)
             self._to_command_loop()
             return
+        binary = self._binary
         if error is not None:
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
-            data = data[: error.start] + self._error_packet(e, data[error.start + 3])
-        elif self._route is not None and self._route.inserted_table is not None:
-            # What Executor._wrote does for an INSERT that names no topic (routing checked), without
-            # parsing the statement again for its table (~7 µs): messaging polls that table now.
-            self.session.state.messaging.notify(self._route.keyspace, self._route.shard, self._route.inserted_table)
-        elif self._route is not None and self._route.topic is not None:
-            self.session.state.topics.published(*self._route.topic)  # its sequencer runs a pass now
+            if binary is not None:
+                head = binary.convert(data[: error.start])
+                data = head + self._error_packet(e, binary.next_seq)
+            else:
+                data = data[: error.start] + self._error_packet(e, data[error.start + 3])
+        else:
+            if binary is not None:
+                data = binary.convert(data)
+            if self._route is not None and self._route.without_info and data[4] == 0:
+                data = _without_info(data)
+            if self._route is not None and self._route.inserted_table is not None:
+                # What Executor._wrote does for an INSERT that names no topic (routing checked), without
+                # parsing the statement again for its table (~7 µs): messaging polls that table now.
+                self.session.state.messaging.notify(
+                    self._route.keyspace, self._route.shard, self._route.inserted_table
+                )
+            elif self._route is not None and self._route.topic is not None:
+                self.session.state.topics.published(*self._route.topic)  # its sequencer runs a pass now
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)
@@ -209,8 +285,9 @@ class ClientFastPath(asyncio.BufferedProtocol):
     def link_lost(self, link: ShardLink, cause: str) -> None:
         logger.warning("shard unavailable", extra={"keyspace": link.keyspace, "shard": link.shard, "error": cause})
         e = self._error(ShardUnavailable(link.keyspace, link.shard, cause))
+        seq = self._binary.next_seq if self._binary is not None else link.next_seq
         if not self.transport.is_closing():
-            self.transport.write(self._error_packet(e, link.next_seq))
+            self.transport.write(self._error_packet(e, seq))
         self._finish(link, 0, True)
 
     def _error(self, e: ProxyError) -> ProxyError:

@@ -3,14 +3,18 @@
 A statement qualifies when the normal path would do nothing for it but send one
 query to one shard and relay the answer unchanged:
 
-- the session: autocommit, no transaction, no shard session variables (SET), no
-  statement timeout, OLTP, a sharded keyspace selected, not shard-targeted;
+- the session: autocommit, no transaction, no statement timeout, OLTP, a keyspace
+  selected. Its shard session variables (SET sql_mode, time_zone...) go with it: the
+  statement runs on a shard link carrying exactly those (``FastRoute.settings``);
 - the text: one SELECT or INSERT (no ``;``), no ``@@`` variable, no proxy function
   the session answers itself, no ``/*vt+`` hint, no topic named but as an INSERT's target;
-- the plan: already in the plan cache (a miss takes the normal path, which plans and
+- a shard-targeted session (``USE ks:-80``) or an unsharded keyspace: the statement as
+  written, to that one shard (an INSERT's table read as the normal path reads it, for
+  messaging);
+- else the plan: already in the plan cache (a miss takes the normal path, which plans and
   caches it), and either a ``Route`` that reaches exactly one shard with no hidden
-  columns, or an ``Insert`` of one row into a sharded table without owned lookup
-  vindexes and with its auto-increment value given (no sequence to call). INSERTs of
+  columns, or an ``Insert`` into a sharded table whose rows all go to one shard, without
+  owned lookup vindexes and with its auto-increment values given (no sequence to call). INSERTs of
   a session in ``twopc`` mode take the normal path;
 - or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
   no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded.
@@ -28,6 +32,8 @@ from proxy.engine.destinations import map_values
 from proxy.engine.insert import render_rows
 from proxy.engine.route import route_targets
 from proxy.errors import ProxyError
+from proxy.fast_path.shard_link import NO_SETTINGS, Settings, settings_key
+from proxy.messaging.dml import inserted_table
 from proxy.observability.metrics import plan_label
 from proxy.twopc import TWOPC
 from rewriter import cached_plan
@@ -49,6 +55,12 @@ class FastRoute:
     plan: str  # its plan label, for the metrics
     # An INSERT's table (the plan's keyspace): messaging hears of it once it succeeded.
     inserted_table: str | None
+    # The session variables its shard link must carry (the session's SETs).
+    settings: Settings
+    # A planned INSERT of several rows: its OK packet goes without the shard's info text
+    # ("Records: 2  Duplicates: 0  Warnings: 0"), as the normal path's answer (proxy.engine.insert
+    # sums its shards' counts, not their texts).
+    without_info: bool = False
     # A publish: the topic (keyspace, name) whose sequencer hears of it once it succeeded.
     topic: tuple[str, str] | None = None
 
@@ -58,16 +70,13 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     if (
         session.tx is not None
         or not session.autocommit
-        or session.settings
         or session.max_execution_time
-        or session.target_shard is not None
         or session.workload != "oltp"
     ):
         return None
     keyspace = session.keyspace
-    proxy = session.state
-    if keyspace is None or not proxy.is_sharded(keyspace):
-        return None  # an unsharded keyspace takes statements verbatim, on the normal path
+    if keyspace is None:
+        return None
     if ";" in sql or "@@" in sql or "/*vt+" in sql:
         return None
     kw = first_keyword(sql)
@@ -76,8 +85,18 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
             return None  # perhaps DATABASE(), VERSION(), CONNECTION_ID(): the session answers those
     elif kw != "insert" or session.transaction_mode == TWOPC:
         return None
+    proxy = session.state
+    settings = session.settings
     if proxy.topics.names_topic(sql):
-        return _publish_target(session, sql) if kw == "insert" else None
+        if kw != "insert" or session.target_shard is not None or (settings and "sql_mode" in settings and ('"' in sql or "\\" in sql or "''" in sql)):
+            return None
+        return _publish_target(session, sql, settings_key(settings) if settings else NO_SETTINGS)
+    if session.target_shard is not None or not proxy.is_sharded(keyspace):
+        return _verbatim(session, keyspace, sql, kw, settings_key(settings) if settings else NO_SETTINGS)
+    if settings and "sql_mode" in settings and ('"' in sql or "\\" in sql or "''" in sql):
+        # The planner reads and renders literals by the default sql_mode: under ANSI_QUOTES or
+        # NO_BACKSLASH_ESCAPES the normal path refuses these (system_variables.literal_mode_refusal).
+        return None
     # Set before routing: a SELECT routes by the read shards (ProxySession.routing_vschema),
     # through the vcursor too.
     session.only_reads = kw == "select"
@@ -99,10 +118,30 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
         return None
     shard, query = target
     table = plan.table if type(plan) is Insert else None
-    return FastRoute(kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table)
+    return FastRoute(
+        kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table,
+        settings_key(settings) if settings else NO_SETTINGS,
+        type(plan) is Insert and len(plan.row_templates) > 1,
+    )
 
 
-def _publish_target(session: ProxySession, sql: str) -> FastRoute | None:
+def _verbatim(session: ProxySession, keyspace: str, sql: str, kw: str, settings: Settings) -> FastRoute | None:
+    """A statement of a shard-targeted session (``USE ks:-80``) or of an unsharded keyspace:
+    sent as written to that one shard, as ``Executor._route`` sends it."""
+    target = session.target
+    table = None
+    if kw == "insert":
+        written = inserted_table(sql)
+        if written is None or written.keyspace is not None:
+            return None  # a table the regex does not read, or another keyspace's: the normal path says
+        table = written.table
+    ks, shard = session.state.default_shard(keyspace, target)
+    return FastRoute(
+        kw, ks, shard, sql.encode("utf-8"), "Targeted" if target is not None else "Unsharded", table, settings
+    )
+
+
+def _publish_target(session: ProxySession, sql: str, settings: Settings) -> FastRoute | None:
     """An autocommit INSERT into a topic: routed by the topics service from the text alone
     (no parse, no plan), to the topic's shard."""
     routed = session.state.topics.fast_publish(session, sql)
@@ -110,7 +149,7 @@ def _publish_target(session: ProxySession, sql: str) -> FastRoute | None:
         return None
     topic = routed.insert_into
     return FastRoute("insert", routed.keyspace, routed.shard, routed.sql.encode("utf-8"), "Topic", None,
-                     (topic.keyspace, topic.name))
+                     settings, topic=(topic.keyspace, topic.name))
 
 
 def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any]) -> tuple[str, str] | None:
@@ -133,7 +172,9 @@ def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any])
 
 
 def _insert_target(node: Insert, vschema: Any, bindvars: dict[str, Any]) -> tuple[str, str] | None:
-    if node.opcode is not DMLOpcode.Sharded or len(node.row_templates) != 1:
+    """One shard's INSERT of every row, as ``proxy.engine.insert`` renders it when all the
+    rows go to one shard."""
+    if node.opcode is not DMLOpcode.Sharded:
         return None
     if any(vv.owned for vv in node.vindex_values[1:]):
         return None  # lookup rows go in first: the normal path's work
@@ -146,13 +187,17 @@ def _insert_target(node: Insert, vschema: Any, bindvars: dict[str, Any]) -> tupl
             if value is None:
                 return None  # the sequence gives it: the normal path
             bv[name] = value
+    rows = len(node.row_templates)
     if node.target_ksid is not None:
-        ksid: bytes | None = node.target_ksid
+        shard = vschema.shard_for(node.keyspace, node.target_ksid)
     else:
         primary = node.vindex_values[0]
         if getattr(primary.vindex, "needs_lookup", False):
             return None
-        ksid = map_values(primary.vindex, [primary.rows[0][0].resolve(bv)])[0]
-        if ksid is None:
+        ksids = map_values(primary.vindex, [row[0].resolve(bv) for row in primary.rows])
+        if None in ksids:
             return None
-    return vschema.shard_for(node.keyspace, ksid), render_rows(node, (0,), bv)
+        shard = vschema.shard_for(node.keyspace, ksids[0])
+        if rows > 1 and any(vschema.shard_for(node.keyspace, k) != shard for k in ksids[1:]):
+            return None  # rows for several shards: the normal path splits them
+    return shard, render_rows(node, range(rows), bv)

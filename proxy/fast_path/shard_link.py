@@ -17,6 +17,13 @@ the proxy's (the fast path only serves autocommit sessions outside a transaction
 ``ShardLinks`` keeps the idle links of one shard. ``take`` never waits: without an
 idle link it starts opening one in the background and the statement takes the
 normal path.
+
+A link carries one set of session variables for its whole life (``Settings``: the
+client session's ``settings``, what the normal path's ``ShardConnection.apply_settings``
+would give a pooled connection), set once right after login; ``ShardLinks`` keeps idle
+links by those settings and hands a session only a link with exactly its own. So a
+statement never runs after a SET that might have failed: a link whose SET failed is
+never used.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from pymysql._auth import scramble_native_password
 from pymysql.charset import charset_by_name
@@ -49,6 +56,16 @@ _CONNECTION_ENDING = {1053, 1927}
 _OPENING_MAX = 4
 # A response bigger than this goes to the client in pieces as it arrives.
 RELAY_CHUNK = 256 * 1024
+
+# A shard link's session variables: the session's ``settings`` (name, SQL literal), sorted.
+Settings: TypeAlias = tuple[tuple[str, str], ...]
+NO_SETTINGS: Settings = ()
+
+
+def settings_key(settings: dict[str, str]) -> Settings:
+    """The links a session with these ``settings`` may use."""
+    return tuple(sorted(settings.items())) if settings else NO_SETTINGS
+
 
 # Response framing states.
 _IDLE, _FIRST, _COLUMNS, _COLUMNS_EOF, _ROWS = range(5)
@@ -80,7 +97,7 @@ class LinkError(Exception):
     """The link could not be opened (refused, failed login)."""
 
 
-def _lenenc(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+def lenenc(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     """A length-encoded integer at ``pos``: (value, position after it)."""
     first = buf[pos]
     if first < 0xFB:
@@ -117,8 +134,9 @@ class ShardLink(asyncio.BufferedProtocol):
     """One connection to a shard's primary. What ``RunningStatement.kill`` needs of a
     shard connection (``pool``, ``thread_id``, ``keyspace``, ``shard``, ``broken``) it has."""
 
-    def __init__(self, pool: ShardPool) -> None:
+    def __init__(self, pool: ShardPool, settings: Settings = NO_SETTINGS) -> None:
         self.pool = pool
+        self.settings = settings
         self.thread_id = 0
         self.broken = False
         self.transport: asyncio.Transport | None = None
@@ -151,16 +169,25 @@ class ShardLink(asyncio.BufferedProtocol):
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
-    async def open(cls, pool: ShardPool) -> ShardLink:
+    async def open(cls, pool: ShardPool, settings: Settings = NO_SETTINGS) -> ShardLink:
+        """A logged-in link with ``settings`` applied."""
         a = pool.address
         loop = asyncio.get_running_loop()
-        link = cls(pool)
+        link = cls(pool, settings)
         link._login = loop.create_future()
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
             transport, _ = await loop.create_connection(lambda: link, a.host, a.port)
             try:
                 await link._login
+                if settings:
+                    # The SET the normal path's apply_settings sends a pooled connection.
+                    applied = _Applied(loop)
+                    link.query(("set " + ", ".join(f"@@session.{n} = {v}" for n, v in settings)).encode(), applied)
+                    error = await applied.done
+                    if error is not None:
+                        raise LinkError(f"({error.code}) {error.message}")
             except BaseException:
+                link.broken = True
                 transport.close()
                 raise
         return link
@@ -272,8 +299,8 @@ class ShardLink(asyncio.BufferedProtocol):
                 self._last = pos
             elif state == _FIRST:
                 if head == 0x00:  # OK
-                    _, p = _lenenc(buf, pos + 5)
-                    _, p = _lenenc(buf, p)
+                    _, p = lenenc(buf, pos + 5)
+                    _, p = lenenc(buf, p)
                     buf[p : p + 2] = _STATUS_AUTOCOMMIT.to_bytes(2, "little")
                     self._done(end, None)
                     return
@@ -284,7 +311,7 @@ class ShardLink(asyncio.BufferedProtocol):
                     self.broken = True
                     self._done(end, ShardErr(2027, "Malformed packet: LOCAL INFILE request", pos))
                     return
-                self._columns_left, _ = _lenenc(buf, pos + 4)
+                self._columns_left, _ = lenenc(buf, pos + 4)
                 state = _COLUMNS
             elif state == _COLUMNS:
                 self._columns_left -= 1
@@ -374,43 +401,82 @@ class ShardLink(asyncio.BufferedProtocol):
             self.transport.resume_reading()
 
 
+class _Applied:
+    """The relay of the SET a new link's settings are applied with."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.done: asyncio.Future[ShardErr | None] = loop.create_future()
+
+    def response_part(self, link: ShardLink, data: bytes) -> None:
+        """A SET answers one OK or ERR packet: never parts."""
+
+    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        if not self.done.done():
+            self.done.set_result(error)
+
+    def link_lost(self, link: ShardLink, cause: str) -> None:
+        if not self.done.done():
+            self.done.set_exception(LinkError(cause))
+
+
 class ShardLinks:
-    """The fast path's idle links to one shard, at most ``maxsize`` open."""
+    """The fast path's idle links to one shard, by their settings; at most ``maxsize`` open."""
 
     def __init__(self, pool: ShardPool, maxsize: int) -> None:
         self.pool = pool
         self.maxsize = maxsize
-        self.idle: list[ShardLink] = []
+        self.idle: dict[Settings, list[ShardLink]] = {}
         self.open = 0  # links open or opening
+        self.served = 0  # statements sent (the shardgate_fast_path_statements metric)
         self._opening: set[asyncio.Task[None]] = set()
-        self._failed_at = 0.0
+        # When opening a link failed, by settings: a shard that refused us, or a SET it refused
+        # for one session's settings (which must not hold back the others'), is retried once a second.
+        self._failed_at: dict[Settings, float] = {}
 
-    def take(self) -> ShardLink | None:
-        """An idle link, or None (then one is opened in the background, if allowed)."""
-        idle = self.idle
+    def take(self, settings: Settings = NO_SETTINGS) -> ShardLink | None:
+        """An idle link carrying ``settings``, or None (then one is opened in the background,
+        if allowed: in place of an idle link of other settings when ``maxsize`` are open)."""
+        idle = self.idle.get(settings)
         while idle:
             link = idle.pop()
             if link.transport is not None and not link.broken:
                 return link
             self.open -= 1
-        if self.open < self.maxsize and len(self._opening) < _OPENING_MAX:
-            loop = asyncio.get_running_loop()
-            if loop.time() - self._failed_at >= 1.0:  # a shard that refused us is retried once a second
-                self.open += 1
-                task = loop.create_task(self._open())
-                self._opening.add(task)
-                task.add_done_callback(self._opening.discard)
+        if len(self._opening) >= _OPENING_MAX:
+            return None
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._failed_at.get(settings, float("-inf")) < 1.0:
+            return None
+        if self.open >= self.maxsize and not self._close_other_idle(settings):
+            return None
+        self.open += 1
+        task = loop.create_task(self._open(settings))
+        self._opening.add(task)
+        task.add_done_callback(self._opening.discard)
         return None
 
-    async def _open(self) -> None:
+    def _close_other_idle(self, settings: Settings) -> bool:
+        """Close an idle link of other settings than ``settings`` (sessions changed what they SET)."""
+        for key in [key for key, links in self.idle.items() if not links and key != settings]:
+            del self.idle[key]  # settings no idle link has: not kept forever
+        for key, links in self.idle.items():
+            if key != settings and links:
+                links.pop(0).close()  # the longest idle
+                self.open -= 1
+                return True
+        return False
+
+    async def _open(self, settings: Settings) -> None:
         try:
-            link = await ShardLink.open(self.pool)
+            link = await ShardLink.open(self.pool, settings)
         except (LinkError, OSError, TimeoutError) as e:
             self.open -= 1
-            self._failed_at = asyncio.get_running_loop().time()
+            if len(self._failed_at) > 1024:
+                self._failed_at.clear()  # settings seen once: not kept forever
+            self._failed_at[settings] = asyncio.get_running_loop().time()
             logger.info("fast path: shard link not opened", extra={"shard": self.pool.name, "error": str(e)})
             return
-        self.idle.append(link)
+        self.idle.setdefault(settings, []).append(link)
 
     def give(self, link: ShardLink) -> None:
         """A link whose query is over: idle again, or closed if it may be out of step."""
@@ -418,14 +484,15 @@ class ShardLinks:
             link.close()
             self.open -= 1
             return
-        self.idle.append(link)
+        self.idle.setdefault(link.settings, []).append(link)
 
     async def close(self) -> None:
         for task in list(self._opening):
             task.cancel()
         await asyncio.gather(*self._opening, return_exceptions=True)
-        for link in self.idle:
-            link.close()
+        for links in self.idle.values():
+            for link in links:
+                link.close()
         self.idle.clear()
         self.open = 0
 

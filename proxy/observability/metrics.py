@@ -90,6 +90,8 @@ POOL_WAIT_SECONDS = Counter("shardgate_pool_wait_seconds", "Time spent in acquir
                             _SHARD)
 FAST_PATH_LINKS = Gauge("shardgate_fast_path_links", "Shard connections the fast path holds open (proxy.fast_path), "
                         "besides the pool's", _SHARD, multiprocess_mode="livesum")
+FAST_PATH_STATEMENTS = Counter("shardgate_fast_path_statements", "Statements the fast path sent to a shard "
+                               "(proxy.fast_path; the others took the normal path)", _SHARD)
 
 CLIENT_CONNECTIONS = Gauge("shardgate_client_connections", "Client sessions open", multiprocess_mode="livesum")
 CLIENT_CONNECTIONS_ACCEPTED = Counter("shardgate_client_connections_accepted", "Client sessions opened (logged in)")

@@ -77,6 +77,7 @@ class StateSampler:
             self._counter(metrics.POOL_WAIT_SECONDS, (keyspace, shard), pool.wait_seconds)
         for (keyspace, shard), links in self.proxy.fast_links.links.items():
             metrics.FAST_PATH_LINKS.labels(keyspace, shard).set(links.open)
+            self._counter(metrics.FAST_PATH_STATEMENTS, (keyspace, shard), links.served)
 
     def _plan_cache(self) -> None:
         self._counter(metrics.PLAN_CACHE_HITS, (), DEFAULT_CACHE.hits)

@@ -23,6 +23,7 @@ from proxy.cluster import LocalCluster
 from proxy.engine.sequence import SequenceAllocator
 from proxy.pools import ShardAddress, ShardPools
 from proxy.vcursor import SessionVCursor
+from proxy.worker_cpus import worker_environments
 from tests.conftest import example_cluster_config
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
@@ -140,12 +141,47 @@ class ProxyGroup:
         return self.procs[0].connect(database, **kw)
 
 
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a TCP socket listening on ``port`` (from /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @contextmanager
 def proxies(cluster: LocalCluster, workers: int = 1, env: dict[str, str] | None = None) -> Iterator[ProxyGroup]:
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="shardgate-bench-proxy-")) / "proxy.log"
     extra_env = {"SHARDGATE_LOG_LEVEL": "WARNING", **(env or {})}
-    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env=extra_env) for _ in range(workers)]
+    # Each process on a CPU of its own, as ``--workers N`` starts them (proxy/worker_cpus.py).
+    cpus = worker_environments(workers) if "SHARDGATE_PIN_WORKERS" not in extra_env else [{}] * workers
+    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env={**extra_env, **cpu})
+             for cpu in cpus]
+    # start_proxy returns once the port answers, which the first process's socket already does
+    # for the others: wait until each listens itself, or the warm-up misses the late ones.
+    deadline = time.monotonic() + 30
+    while not all(_listens(p.proc.pid, port) for p in procs):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not every proxy process listens on {port}")
+        time.sleep(0.05)
     try:
         yield ProxyGroup(procs)
     finally:

@@ -5,14 +5,19 @@ list and large results working."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import re
 import time
+import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import mysql.connector
 import pymysql
 import pytest
+import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
@@ -28,7 +33,7 @@ from tests.proxy.sessions_support import (
     shard_threads_running,
     wait_for,
 )
-from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
+from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +59,7 @@ def _answer(conn: pymysql.connections.Connection, sql: str) -> dict[str, Any]:
             return {
                 "description": c.description, "rows": c.fetchall(), "rowcount": c.rowcount,
                 "lastrowid": c.lastrowid, "warnings": conn._result.warning_count, "status": conn.server_status,
+                "info": conn._result.message,
             }
     except pymysql.err.MySQLError as e:
         return {"error": e.args}
@@ -253,6 +259,27 @@ def test_a_shard_link_logs_in_with_a_password_and_speaks_utf8mb4(local_cluster) 
     assert b"utf8mb4_general_ci" in data
 
 
+def test_a_shard_link_carries_the_settings_it_was_opened_with(local_cluster) -> None:
+    e = commerce_endpoints(local_cluster)[0]
+    pool = ShardPool(ShardAddress("commerce", "x", e.host, e.port, e.user, e.password, e.database))
+
+    async def run() -> bytes:
+        link = await ShardLink.open(pool, (("sql_mode", "'ANSI_QUOTES'"), ("time_zone", "'+05:00'")))
+        try:
+            relay = _Collected()
+            link.query(b"select @@session.time_zone, @@session.sql_mode", relay)
+            data, _, error = await relay.done
+            assert error is None
+        finally:
+            link.close()
+        with pytest.raises(LinkError, match=r"\(1193\) Unknown system variable"):  # never used, then
+            await ShardLink.open(pool, (("no_such_variable", "1"),))
+        return data
+
+    data = asyncio.run(run())
+    assert b"+05:00" in data and b"ANSI_QUOTES" in data
+
+
 @pytest.fixture
 def session(local_cluster) -> ProxySession:
     """A session of an in-process ClusterState (nothing started: routing needs no I/O)."""
@@ -287,10 +314,7 @@ def test_only_cached_one_shard_statements_of_a_plain_session_qualify(session: Pr
     assert fast_route(session, point + "; " + point) is None
 
 
-@pytest.mark.parametrize(
-    "state",
-    ["transaction", "autocommit off", "settings", "timeout", "targeted", "olap", "twopc insert"],
-)
+@pytest.mark.parametrize("state", ["transaction", "autocommit off", "timeout", "olap", "twopc insert"])
 def test_a_session_with_state_takes_the_normal_path(session: ProxySession, state: str) -> None:
     point = _planned(session, "select customer_id from customer where customer_id = 5")
     insert = _planned(session, "insert into customer(customer_id, email, tenant_id) values (5, 'a', 1)")
@@ -299,12 +323,8 @@ def test_a_session_with_state_takes_the_normal_path(session: ProxySession, state
         session.begin_transaction()
     elif state == "autocommit off":
         session.autocommit = False
-    elif state == "settings":
-        session.settings = {"sql_mode": "''"}
     elif state == "timeout":
         session.max_execution_time = 100
-    elif state == "targeted":
-        session.use_target("commerce:-80")
     elif state == "olap":
         session.workload = "olap"
     else:
@@ -312,3 +332,296 @@ def test_a_session_with_state_takes_the_normal_path(session: ProxySession, state
         assert fast_route(session, point) is not None  # reads are not made atomic
         point = insert
     assert fast_route(session, point) is None
+
+
+def test_a_session_with_set_variables_is_routed_with_them(session: ProxySession) -> None:
+    point = _planned(session, "select customer_id from customer where customer_id = 5")
+    assert fast_route(session, point).settings == ()  # type: ignore[union-attr]
+    session.settings = {"time_zone": "'+05:00'", "sql_mode": "'TRADITIONAL'"}
+    route = fast_route(session, point)
+    assert route is not None and route.settings == (("sql_mode", "'TRADITIONAL'"), ("time_zone", "'+05:00'"))
+    # Literals the planner reads by the default sql_mode, which this session may not have.
+    quoted = _planned(session, "select customer_id from customer where customer_id = 5 and email = 'it''s'")
+    assert fast_route(session, quoted) is None
+
+
+def test_targeted_and_unsharded_sessions_send_the_statement_as_written(session: ProxySession) -> None:
+    session.use_target("commerce:80-")
+    sql = "select customer_id from customer where tenant_id = 3"  # a scatter, were it planned
+    route = fast_route(session, sql)
+    assert route is not None and (route.keyspace, route.shard, route.plan) == ("commerce", "80-", "Targeted")
+    assert route.query == sql.encode()
+    insert = "insert into customer_events(id, tenant_id, message) values (1, 2, 'm')"
+    assert fast_route(session, insert).inserted_table == "customer_events"  # type: ignore[union-attr]
+    assert fast_route(session, "insert into lookup.product(sku) values ('x')") is None  # another keyspace's table
+    session.use_target("lookup")
+    route = fast_route(session, "select sku from product where price > 10")
+    assert route is not None and (route.keyspace, route.shard, route.plan) == ("lookup", "0", "Unsharded")
+    assert fast_route(session, "select database()") is None  # the proxy answers it
+
+
+@pytest.fixture(scope="module")
+def metered_proxy(local_cluster, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
+    """A proxy with its HTTP listener: /metrics counts the fast path's statements."""
+    base = local_cluster.config.path
+    http_port = free_port()
+    cfg = base.parent / "fast-path-metered.yaml"
+    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n")
+    p = start_proxy(cfg, local_cluster.endpoints, tmp_path_factory.mktemp("metered-proxy") / "proxy.log")
+    try:
+        yield p, f"http://127.0.0.1:{http_port}/metrics"
+    finally:
+        stop_proxy(p)
+
+
+def _fast_statements(url: str) -> float:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = r.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(body)
+        if family.name == "shardgate_fast_path_statements"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+
+
+def _fast_answer(metrics: str, run: Callable[[], Any], times: int = 4, statements: int = 1) -> Any:
+    """A statement's answer (or ``statements``'), the same every time: run until the fast path
+    has taken them all ``times`` times in a row (the first run plans them, and a session's
+    first statement on a shard needs a shard link with its settings, opened meanwhile)."""
+    first = run()
+    deadline = time.monotonic() + 10
+    in_a_row = 0
+    while in_a_row < times:
+        before = _fast_statements(metrics)
+        assert run() == first
+        in_a_row = in_a_row + 1 if _fast_statements(metrics) == before + statements else 0
+        assert time.monotonic() < deadline, "the fast path never took it"
+    return first
+
+
+# 2020-01-01 00:00:00 read in time zone +05:00.
+_EPOCH_AT_PLUS_5 = 1577836800 - 5 * 3600
+
+
+def test_client_libraries_with_session_variables_take_the_fast_path(metered_proxy, normal_proxy) -> None:
+    proxy, metrics = metered_proxy
+    customer_id = _fresh_id()
+    setup = proxy.connect("commerce", autocommit=True)
+    try:
+        query(setup, f"insert into customer(customer_id, email, tenant_id, created_at) "
+                     f"values ({customer_id}, 'tz', 1, '2020-01-01 00:00:00')")
+    finally:
+        setup.close()
+    point = f"select customer_id, unix_timestamp(created_at) from customer where customer_id = {customer_id}"
+    long_email = "insert into customer(customer_id, email, tenant_id) values ({}, repeat('x', 300), 1)"
+
+    # PyMySQL as the JDBC driver's sessions look: sql_mode and time zone SET at connect.
+    def pymysql_session(p: ProxyProcess) -> pymysql.connections.Connection:
+        return p.connect("commerce", autocommit=True, sql_mode="NO_ENGINE_SUBSTITUTION",
+                         init_command="SET time_zone = '+05:00'")
+
+    fast, normal = pymysql_session(proxy), pymysql_session(normal_proxy)
+    try:
+        assert _fast_answer(metrics, lambda: query(fast, point)) == ((customer_id, _EPOCH_AT_PLUS_5),)
+        assert query(normal, point) == ((customer_id, _EPOCH_AT_PLUS_5),)
+        ids = iter(range(customer_id + 1, customer_id + 100))
+
+        def insert_long() -> tuple[int, int]:
+            with fast.cursor() as c:
+                return c.execute(long_email.format(next(ids))), fast._result.warning_count
+
+        # Not strict: the long value is cut to 128 bytes with a warning, not refused (1406).
+        assert _fast_answer(metrics, insert_long) == (1, 1)
+        assert query(fast, f"select length(email) from customer where customer_id = {customer_id + 1}") == ((128,),)
+    finally:
+        fast.close()
+        normal.close()
+
+    # SQLAlchemy (PyMySQL underneath) in autocommit, its own SETs at connect.
+    engine = sa.create_engine(
+        f"mysql+pymysql://root:@{proxy.host}:{proxy.port}/commerce", isolation_level="AUTOCOMMIT",
+        connect_args={"init_command": "SET time_zone = '+05:00', sql_mode = 'TRADITIONAL'"},
+    )
+    try:
+        with engine.connect() as c:
+            rows = _fast_answer(metrics, lambda: [tuple(r) for r in c.execute(sa.text(point))])
+            assert rows == [(customer_id, _EPOCH_AT_PLUS_5)]
+
+            def insert_long_refused() -> str:
+                with pytest.raises(sa.exc.DataError) as refused:  # strict: refused as MariaDB refuses it
+                    c.execute(sa.text(long_email.format(customer_id + 200)))
+                return str(refused.value.orig.args)
+
+            assert "1406" in _fast_answer(metrics, insert_long_refused)
+    finally:
+        engine.dispose()
+
+    # mysql-connector, which SETs time_zone and sql_mode itself.
+    conn = mysql.connector.connect(
+        host=proxy.host, port=proxy.port, user="root", password="", database="commerce", autocommit=True,
+        time_zone="+05:00", sql_mode="ANSI_QUOTES", use_pure=True,
+    )
+    try:
+        def connector_point() -> list[Any]:
+            cur = conn.cursor()
+            cur.execute(point)
+            rows = cur.fetchall()
+            cur.close()
+            return rows
+
+        assert _fast_answer(metrics, connector_point) == [(customer_id, _EPOCH_AT_PLUS_5)]
+    finally:
+        conn.close()
+
+
+def test_unsharded_and_targeted_sessions_answer_on_the_fast_path_as_on_the_normal_path(
+    metered_proxy, normal_proxy
+) -> None:
+    proxy, metrics = metered_proxy
+    sku = f"FP-{uuid.uuid4().hex[:12]}"
+    customer_id = _fresh_id()
+    statements = {
+        "lookup": [
+            f"insert into product(sku, description, price) values ('{sku}', 'fast', 7)",
+            f"select sku, description, price from product where sku = '{sku}'",
+            "select sku, price from product where price between 10 and 30 order by sku",
+            "select no_such_column from product",
+            f"insert into product(sku, description, price) values ('{sku}', 'again', 7)",  # 1062
+        ],
+        "commerce:-80": [
+            f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, 'targeted', 1)",
+            f"select customer_id, email from customer where customer_id = {customer_id}",
+            f"select count(*) from customer where customer_id in ({customer_id}, {customer_id + 1})",
+        ],
+    }
+
+    def masked(answer: dict[str, Any], own_sku: str, own_id: int) -> str:
+        return repr(answer).replace(own_sku, "<sku>").replace(str(own_id), "<id>")
+
+    for target, sqls in statements.items():
+        fast, normal = proxy.connect(target, autocommit=True), normal_proxy.connect(target, autocommit=True)
+        try:
+            for sql in sqls:
+                normal_sql = sql.replace(sku, sku + "n").replace(str(customer_id), str(customer_id + 7))
+                if sql.startswith("insert"):  # the first writes, the next ones are duplicates (1062)
+                    assert masked(_answer(fast, sql), sku, customer_id) == masked(
+                        _answer(normal, normal_sql), sku + "n", customer_id + 7), sql
+                reference = masked(_answer(normal, normal_sql), sku + "n", customer_id + 7)
+                got = _fast_answer(metrics, lambda sql=sql, conn=fast: masked(_answer(conn, sql), sku, customer_id))
+                assert got == reference, (sql, got, reference)
+        finally:
+            fast.close()
+            normal.close()
+
+
+def _prepared_answers(conn: Any, statements: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    """mysql-connector's server-side prepared statements (COM_STMT_PREPARE/EXECUTE, binary rows)."""
+    out: list[Any] = []
+    for sql, params in statements:
+        cur = conn.cursor(prepared=True)
+        try:
+            cur.execute(sql, params)
+            out.append((cur.description, cur.fetchall() if cur.with_rows else cur.rowcount))
+        except mysql.connector.Error as e:
+            out.append(("error", e.errno, e.msg))
+        finally:
+            cur.close()
+    return out
+
+
+def test_prepared_statements_answer_in_the_binary_protocol_as_on_the_normal_path(metered_proxy, normal_proxy) -> None:
+    proxy, metrics = metered_proxy
+    customer_id = _fresh_id()
+    first_order = _fresh_id() * 10_000
+    setup = proxy.connect("commerce", autocommit=True)
+    try:
+        query(setup, f"insert into customer(customer_id, email, tenant_id, created_at) "
+                     f"values ({customer_id}, NULL, 7, '2021-03-04 05:06:07.089')")
+        for start in range(0, 3000, 500):
+            values = ", ".join(f"({first_order + i}, {customer_id}, '{'s' * 100}{i:08d}', {i})"
+                               for i in range(start, start + 500))
+            query(setup, f"insert into corder(order_id, customer_id, sku, price) values {values}")
+    finally:
+        setup.close()
+    typed = ("select customer_id, email, tenant_id, created_at, cast(tenant_id as unsigned) as u, tenant_id * 1.5 as d, "
+             "cast(tenant_id as double) as f, cast(created_at as time) as t, cast(created_at as date) as dt, "
+             "-tenant_id as neg, null as n from customer where customer_id = ?")
+    statements = [
+        (typed, (customer_id,)),
+        (typed, (customer_id + 1,)),  # no row
+        ("select customer_id, no_such_column from customer where customer_id = ?", (customer_id,)),  # 1054
+        ("select order_id, sku, price from corder where customer_id = ? order by order_id", (customer_id,)),  # ~350 KB
+        ("insert into customer(customer_id, email, tenant_id) values (?, ?, ?)", (customer_id, "dup", 1)),  # 1062
+    ]
+
+    def connect(p: ProxyProcess) -> Any:
+        return mysql.connector.connect(host=p.host, port=p.port, user="root", password="", database="commerce",
+                                       autocommit=True, use_pure=True)
+
+    fast, normal = connect(proxy), connect(normal_proxy)
+    try:
+        reference = _prepared_answers(normal, statements)
+        answer = _fast_answer(metrics, lambda: _prepared_answers(fast, statements), times=2, statements=len(statements))
+    finally:
+        fast.close()
+        normal.close()
+    assert answer == reference
+    row = reference[0][1][0]
+    assert row[0] == customer_id and row[1] is None and row[3] == datetime.datetime(2021, 3, 4, 5, 6, 7, 89000), row
+    assert reference[1][1] == [] and reference[2][:2] == ("error", 1054) and reference[4][:2] == ("error", 1062)
+    assert len(reference[3][1]) == 3000
+
+
+def _ids_by_shard(session: ProxySession, count: int) -> dict[str, list[int]]:
+    """Fresh customer ids, ``count`` for each commerce shard (as the proxy routes them)."""
+    # (An id other than the tenant's: equal literals share one bind variable, another shape.)
+    shape = _planned(session, "insert into customer(customer_id, email, tenant_id) values (2, 'a', 1)")
+    by_shard: dict[str, list[int]] = {}
+    while len(by_shard) < 2 or any(len(ids) < count for ids in by_shard.values()):
+        i = _fresh_id()
+        route = fast_route(session, shape.replace("(2,", f"({i},"))
+        assert route is not None
+        ids = by_shard.setdefault(route.shard, [])
+        if len(ids) < count:
+            ids.append(i)
+    return by_shard
+
+
+def test_a_multi_row_insert_to_one_shard_answers_as_on_the_normal_path(session, metered_proxy, normal_proxy) -> None:
+    proxy, metrics = metered_proxy
+    ids, others = _ids_by_shard(session, 12).values()
+
+    def statements(first: list[int]) -> list[str]:
+        rows = ", ".join(f"({i}, 'multi', {n})" for n, i in enumerate(first[:3]))
+        return [
+            f"insert into customer(customer_id, email, tenant_id) values {rows}",
+            f"insert into customer(customer_id, email, tenant_id) values {rows}",  # 1062
+            f"insert ignore into customer(customer_id, email, tenant_id) values {rows}, ({first[3]}, 'new', 9)",
+            f"insert into customer(customer_id, email, tenant_id) values {rows} on duplicate key update tenant_id = 5",
+        ]
+
+    two_shards = _planned(session, statements([ids[0], others[0], ids[1], ids[2]])[0])
+    assert fast_route(session, two_shards) is None  # split per shard: the normal path
+    assert fast_route(session, _planned(session, statements(ids)[0])) is not None
+
+    fast, normal = proxy.connect("commerce", autocommit=True), normal_proxy.connect("commerce", autocommit=True)
+    try:
+        for sql in statements(ids[8:]):  # planned, links open
+            _answer(fast, sql)
+        before = _fast_statements(metrics)
+        fast_answers = [_answer(fast, sql) for sql in statements(ids)]
+        counted = _fast_statements(metrics) - before
+        normal_answers = [_answer(normal, sql) for sql in statements(ids[4:])]
+    finally:
+        fast.close()
+        normal.close()
+    assert fast_answers[0]["rowcount"] == 3 and fast_answers[1]["error"][0] == 1062, fast_answers
+    assert fast_answers[2]["rowcount"] == 1 and fast_answers[2]["warnings"] == 3, fast_answers
+    assert fast_answers[3]["rowcount"] == 6, fast_answers  # three rows updated: 2 each
+    text = repr(fast_answers)
+    for a, b in zip(ids[:4], ids[4:8], strict=True):
+        text = text.replace(str(a), str(b))
+    assert text == repr(normal_answers)
+    assert counted == 4, counted

@@ -13,8 +13,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("proxy", "rewriter", "vschema", "sqltext")
 
-# proxy.fast_path.protocol answers COM_QUERY on the client socket itself (a protocol module).
-FRONT_END = ("proxy.server", "proxy.connection", "proxy.prepared", "proxy.cli", "proxy.fast_path.protocol")
+# proxy.fast_path.protocol answers COM_QUERY and COM_STMT_EXECUTE on the client socket itself (protocol
+# modules, with binary_result's re-encoding of rows for the client).
+FRONT_END = (
+    "proxy.server", "proxy.connection", "proxy.prepared", "proxy.cli", "proxy.fast_path.protocol",
+    "proxy.fast_path.binary_result",
+)
 EXECUTOR = (
     "proxy.executor", "proxy.planning", "proxy.show", "proxy.system_variables",
     "proxy.vschema_statements", "proxy.vstream_statement", "proxy.reshard_statement",

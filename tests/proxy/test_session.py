@@ -268,3 +268,24 @@ def test_select_database_names_its_column_as_typed(proxy) -> None:
             assert c.fetchone()[0] == "commerce"
     finally:
         conn.close()
+
+
+def test_literals_the_planner_would_misread_under_the_session_sql_mode_are_refused(proxy) -> None:
+    backslashes = proxy.connect("commerce", autocommit=True, sql_mode="NO_BACKSLASH_ESCAPES")
+    quotes = proxy.connect("commerce", autocommit=True, sql_mode="ANSI_QUOTES")
+    unsharded = proxy.connect("lookup", autocommit=True, sql_mode="ANSI_QUOTES")
+    try:
+        for conn, sql in (
+            (backslashes, "select customer_id from customer where customer_id = 1 and email = 'a\\b'"),
+            (backslashes, "select 'it''s' from customer where customer_id = 1"),
+            (quotes, 'select "customer_id" from customer where customer_id = 1'),
+        ):
+            with pytest.raises(pymysql.err.NotSupportedError) as refused:
+                _one(conn, sql)
+            assert refused.value.args[0] == 1235 and "sql_mode" in refused.value.args[1], refused.value.args
+        assert _one(backslashes, "select customer_id from customer where customer_id = -1") == ()
+        # Sent as written, so read by the shard's own rules: "sku" is the column.
+        assert _one(unsharded, "select \"sku\" from product where sku = 'SKU-1001'") == ((b"SKU-1001",),)
+    finally:
+        for c in (backslashes, quotes, unsharded):
+            c.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -130,3 +131,27 @@ def test_kill_query_reaches_a_session_on_the_other_worker(two_workers: int, loca
     finally:
         victim.close()
         killer.close()
+
+
+def _worker_pids(port: int) -> list[int]:
+    """The ``proxy.cli worker`` processes serving ``port``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"proxy.cli" in args and b"worker" in args and str(port).encode() in args:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_each_worker_runs_on_a_cpu_of_its_own(two_workers: int) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to spread the workers over")
+    pids = _worker_pids(two_workers)
+    assert len(pids) == 2, pids
+    assert sorted(cpu for pid in pids for cpu in os.sched_getaffinity(pid)) == cpus[:2]
