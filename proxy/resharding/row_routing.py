@@ -29,6 +29,10 @@ class RoutingError(ValueError):
     """A table the reshard cannot place rows of (named in the message)."""
 
 
+class UnsupportedRouting(RoutingError):
+    """A table whose rows this version cannot place (refused as 1235 when the workflow is created)."""
+
+
 @dataclass(frozen=True)
 class TableRoute:
     table: str
@@ -73,9 +77,10 @@ class RowRouter:
         if primary is None:
             raise RoutingError(f"table {self.keyspace}.{table} has no primary vindex")
         if not isinstance(primary.vindex, FunctionalVindex):
-            raise RoutingError(
-                f"table {self.keyspace}.{table}: primary vindex {primary.name} ({primary.type_name}) is not "
-                "functional; resharding by a lookup primary vindex is not supported"
+            raise UnsupportedRouting(
+                f"resharding table {self.keyspace}.{table} by its lookup primary vindex {primary.name} "
+                f"({primary.type_name}): a row's keyspace id is in the vindex's lookup table, not computed from "
+                "the row, and the copy and the change streams place rows by computing it"
             )
         return TableRoute(table, False, primary.columns[0], primary.vindex)
 

@@ -25,7 +25,7 @@ from sqltext.quoting import quote_identifier
 
 
 class SchemaCopyError(ValueError):
-    pass
+    """A table the reshard cannot copy (named in the message); refused as 1235 at create."""
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,7 @@ def _read_tables(endpoint: ShardEndpointLike) -> list[TableSchema]:
     conn = pymysql.connect(**connection_kwargs(endpoint), database=endpoint.database)
     try:
         with conn.cursor() as cur:
-            cur.execute(
-                "select table_name from information_schema.tables where table_schema = database() "
-                "and table_type = 'BASE TABLE' order by table_name"
-            )
-            names = [str(n) for (n,) in cur.fetchall() if not str(n).startswith(SIDECAR_PREFIX)]
+            names = _table_names(cur)
             tables = []
             for name in names:
                 cur.execute(f"show create table {quote_identifier(name)}")
@@ -66,6 +62,28 @@ def _read_tables(endpoint: ShardEndpointLike) -> list[TableSchema]:
             return tables
     finally:
         conn.close()
+
+
+def _table_names(cur: pymysql.cursors.Cursor) -> list[str]:
+    cur.execute(
+        "select table_name from information_schema.tables where table_schema = database() "
+        "and table_type = 'BASE TABLE' order by table_name"
+    )
+    return [str(n) for (n,) in cur.fetchall() if not str(n).startswith(SIDECAR_PREFIX)]
+
+
+def _read_table_names(endpoint: ShardEndpointLike) -> list[str]:
+    conn = pymysql.connect(**connection_kwargs(endpoint), database=endpoint.database)
+    try:
+        with conn.cursor() as cur:
+            return _table_names(cur)
+    finally:
+        conn.close()
+
+
+async def read_table_names(endpoint: ShardEndpointLike) -> list[str]:
+    """The base tables a reshard would move (no check of their keys)."""
+    return await asyncio.to_thread(_read_table_names, endpoint)
 
 
 def _copy_key(cur: pymysql.cursors.Cursor, database: str, table: str) -> tuple[str, ...]:
@@ -88,8 +106,8 @@ def _copy_key(cur: pymysql.cursors.Cursor, database: str, table: str) -> tuple[s
     detail = (f"and its unique keys ({', '.join(nullable)}) have nullable columns, which do not identify a row"
               if nullable else "and no unique key")
     raise SchemaCopyError(
-        f"table {database}.{table} has no primary key {detail}: the reshard copies and applies rows by a "
-        "primary key or a unique key of NOT NULL columns; add one to reshard this keyspace"
+        f"resharding table {database}.{table}, which has no primary key {detail}: the copy and the change "
+        "streams find rows by a primary key or a unique key of NOT NULL columns (add one)"
     )
 
 

@@ -486,22 +486,37 @@ def _vdiff_tables(path: Path, workflow: str, table: str) -> list[dict]:
     return [t for t in json.loads(done.stdout)["tables"] if t["table"] == table]
 
 
-@pytest.fixture
-def up_with_tag(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpProcess]:
-    """``shardgate up`` on the example cluster plus a table ``tag`` keyed by a case-insensitive
-    varchar, sharded by ``unicode_loose_md5`` (in the cluster file's vschema: the workflow routes
-    rows by the file's vschema)."""
+def start_up_with(
+    request: pytest.FixtureRequest, tmp_path: Path, schema: str, vindexes: dict, tables: dict, lookup_schema: str = ""
+) -> UpProcess:
+    """``shardgate up`` on the example cluster with more commerce tables (``schema`` appended to
+    the commerce schema file, ``vindexes``/``tables`` to its vschema: the workflow routes rows by
+    the cluster file's vschema) and ``lookup_schema`` appended to the lookup keyspace's."""
     path = write_cluster_file(tmp_path, mariadb_template_dir(request.config, tmp_path))
     files = path.parent
     with (files / "commerce_schema.sql").open("a") as f:
-        f.write("\nCREATE TABLE tag (name VARCHAR(32) NOT NULL, note VARCHAR(32), PRIMARY KEY (name))"
-                " DEFAULT CHARSET utf8mb4 COLLATE utf8mb4_general_ci;\n")
+        f.write("\n" + schema + "\n")
+    with (files / "lookup_schema.sql").open("a") as f:
+        f.write("\n" + lookup_schema + "\n")
     doc = json.loads((files / "commerce_vschema.json").read_text())
-    doc["vindexes"]["tag_name"] = {"type": "unicode_loose_md5"}
-    doc["tables"]["tag"] = {"column_vindexes": [{"column": "name", "name": "tag_name"}]}
+    doc["vindexes"].update(vindexes)
+    doc["tables"].update(tables)
     (files / "commerce_vschema.json").write_text(json.dumps(doc))
     process = UpProcess(path, tmp_path / "up.log")
     process.start()
+    return process
+
+
+@pytest.fixture
+def up_with_tag(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpProcess]:
+    """A table ``tag`` keyed by a case-insensitive varchar, sharded by ``unicode_loose_md5``."""
+    process = start_up_with(
+        request, tmp_path,
+        "CREATE TABLE tag (name VARCHAR(32) NOT NULL, note VARCHAR(32), PRIMARY KEY (name))"
+        " DEFAULT CHARSET utf8mb4 COLLATE utf8mb4_general_ci;",
+        {"tag_name": {"type": "unicode_loose_md5"}},
+        {"tag": {"column_vindexes": [{"column": "name", "name": "tag_name"}]}},
+    )
     try:
         yield process
     finally:
@@ -531,3 +546,75 @@ def test_vdiff_of_a_table_keyed_by_case_insensitive_text_is_clean_and_real_diffe
     assert (found["missing"], found["extra"], found["different"]) == (1, 0, 2), found
     assert sorted(found["examples"]) == sorted(["missing ('D',)", "different ('zoo',)", "different ('c ',)"])
     run_ok(path, "merge", "cancel")
+
+
+@pytest.fixture
+def up_with_keyless(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpProcess]:
+    """``plate``: no primary key, a unique key of NOT NULL columns; ``ticket``: sharded by a lookup
+    vindex; ``loose``: no key at all."""
+    process = start_up_with(
+        request, tmp_path,
+        "CREATE TABLE plate (id BIGINT NOT NULL, code VARCHAR(16) NOT NULL, owner BIGINT, UNIQUE KEY plate_id (id));\n"
+        "CREATE TABLE ticket (id BIGINT NOT NULL, note VARCHAR(16), PRIMARY KEY (id));\n"
+        "CREATE TABLE loose (a BIGINT, b BIGINT, UNIQUE KEY loose_a (a));",
+        {"ticket_lkp": {"type": "lookup_unique", "params": {"table": "lookup.ticket_idx", "from": "id", "to": "keyspace_id"}}},
+        {"plate": {"column_vindexes": [{"column": "id", "name": "hash"}]},
+         "ticket": {"column_vindexes": [{"column": "id", "name": "ticket_lkp"}]},
+         "loose": {"column_vindexes": [{"column": "a", "name": "hash"}]}},
+        "CREATE TABLE ticket_idx (id BIGINT NOT NULL, keyspace_id VARBINARY(10), PRIMARY KEY (id));",
+    )
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def _proxy_sql(up: UpProcess, *statements: str) -> None:
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+    finally:
+        conn.close()
+
+
+def test_tables_without_a_primary_key_copy_by_a_not_null_unique_key_and_others_are_refused_by_name(
+    up_with_keyless: UpProcess,
+) -> None:
+    up = up_with_keyless
+    path = up.config_path
+    create = ("create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+    # No key that identifies a row: refused (1235), the table and the reason named, nothing created.
+    loose = reshard(path, "keys", *create)
+    assert loose.returncode == 2 and "ERROR 1235 (42000)" in loose.stderr, loose.stderr
+    assert "commerce.loose" in loose.stderr and "no primary key" in loose.stderr and "loose_a" in loose.stderr
+    assert set(shard_endpoints(path)) == {"-80", "80-"}
+    _proxy_sql(up, "drop table loose")
+    # A lookup primary vindex: refused the same way.
+    ticket = reshard(path, "keys", *create)
+    assert ticket.returncode == 2 and "ERROR 1235 (42000)" in ticket.stderr, ticket.stderr
+    assert "commerce.ticket" in ticket.stderr and "lookup primary vindex ticket_lkp" in ticket.stderr
+    _proxy_sql(up, "drop table ticket")
+    # A unique key of NOT NULL columns stands in for the primary key: copied, followed, switched.
+    _proxy_sql(up, "insert into plate (id, code, owner) values "
+               + ", ".join(f"({i}, 'p{i}', {i % 5})" for i in range(1, 401)))
+    run_ok(path, "keys", *create)
+    _proxy_sql(up, "update plate set code = concat(code, '-x') where id <= 50",
+               "delete from plate where id between 100 and 119",
+               "insert into plate (id, code, owner) values " + ", ".join(f"({i}, 'n{i}', 1)" for i in range(401, 421)))
+    wait_caught_up(path, "keys")
+    assert "result: clean" in run_ok(path, "keys", "vdiff")
+    run_ok(path, "keys", "switch-traffic")
+    expected = {i: f"p{i}-x" if i <= 50 else f"p{i}" for i in range(1, 401) if not 100 <= i <= 119}
+    expected |= {i: f"n{i}" for i in range(401, 421)}
+    endpoints = shard_endpoints(path)
+    vindex = HashVindex("hash")
+    found: dict[int, str] = {}
+    for shard in ("-40", "40-80"):
+        for i, code in run_sql(endpoints[shard], "select id, code from plate"):
+            assert KeyRange.parse(shard).contains(vindex.keyspace_id(i) or b""), f"plate {i} on {shard}"
+            assert i not in found
+            found[i] = code.decode() if isinstance(code, bytes) else code
+    on_80 = {i: c for i, c in expected.items() if not KeyRange.parse("-80").contains(vindex.keyspace_id(i) or b"")}
+    assert found == {i: c for i, c in expected.items() if i not in on_80}
