@@ -92,7 +92,19 @@ class RowRouter:
         value = row.get(route.vindex_column)
         if value is None:
             value = next((v for k, v in row.items() if k.lower() == route.vindex_column.lower()), None)
-        ksid = route.vindex.keyspace_id(value)
+        return self.targets_of_value(route, value)
+
+    def targets_of_value(self, route: TableRoute, value: Any) -> Sequence[str]:
+        """The target a row of a sharded table goes to, from its primary vindex column's value."""
+        assert route.vindex is not None
+        return self.targets_of_keyspace_id(route.vindex.keyspace_id(value))
+
+    def targets_of_values(self, route: TableRoute, values: Sequence[Any]) -> list[Sequence[str]]:
+        """``targets_of_value`` of many rows at once (the vindex maps them in one call)."""
+        assert route.vindex is not None
+        return [self.targets_of_keyspace_id(k) for k in route.vindex.map(values)]
+
+    def targets_of_keyspace_id(self, ksid: bytes | None) -> Sequence[str]:
         if ksid is None:
             return ()
         for name, rng in self._ranges:

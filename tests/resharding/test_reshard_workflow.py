@@ -556,11 +556,15 @@ def up_with_keyless(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         request, tmp_path,
         "CREATE TABLE plate (id BIGINT NOT NULL, code VARCHAR(16) NOT NULL, owner BIGINT, UNIQUE KEY plate_id (id));\n"
         "CREATE TABLE ticket (id BIGINT NOT NULL, note VARCHAR(16), PRIMARY KEY (id));\n"
-        "CREATE TABLE loose (a BIGINT, b BIGINT, UNIQUE KEY loose_a (a));",
+        "CREATE TABLE loose (a BIGINT, b BIGINT, UNIQUE KEY loose_a (a));\n"
+        "CREATE TABLE typed (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, d DECIMAL(12,3), f FLOAT, g DOUBLE, dt DATE,"
+        " tm TIME(3), ts TIMESTAMP(6) NULL, y YEAR, b BIT(5), e ENUM('x','y z'), st SET('a','b','c'), j JSON,"
+        " bl BLOB, tx VARCHAR(64) CHARSET utf8mb4, bn BINARY(4), lt VARCHAR(16) CHARSET latin1);",
         {"ticket_lkp": {"type": "lookup_unique", "params": {"table": "lookup.ticket_idx", "from": "id", "to": "keyspace_id"}}},
         {"plate": {"column_vindexes": [{"column": "id", "name": "hash"}]},
          "ticket": {"column_vindexes": [{"column": "id", "name": "ticket_lkp"}]},
-         "loose": {"column_vindexes": [{"column": "a", "name": "hash"}]}},
+         "loose": {"column_vindexes": [{"column": "a", "name": "hash"}]},
+         "typed": {"column_vindexes": [{"column": "id", "name": "hash"}]}},
         "CREATE TABLE ticket_idx (id BIGINT NOT NULL, keyspace_id VARBINARY(10), PRIMARY KEY (id));",
     )
     try:
@@ -599,6 +603,14 @@ def test_tables_without_a_primary_key_copy_by_a_not_null_unique_key_and_others_a
     # A unique key of NOT NULL columns stands in for the primary key: copied, followed, switched.
     _proxy_sql(up, "insert into plate (id, code, owner) values "
                + ", ".join(f"({i}, 'p{i}', {i % 5})" for i in range(1, 401)))
+    # Every kind of value the copy writes back from the source's text as it came (vdiff compares them).
+    _proxy_sql(up, "insert into typed values "
+               + ", ".join(f"({i}, -123456789.125, 1.5e-7, -1e300, '2024-02-29', '-838:59:58.5', '2038-01-19 03:14:07.999999',"
+                           f" 2155, b'10101', 'y z', 'a,c', '{{\"k\": \"v\\\\\"q\", \"n\": [1, 2.5, null]}}',"
+                           f" x'00ff27005c0a', 'it''s \\\\ 😀\\n\\ttab', x'00ff0001', 'café')" for i in range(1, 41))
+               + ", " + ", ".join(f"({i}, null, null, null, null, null, null, null, null, null, null, null, null, null, null,"
+                                  " null)" for i in range(41, 81))
+               + ", (18446744073709551615, 0, 0, 0, '1000-01-01', '00:00:00', null, 1901, b'0', 'x', '', '[]', '', '', x'00000000', '')")
     run_ok(path, "keys", *create)
     _proxy_sql(up, "update plate set code = concat(code, '-x') where id <= 50",
                "delete from plate where id between 100 and 119",

@@ -68,15 +68,19 @@ class IntegerVindex(FunctionalVindex):
     unconvertible_maps_to_none: ClassVar[bool] = True
 
     def keyspace_id(self, value: object) -> bytes | None:
+        number = self.uint64_of(value)
+        return None if number is None else self.keyspace_id_of_uint64(number)
+
+    def uint64_of(self, value: object) -> int | None:
+        """The uint64 the vindex maps ``value`` by (None: no shard); raises VindexError if unmappable."""
         if value is None:
             return None
         try:
-            number = to_uint64(value, wrap_negative=self.wrap_negative)
+            return to_uint64(value, wrap_negative=self.wrap_negative)
         except ValueConversionError as exc:
             if self.unconvertible_maps_to_none:
                 return None
             raise self.error(f"cannot map value {value!r}: {exc}") from exc
-        return self.keyspace_id_of_uint64(number)
 
     @abstractmethod
     def keyspace_id_of_uint64(self, number: int) -> bytes:

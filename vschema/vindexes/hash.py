@@ -6,6 +6,7 @@ ids are the same. The mapping is reversible: decrypting a keyspace id gives the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 from Crypto.Cipher import DES
@@ -39,6 +40,14 @@ class HashVindex(IntegerVindex):
 
     def keyspace_id_of_uint64(self, number: int) -> bytes:
         return hash_uint64(number)
+
+    def map(self, values: Sequence[object]) -> list[bytes | None]:
+        """Keyspace ids of many values in one DES call (ECB: block by block): the Reshard copy
+        places thousands of rows a chunk, where a call per value costs ~2-5 us of cffi overhead."""
+        numbers = [self.uint64_of(v) for v in values]
+        data = _CIPHER.encrypt(b"".join(n.to_bytes(8, "big") for n in numbers if n is not None))
+        blocks = iter(range(0, len(data), 8))
+        return [None if n is None else data[(i := next(blocks)) : i + 8] for n in numbers]
 
     def reverse_map(self, ksids: list[bytes]) -> list[int]:
         """The values that produced these keyspace ids."""
