@@ -14,6 +14,7 @@ from Crypto.Cipher import DES
 from vschema.vindexes.base import IntegerVindex
 
 _CIPHER = DES.new(bytes(8), DES.MODE_ECB)
+_BATCH_FROM = 16  # values: fewer are mapped one by one (cached)
 
 
 # Hot values (the ids of point selects) are hashed again and again: a cache hit costs
@@ -43,7 +44,10 @@ class HashVindex(IntegerVindex):
 
     def map(self, values: Sequence[object]) -> list[bytes | None]:
         """Keyspace ids of many values in one DES call (ECB: block by block): the Reshard copy
-        places thousands of rows a chunk, where a call per value costs ~2-5 us of cffi overhead."""
+        places thousands of rows a chunk, where a call per value costs ~2-5 us of cffi overhead.
+        A few values (a routed statement's) go through the cache of hot values instead."""
+        if len(values) < _BATCH_FROM:
+            return [self.keyspace_id(v) for v in values]
         numbers = [self.uint64_of(v) for v in values]
         data = _CIPHER.encrypt(b"".join(n.to_bytes(8, "big") for n in numbers if n is not None))
         blocks = iter(range(0, len(data), 8))
