@@ -171,7 +171,7 @@ async def create_workflow(
     # Every table must have a copy key (table_schema.py) and a shard to go to before anything is created.
     try:
         tables = await read_tables(topology.endpoint(sources[0]))
-        router = RowRouter(keyspace, config.keyspaces[keyspace].vschema, targets)
+        router = RowRouter(keyspace, await view.vschema(keyspace), targets)
         for table in tables:
             router.route(table.name)
     except (UnsupportedRouting, SchemaCopyError) as e:

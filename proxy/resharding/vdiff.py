@@ -180,7 +180,7 @@ async def run_vdiff(view: ClusterView, name: str, timeout_seconds: float = DEFAU
     async with streams_stopped(view, workflow, WorkflowState.STOPPED, resume_state=str(workflow.state)):
         snapshots: list[ShardSnapshot] = []
         targets: dict[str, pymysql.Connection] = {}
-        streams = WorkflowStreams(view.config, view.store, workflow, endpoints)
+        streams = WorkflowStreams(view.config, view.store, workflow, endpoints, await view.vschema(workflow.keyspace))
         try:
             for source in workflow.streaming_sources:
                 snapshots.append(await asyncio.to_thread(ShardSnapshot.take, (workflow.keyspace, source), endpoints[source]))
