@@ -48,7 +48,7 @@ from proxy.system_variables import (
 )
 from proxy.topics.service import PlanWithTopics
 from proxy.topics.statement import is_topic_ddl
-from proxy.twopc import TWOPC
+from proxy.twopc import MULTI, TWOPC
 from proxy.vschema_statements import alter_vschema
 from proxy.vstream_statement import vstream
 from rewriter.nodes import Insert, InsertSelect, Update
@@ -61,8 +61,10 @@ logger = logging.getLogger(__name__)
 _STREAMED = {"select", "with", "show", "explain", "describe", "desc", "table", "values", "("}
 _DDL = {"create", "drop", "alter", "truncate", "rename"}
 _WRITES = {"insert", "replace", "update"}
-# Autocommit statements that a twopc session makes atomic across shards (an implicit transaction).
+# Autocommit statements that a twopc or multi session runs in an implicit transaction when they
+# reach several shards (atomic in twopc; in multi, Vitess's rule: all statements or none).
 _DML = {"insert", "replace", "update", "delete"}
+_IMPLICIT_MODES = (MULTI, TWOPC)
 # Statements that only read: a twopc transaction does not prepare a shard that only these reached.
 _READS = {"select", "show", "describe", "desc", "explain"}
 
@@ -114,8 +116,8 @@ class Executor:
             session.begin_transaction()  # autocommit=0: every statement opens one implicitly
             assert session.tx is not None
             session.tx.writing = kw not in _READS
-        elif session.tx is None and kw in _DML and session.transaction_mode == TWOPC:
-            return await self._write_holding(session, lambda: self._atomic_statement(session, sql, kw))
+        elif session.tx is None and kw in _DML and session.transaction_mode in _IMPLICIT_MODES:
+            return await self._write_holding(session, lambda: self._atomic_statement(session, sql, kw), atomic=True)
         if kw in _DML:
             out = await self._write_holding(session, lambda: self._routed(session, sql, kw))
         else:
@@ -132,10 +134,13 @@ class Executor:
                 session.tx, session.after_commit = None, []
             raise
 
-    async def _write_holding(self, session: ProxySession, run: Callable[[], Awaitable[Outcome]]) -> Outcome:
+    async def _write_holding(
+        self, session: ProxySession, run: Callable[[], Awaitable[Outcome]], atomic: bool = False
+    ) -> Outcome:
         """Run a DML statement; one refused by a source shard at a resharding switch is held
         until the topology changes and run again on the new shards
-        (proxy/resharding/write_hold.py says which statements can be, and why)."""
+        (proxy/resharding/write_hold.py says which statements can be, and why). ``atomic``: an
+        autocommit statement run in an implicit transaction (rolled back whole when it fails)."""
         opened = set(session.tx.conns) if session.tx is not None else set()
         session.vcursor.reached.clear()
         try:
@@ -144,7 +149,7 @@ class Executor:
             denied = denied_shard_error(e)
             if denied is None:
                 raise
-            return await self._hold_write(session, denied, run, opened)
+            return await self._hold_write(session, denied, run, opened, atomic)
 
     async def _hold_write(
         self,
@@ -152,6 +157,7 @@ class Executor:
         error: ShardError,
         run: Callable[[], Awaitable[Outcome]],
         opened: set[tuple[str, str]],
+        atomic: bool,
     ) -> Outcome:
         """The held path of ``_write_holding`` (off the hot path: only at a switch)."""
 
@@ -165,8 +171,8 @@ class Executor:
         async def may_hold(error: ShardError) -> bool:
             key = (error.keyspace, error.shard)
             others = {k for k in session.vcursor.reached if k[0] == error.keyspace} - {key}
-            if session.tx is None:  # autocommit; a twopc statement's implicit transaction rolled back whole
-                return session.transaction_mode == TWOPC or not others
+            if session.tx is None:  # autocommit; an implicit transaction was rolled back whole
+                return atomic or not others
             if session.tx.mode != TWOPC and key not in opened and not others:
                 await session.tx.forget(*key)  # the transaction never used the shard: it goes on without it
                 return True
@@ -181,8 +187,13 @@ class Executor:
         return await self.state.write_hold.hold(error, attempt, may_hold)
 
     async def _atomic_statement(self, session: ProxySession, sql: str, kw: str) -> Outcome:
-        """An autocommit DML statement of a twopc session: in an implicit transaction, so
-        that shards it reaches together commit atomically (one shard: plain autocommit)."""
+        """An autocommit DML statement of a twopc or multi session: in an implicit
+        transaction (one shard: plain autocommit, at no extra round trip). In twopc, shards it
+        reaches together commit atomically; in multi they commit one after another, as Vitess
+        runs a multi-shard autocommit DML: a shard that refuses the statement (a duplicate key,
+        a write denied at a resharding switch) rolls it back on every shard, so it is applied
+        whole or not at all, and a denied one can be held and run again without applying any
+        part twice (proxy/resharding/write_hold.py)."""
         session.begin_transaction(implicit=True)
         try:
             out = await self._route(session, sql, kw)

@@ -103,6 +103,22 @@ class VSchemaChangeConflict(ProxyError):
         super().__init__(ER_UNKNOWN_ERROR, f"vschema of keyspace {keyspace} changed concurrently; try again")
 
 
+async def stored_vschema_doc(sc: ShardConnection, cluster: str, keyspace: str) -> dict[str, Any] | None:
+    """The stored (live) vschema document of ``keyspace`` on the store shard ``sc`` (its database
+    ``cluster``); None when none is stored (the cluster file's is in force) or it is unreadable."""
+    table = await ensure_sidecar_table(sc, cluster, SIDECAR_TABLE, _create_table)
+    res = await sc.execute(
+        f"select doc from {table} where cluster = {hex_literal(cluster)} and keyspace = {hex_literal(keyspace)}"
+    )
+    if not res.rows:
+        return None
+    try:
+        doc = json.loads(row_text(res.rows[0][0]))
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 class LiveVSchema:
     """This process's copy of the cluster vschema and the task that keeps it current."""
 

@@ -1,12 +1,16 @@
 """PyMySQL's private API, used from this module only (the adapter): the unbuffered result a
 query leaves on the connection (its column definitions with flags and charset, which
 ``cursor.description`` drops), and the connection's socket and buffered reader, which the
-Spark source reads rows from in bulk and the CDC binlog reader replaces with a faster one.
+Spark source reads rows from in bulk and the CDC binlog reader replaces with a faster one, and
+the switch that makes a result's values arrive undecoded (the Reshard copy writes them back as
+they came).
 PyMySQL offers none of these publicly; if a release renames them, this is the one place."""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pymysql
@@ -24,6 +28,19 @@ def result_fields(cur: pymysql.cursors.Cursor) -> Any:
     return cur._result.fields  # type: ignore[attr-defined]
 
 
+@contextmanager
+def raw_values(conn: pymysql.Connection) -> Iterator[None]:
+    """Results read inside come as the text protocol sent them: every value ``bytes`` (or None),
+    nothing decoded or converted (the connection's ``use_unicode`` and ``decoders``, which
+    PyMySQL reads when a result's columns arrive, are set aside meanwhile)."""
+    use_unicode, decoders = conn.use_unicode, conn.decoders  # type: ignore[attr-defined]
+    conn.use_unicode, conn.decoders = False, {}  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        conn.use_unicode, conn.decoders = use_unicode, decoders  # type: ignore[attr-defined]
+
+
 def buffered_reader(conn: pymysql.Connection) -> Any:
     """The file-like reader the connection reads packets through."""
     return conn._rfile  # type: ignore[attr-defined]
@@ -39,4 +56,4 @@ def replace_reader(conn: object, reader: object) -> None:
     conn._rfile = reader  # type: ignore[attr-defined]
 
 
-__all__ = ["buffered_reader", "raw_socket", "replace_reader", "result_fields", "unbuffered_result"]
+__all__ = ["buffered_reader", "raw_socket", "raw_values", "replace_reader", "result_fields", "unbuffered_result"]

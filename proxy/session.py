@@ -20,7 +20,7 @@ from proxy.messaging.dml import MessageDml
 from proxy.observability.metrics import record_commit, record_rollback
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
-from proxy.twopc import TWOPC, manager_for
+from proxy.twopc import MULTI, TWOPC, manager_for
 from proxy.vcursor import SessionVCursor
 from vschema.model import VSchema
 
@@ -191,7 +191,8 @@ class ProxySession(BaseSession):
         if tx is not None:
             shards = len(tx.conns)
             await tx.commit()
-            record_commit(shards, tx.mode)
+            if not (tx.implicit and tx.mode == MULTI):  # one autocommit statement, not a client's transaction
+                record_commit(shards, tx.mode)
         for keyspace, dml in events:
             self.state.committed(keyspace, dml)
 

@@ -13,10 +13,11 @@ How it commits is the session's ``transaction_mode`` (Vitess's names):
   that wrote on one shard commits in one phase, as ``multi`` does; one that wrote on
   several goes through two-phase commit (``proxy.twopc.coordinator``).
 
-An *implicit* twopc transaction wraps one autocommit DML statement: shards its
-statement reaches together (a scattered UPDATE, an INSERT split across shards: the
-engine sends those at once) get XA branches committed atomically; a statement reaching
-one shard runs in plain autocommit on it, at no extra cost.
+An *implicit* transaction wraps one autocommit DML statement of a twopc or multi session:
+shards its statement reaches together (a scattered UPDATE, an INSERT split across shards:
+the engine sends those at once) get transactions (XA branches committed atomically in
+twopc, committed one after another in multi); a statement reaching one shard runs in plain
+autocommit on it, at no extra cost.
 """
 
 from __future__ import annotations
@@ -167,6 +168,9 @@ class ShardTransaction:
     async def _commit_each(self) -> None:
         committed: list[str] = []
         for (ks, shard), sc in list(self.conns.items()):
+            if (ks, shard) in self.plain:  # an implicit transaction's one shard: ran in autocommit
+                committed.append(f"{ks}/{shard}")
+                continue
             try:
                 await sc.execute("commit")
             except ProxyError as e:
@@ -196,7 +200,7 @@ class ShardTransaction:
     async def _rollback_quietly(self, exclude: set[str]) -> list[ProxyError]:
         errors: list[ProxyError] = []
         for (ks, shard), sc in self.conns.items():
-            if f"{ks}/{shard}" in exclude:
+            if f"{ks}/{shard}" in exclude or (ks, shard) in self.plain:  # plain: autocommit, nothing open
                 continue
             try:
                 await sc.execute("rollback")

@@ -58,7 +58,14 @@ class SessionVCursor:
         if len(queries) == 1:
             shard, sql = queries[0]
             return [await self.execute_shard(keyspace, shard, sql)]
-        return list(await asyncio.gather(*(self.execute_shard(keyspace, s, q) for s, q in queries)))
+        # Every shard's answer is awaited before an error is raised: the caller may roll the
+        # statement back on these very connections (an implicit transaction refused by one shard),
+        # which must not happen while another shard's query is still in flight on its connection.
+        results = await asyncio.gather(*(self.execute_shard(keyspace, s, q) for s, q in queries), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return results  # type: ignore[return-value]  # no exception among them
 
     async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncGenerator[Result, None]:
         self.reached.add((keyspace, shard))

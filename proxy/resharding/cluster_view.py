@@ -8,11 +8,13 @@ including targets the cluster file does not list.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 from proxy.cluster.layout import cluster_endpoints
 from proxy.config import ClusterConfig, ShardEndpoint
+from proxy.live_vschema import stored_vschema_doc
 from proxy.pools import ShardAddress, ShardConnection, ShardPool
 from proxy.resharding.topology import (
     KeyspaceTopology,
@@ -39,6 +41,13 @@ class ClusterView:
     async def store_connection(self) -> AsyncIterator[ShardConnection]:
         async with self.store_pool.connection() as sc:
             yield sc
+
+    async def vschema(self, keyspace: str) -> Mapping[str, Any]:
+        """The keyspace's vschema in force: the stored one (ALTER VSCHEMA changes it, every proxy
+        routes by it), else the cluster file's. Rows are placed by it."""
+        async with self.store_connection() as sc:
+            doc = await stored_vschema_doc(sc, self.store_pool.address.database, keyspace)
+        return doc if doc is not None else self.config.keyspaces[keyspace].vschema
 
     async def topologies(self) -> dict[str, KeyspaceTopology]:
         async with self.store_connection() as sc:

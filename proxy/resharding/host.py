@@ -137,7 +137,8 @@ class WorkflowHost:
                 current = await self.view.store.get(name)
                 if current is None or not runnable(current):
                     return
-                streams = WorkflowStreams(self.config, self.view.store, current, await self.view.endpoints(current.keyspace))
+                streams = WorkflowStreams(self.config, self.view.store, current, await self.view.endpoints(current.keyspace),
+                                          await self.view.vschema(current.keyspace))
                 entry.streams = streams
                 try:
                     await streams.open()

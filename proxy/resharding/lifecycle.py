@@ -25,9 +25,9 @@ from proxy.cdc.binlog_decoder import connection_kwargs
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.resharding.cluster_view import ClusterView
-from proxy.resharding.row_routing import RoutingError, RowRouter
+from proxy.resharding.row_routing import RoutingError, RowRouter, UnsupportedRouting
 from proxy.resharding.shard_writer import ShardWriter
-from proxy.resharding.table_schema import SchemaCopyError, read_tables
+from proxy.resharding.table_schema import SchemaCopyError, read_table_names, read_tables
 from proxy.resharding.topology import (
     KeyspaceTopology,
     ShardEndpointSpec,
@@ -63,7 +63,7 @@ async def refuse_topics(keyspace: str, endpoints: Mapping[str, ShardEndpoint], s
     the reshard does not touch keep theirs: placement by key range does not move them."""
     held: list[str] = []
     for shard in shards:
-        names = [t.name for t in await read_tables(endpoints[shard])]
+        names = await read_table_names(endpoints[shard])
         topics = sorted(n[len(LOG_PREFIX):] for n in names if n.startswith(LOG_PREFIX) and n != META_TABLE)
         if topics or META_TABLE in names:
             held.append(f"{shard}: {', '.join(topics) if topics else 'dropped topics (their id high-water marks)'}")
@@ -168,13 +168,15 @@ async def create_workflow(
     topology = topologies[keyspace]
     check_shards(name, topology, sources, targets, config.vschema_store_location)
     await refuse_topics(keyspace, {s: topology.endpoint(s) for s in sources}, sources)
-    # Every table must have a primary key and a shard to go to before anything is created.
+    # Every table must have a copy key (table_schema.py) and a shard to go to before anything is created.
     try:
         tables = await read_tables(topology.endpoint(sources[0]))
-        router = RowRouter(keyspace, config.keyspaces[keyspace].vschema, targets)
+        router = RowRouter(keyspace, await view.vschema(keyspace), targets)
         for table in tables:
             router.route(table.name)
-    except (RoutingError, SchemaCopyError) as e:
+    except (UnsupportedRouting, SchemaCopyError) as e:
+        raise ReshardRefused(str(e)) from e
+    except RoutingError as e:
         raise WorkflowError(name, str(e)) from e
 
     def add_targets(current: KeyspaceTopology) -> KeyspaceTopology:

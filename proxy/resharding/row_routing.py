@@ -29,6 +29,10 @@ class RoutingError(ValueError):
     """A table the reshard cannot place rows of (named in the message)."""
 
 
+class UnsupportedRouting(RoutingError):
+    """A table whose rows this version cannot place (refused as 1235 when the workflow is created)."""
+
+
 @dataclass(frozen=True)
 class TableRoute:
     table: str
@@ -73,9 +77,10 @@ class RowRouter:
         if primary is None:
             raise RoutingError(f"table {self.keyspace}.{table} has no primary vindex")
         if not isinstance(primary.vindex, FunctionalVindex):
-            raise RoutingError(
-                f"table {self.keyspace}.{table}: primary vindex {primary.name} ({primary.type_name}) is not "
-                "functional; resharding by a lookup primary vindex is not supported"
+            raise UnsupportedRouting(
+                f"resharding table {self.keyspace}.{table} by its lookup primary vindex {primary.name} "
+                f"({primary.type_name}): a row's keyspace id is in the vindex's lookup table, not computed from "
+                "the row, and the copy and the change streams place rows by computing it"
             )
         return TableRoute(table, False, primary.columns[0], primary.vindex)
 
@@ -87,7 +92,19 @@ class RowRouter:
         value = row.get(route.vindex_column)
         if value is None:
             value = next((v for k, v in row.items() if k.lower() == route.vindex_column.lower()), None)
-        ksid = route.vindex.keyspace_id(value)
+        return self.targets_of_value(route, value)
+
+    def targets_of_value(self, route: TableRoute, value: Any) -> Sequence[str]:
+        """The target a row of a sharded table goes to, from its primary vindex column's value."""
+        assert route.vindex is not None
+        return self.targets_of_keyspace_id(route.vindex.keyspace_id(value))
+
+    def targets_of_values(self, route: TableRoute, values: Sequence[Any]) -> list[Sequence[str]]:
+        """``targets_of_value`` of many rows at once (the vindex maps them in one call)."""
+        assert route.vindex is not None
+        return [self.targets_of_keyspace_id(k) for k in route.vindex.map(values)]
+
+    def targets_of_keyspace_id(self, ksid: bytes | None) -> Sequence[str]:
         if ksid is None:
             return ()
         for name, rng in self._ranges:

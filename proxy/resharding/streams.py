@@ -70,12 +70,15 @@ class WorkflowStreams:
         store: WorkflowStore,
         workflow: Workflow,
         endpoints: Mapping[str, ShardEndpoint],
+        vschema: Mapping[str, Any] | None = None,
     ) -> None:
+        """``vschema``: the keyspace's vschema in force (``ClusterView.vschema``); default the file's."""
         self.config = config
         self.store = store
         self.workflow = workflow
         self.endpoints = dict(endpoints)
-        self.router = RowRouter(workflow.keyspace, config.keyspaces[workflow.keyspace].vschema, workflow.streaming_targets)
+        doc = config.keyspaces[workflow.keyspace].vschema if vschema is None else vschema
+        self.router = RowRouter(workflow.keyspace, doc, workflow.streaming_targets)
         self.copy_progress = CopyProgress()
         self.catchups: dict[str, CatchupStream] = {}
         self._writers: dict[str, ShardWriter] = {}

@@ -154,7 +154,7 @@ async def switch_traffic(
     await refuse_topics(workflow.keyspace, endpoints, losing)  # a topic created there since `create`
     tables = [t.name for t in await read_tables(endpoints[losing[0]])]
     async with streams_stopped(view, workflow, WorkflowState.STOPPED, resume_state=str(workflow.state)):
-        streams = WorkflowStreams(view.config, view.store, workflow, endpoints)
+        streams = WorkflowStreams(view.config, view.store, workflow, endpoints, await view.vschema(workflow.keyspace))
         try:
             await streams.open()
             lags = await streams.lag()

@@ -9,9 +9,15 @@
    extra on it, and different, with a few example keys.
 5. Let the streams run again (whatever the outcome).
 
-Primary keys are compared in Python order: exact for integer and binary keys (the ones the
-vindexes shard by); a key of a case-insensitive collation may order differently from the server and
-then show as a missing+extra pair.
+Both sides are read in the shards' key order (``order by pk``, on the copy key's index) and merged
+in Python, so Python must order keys as the shards do. Integer, temporal, decimal and binary keys
+order the same in Python; a text key does not (``utf8mb4_general_ci``: 'a' = 'A' = 'ä', trailing
+spaces ignored; 'B' < 'b ' < 'c'), and a Python order would put the streams out of step (every
+row a missing+extra pair). So a text key column is merged by the server's own sort key for it,
+``weight_string(col as char(N))`` (the collation's weights, padded to the column's length as a
+PAD SPACE collation compares; a NO PAD collation without the padding), an ENUM/SET one by its
+number (how it sorts). Rows matched by key are then compared exactly, key values included: a
+target holding 'A' where the source holds 'a' is a different row, not a clean one.
 """
 
 from __future__ import annotations
@@ -73,11 +79,36 @@ class VDiffReport:
         return all(t.clean for t in self.tables)
 
 
+_TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
+_PADDED_TYPES = frozenset({"char", "varchar"})  # weight_string(... as char(N)) pads to N: bounded for these
+
+
+def sort_key_sql(column: str, kind: tuple[str, int | None, str | None]) -> str | None:
+    """The SQL whose value orders ``column`` as the server's ORDER BY does, where Python's order
+    of the value itself would not (None: the value orders alike in Python)."""
+    data_type, length, collation = kind
+    name = quote_identifier(column)
+    if data_type in ("enum", "set"):
+        return f"{name} + 0"
+    if data_type not in _TEXT_TYPES or collation is None:
+        return None
+    if data_type in _PADDED_TYPES and length and "nopad" not in collation.lower():
+        return f"weight_string({name} as char({int(length)}))"
+    return f"weight_string({name})"
+
+
 def _ordered_rows(conn: pymysql.Connection, table: TableSchema) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
-    """(primary key, row) of every row of ``table`` in key order, read in chunks."""
+    """(sort key, row) of every row of ``table`` in the shard's key order, read in chunks."""
     names = ", ".join(quote_identifier(c) for c in table.pk_columns)
-    select = ", ".join(quote_identifier(c) for c in table.columns)
+    width = len(table.columns)
+    kinds = table.pk_types or tuple(("", None, None) for _ in table.pk_columns)
+    sort_sql = [sort_key_sql(c, k) for c, k in zip(table.pk_columns, kinds, strict=True)]
+    extra = [sql for sql in sort_sql if sql is not None]
+    select = ", ".join([quote_identifier(c) for c in table.columns] + extra)
     pk_index = [table.columns.index(c) for c in table.pk_columns]
+    positions: list[int] = []  # where each key part is in a fetched row: the column, or its sort key
+    for i, sql in zip(pk_index, sort_sql, strict=True):
+        positions.append(i if sql is None else width + len([p for p in positions if p >= width]))
     last: tuple[Any, ...] | None = None
     while True:
         where = ""
@@ -89,7 +120,7 @@ def _ordered_rows(conn: pymysql.Connection, table: TableSchema) -> Iterator[tupl
             cur.execute(f"select {select} from {quote_identifier(table.name)}{where} order by {names} limit {CHUNK_ROWS}", args)
             rows = cur.fetchall()
         for row in rows:
-            yield tuple(row[i] for i in pk_index), tuple(row)
+            yield tuple(row[i] for i in positions), tuple(row[:width])
         if len(rows) < CHUNK_ROWS:
             return
         last = tuple(rows[-1][i] for i in pk_index)
@@ -104,6 +135,10 @@ def _diff_table(
     router: RowRouter,
 ) -> TableDiff:
     diff = TableDiff(table.name, target_name)
+    pk_index = [table.columns.index(c) for c in table.pk_columns]
+
+    def key(item: tuple[tuple[Any, ...], tuple[Any, ...]]) -> tuple[Any, ...]:
+        return tuple(item[1][i] for i in pk_index)  # the key's values, for the examples
 
     def belongs(item: tuple[tuple[Any, ...], tuple[Any, ...]]) -> bool:
         return target_name in router.targets_of(route, dict(zip(table.columns, item[1], strict=True)))
@@ -118,16 +153,16 @@ def _diff_table(
         diff.compared += 1
         if have is None or (want is not None and want[0] < have[0]):
             diff.missing += 1
-            diff.note("missing", want[0])  # type: ignore[index]
+            diff.note("missing", key(want))  # type: ignore[arg-type]
             want = next(expected, None)
         elif want is None or have[0] < want[0]:
             diff.extra += 1
-            diff.note("extra", have[0])
+            diff.note("extra", key(have))
             have = next(actual, None)
         else:
             if want[1] != have[1]:
                 diff.different += 1
-                diff.note("different", want[0])
+                diff.note("different", key(want))
             want = next(expected, None)
             have = next(actual, None)
     return diff
@@ -145,7 +180,7 @@ async def run_vdiff(view: ClusterView, name: str, timeout_seconds: float = DEFAU
     async with streams_stopped(view, workflow, WorkflowState.STOPPED, resume_state=str(workflow.state)):
         snapshots: list[ShardSnapshot] = []
         targets: dict[str, pymysql.Connection] = {}
-        streams = WorkflowStreams(view.config, view.store, workflow, endpoints)
+        streams = WorkflowStreams(view.config, view.store, workflow, endpoints, await view.vschema(workflow.keyspace))
         try:
             for source in workflow.streaming_sources:
                 snapshots.append(await asyncio.to_thread(ShardSnapshot.take, (workflow.keyspace, source), endpoints[source]))

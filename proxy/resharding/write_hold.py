@@ -12,10 +12,12 @@ off (the denied error is passed on as it is).
 
 Which writes are held (the session decides, :meth:`ProxySession.execute`):
 
-- an autocommit statement that reached only the refusing shard of the keyspace (a statement
-  that also reached other shards may have committed there: running it again would apply those
-  twice, so it fails with the shard's error, as any partial multi-shard failure does); in
-  ``twopc`` mode every autocommit DML is held (its implicit transaction rolled back whole);
+- every autocommit DML statement of a ``multi`` or ``twopc`` session: it runs in an implicit
+  transaction when it reaches several shards (Vitess's rule for a multi-shard autocommit DML),
+  so a shard refusing it rolls it back on every shard it reached and running it again applies
+  nothing twice; one reaching a single shard runs in plain autocommit and was refused whole;
+- in ``single`` mode, an autocommit statement that reached only the refusing shard (one that
+  also reached other shards may have committed there: it fails with the shard's error);
 - in a ``multi``/``single`` transaction, a statement that opened the transaction's connection
   to the refusing shard (the transaction never used that shard before: that connection is
   rolled back and dropped, the transaction goes on with the new shard) and reached no other

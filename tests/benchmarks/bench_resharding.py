@@ -194,17 +194,22 @@ def main() -> None:
             done = reshard(path, "split", "create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--no-wait")
             assert done.returncode == 0, done.stderr
             copy_started = None
+            copy_cpu = (up_cpu, db_cpu)
             while workflow_state(up) != "Running":
                 if copy_started is None and copy_rows(up) > 0:
                     copy_started = time.perf_counter()
+                    copy_cpu = cpu_seconds(up.proc.pid), mariadbd_cpu(data_dir)  # the copy phase's own CPU from here
                 time.sleep(0.02)
             ended = time.perf_counter()
             seconds = ended - started
-            up_cpu, db_cpu = cpu_seconds(up.proc.pid) - up_cpu, mariadbd_cpu(data_dir) - db_cpu
+            up_now, db_now = cpu_seconds(up.proc.pid), mariadbd_cpu(data_dir)
+            up_cpu, db_cpu = up_now - up_cpu, db_now - db_cpu
+            copied = rows  # the first chunk (2000 rows) was written before copy_started: within noise
             copy_seconds = ended - (copy_started or started)
             print(
-                f"copy phase (first chunk saved -> Running): {rows} rows in {copy_seconds:.2f} s = "
-                f"{rows / copy_seconds:,.0f} rows/s")
+                f"copy phase (first chunk saved -> Running): {copied} rows in {copy_seconds:.2f} s = "
+                f"{copied / copy_seconds:,.0f} rows/s; CPU per 1000 rows: up process "
+                f"{1e6 * (up_now - copy_cpu[0]) / copied:.1f} ms, all mariadbd {1e6 * (db_now - copy_cpu[1]) / copied:.1f} ms")
             print(
                 f"create -> Running (new target instances started, schema, copy): {rows} rows in {seconds:.2f} s = "
                 f"{rows / seconds:,.0f} rows/s; CPU per 1000 rows: up process {1000 * up_cpu / rows * 1000:.1f} ms, "

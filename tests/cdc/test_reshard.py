@@ -212,7 +212,9 @@ async def test_vstream_sql_through_a_proxy_follows_the_switch(split: Split, tmp_
         conn.close()
         stop_proxy(proxy)
     got = [(r[names.index("op")], int(r[names.index("customer_id")])) for r in rows]
-    assert got == expected
+    # The source's changes first, in order; the two after the switch may be on different targets,
+    # whose streams the VSTREAM merges in no fixed order between shards.
+    assert got[:2] == expected[:2] and sorted(got[2:]) == sorted(expected[2:])
     last = Vgtid.from_json(rows[-1][names.index("vgtid")])
     assert sorted(s.shard for s in last.shard_gtids) == sorted([*TARGETS, "80-"])
 

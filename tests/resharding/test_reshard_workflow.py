@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pymysql
@@ -468,3 +470,148 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+# Keys distinct under utf8mb4_general_ci whose Python order is not the collation's: capitals sort
+# before small letters in Python, 'é' after 'z', trailing spaces count in Python and not in the
+# collation ('c ' = 'c').
+TEXT_KEYS = ["a", "B", "c ", "D", "é", "f", "Zed", "zoo", "ß", "Ob", "oc", "\t"] + [
+    f"{'Kk'[i % 2]}ey {i:04d}{' ' * (i % 3)}" for i in range(600)
+]
+
+
+def _vdiff_tables(path: Path, workflow: str, table: str) -> list[dict]:
+    done = reshard(path, workflow, "vdiff", "--json")
+    assert done.returncode in (0, 1), done.stderr  # 1: differences found
+    return [t for t in json.loads(done.stdout)["tables"] if t["table"] == table]
+
+
+def start_up_with(
+    request: pytest.FixtureRequest, tmp_path: Path, schema: str, vindexes: dict, tables: dict, lookup_schema: str = ""
+) -> UpProcess:
+    """``shardgate up`` on the example cluster with more commerce tables (``schema`` appended to
+    the commerce schema file, ``vindexes``/``tables`` to its vschema) and ``lookup_schema``
+    appended to the lookup keyspace's."""
+    path = write_cluster_file(tmp_path, mariadb_template_dir(request.config, tmp_path))
+    files = path.parent
+    with (files / "commerce_schema.sql").open("a") as f:
+        f.write("\n" + schema + "\n")
+    with (files / "lookup_schema.sql").open("a") as f:
+        f.write("\n" + lookup_schema + "\n")
+    doc = json.loads((files / "commerce_vschema.json").read_text())
+    doc["vindexes"].update(vindexes)
+    doc["tables"].update(tables)
+    (files / "commerce_vschema.json").write_text(json.dumps(doc))
+    process = UpProcess(path, tmp_path / "up.log")
+    process.start()
+    return process
+
+
+def test_vdiff_of_a_table_keyed_by_case_insensitive_text_is_clean_and_real_differences_still_show(up: UpProcess) -> None:
+    path = up.config_path
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            # Added while serving: the workflow places rows by the vschema in force, not the file's.
+            cur.execute("create table tag (name varchar(32) not null, note varchar(32), primary key (name)) "
+                        "default charset utf8mb4 collate utf8mb4_general_ci")
+            cur.execute("alter vschema on commerce.tag add vindex tag_name(name) using unicode_loose_md5")
+            cur.executemany("insert into tag (name, note) values (%s, %s)", [(k, f"n{i}") for i, k in enumerate(TEXT_KEYS)])
+    finally:
+        conn.close()
+    # A merge: the two sources' rows are merged by key in the proxy, as the shards order them.
+    run_ok(path, "merge", "create", "--source-shards", "-80,80-", "--target-shards", "-", "--timeout", "120")
+    [clean] = _vdiff_tables(path, "merge", "tag")
+    assert (clean["compared"], clean["missing"], clean["extra"], clean["different"]) == (len(TEXT_KEYS), 0, 0, 0), clean
+    # Real differences on the target: a row gone, a key's case changed, a value's case changed.
+    target = shard_endpoints(path)["-"]
+    run_sql(target, "delete from tag where name = 'D'", "update tag set name = 'ZOO' where name = 'zoo'",
+            "update tag set note = upper(note) where name = 'c'")
+    [found] = _vdiff_tables(path, "merge", "tag")
+    assert (found["missing"], found["extra"], found["different"]) == (1, 0, 2), found
+    assert sorted(found["examples"]) == sorted(["missing ('D',)", "different ('zoo',)", "different ('c ',)"])
+    run_ok(path, "merge", "cancel")
+
+
+@pytest.fixture
+def up_with_keyless(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpProcess]:
+    """``plate``: no primary key, a unique key of NOT NULL columns; ``ticket``: sharded by a lookup
+    vindex; ``loose``: no key at all."""
+    process = start_up_with(
+        request, tmp_path,
+        "CREATE TABLE plate (id BIGINT NOT NULL, code VARCHAR(16) NOT NULL, owner BIGINT, UNIQUE KEY plate_id (id));\n"
+        "CREATE TABLE ticket (id BIGINT NOT NULL, note VARCHAR(16), PRIMARY KEY (id));\n"
+        "CREATE TABLE loose (a BIGINT, b BIGINT, UNIQUE KEY loose_a (a));\n"
+        "CREATE TABLE typed (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, d DECIMAL(12,3), f FLOAT, g DOUBLE, dt DATE,"
+        " tm TIME(3), ts TIMESTAMP(6) NULL, y YEAR, b BIT(5), e ENUM('x','y z'), st SET('a','b','c'), j JSON,"
+        " bl BLOB, tx VARCHAR(64) CHARSET utf8mb4, bn BINARY(4), lt VARCHAR(16) CHARSET latin1);",
+        {"ticket_lkp": {"type": "lookup_unique", "params": {"table": "lookup.ticket_idx", "from": "id", "to": "keyspace_id"}}},
+        {"plate": {"column_vindexes": [{"column": "id", "name": "hash"}]},
+         "ticket": {"column_vindexes": [{"column": "id", "name": "ticket_lkp"}]},
+         "loose": {"column_vindexes": [{"column": "a", "name": "hash"}]},
+         "typed": {"column_vindexes": [{"column": "id", "name": "hash"}]}},
+        "CREATE TABLE ticket_idx (id BIGINT NOT NULL, keyspace_id VARBINARY(10), PRIMARY KEY (id));",
+    )
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def _proxy_sql(up: UpProcess, *statements: str) -> None:
+    conn = up.connect()
+    try:
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+    finally:
+        conn.close()
+
+
+def test_tables_without_a_primary_key_copy_by_a_not_null_unique_key_and_others_are_refused_by_name(
+    up_with_keyless: UpProcess,
+) -> None:
+    up = up_with_keyless
+    path = up.config_path
+    create = ("create", "--source-shards", "-80", "--target-shards", "-40,40-80", "--timeout", "120")
+    # No key that identifies a row: refused (1235), the table and the reason named, nothing created.
+    loose = reshard(path, "keys", *create)
+    assert loose.returncode == 2 and "ERROR 1235 (42000)" in loose.stderr, loose.stderr
+    assert "commerce.loose" in loose.stderr and "no primary key" in loose.stderr and "loose_a" in loose.stderr
+    assert set(shard_endpoints(path)) == {"-80", "80-"}
+    _proxy_sql(up, "drop table loose")
+    # A lookup primary vindex: refused the same way.
+    ticket = reshard(path, "keys", *create)
+    assert ticket.returncode == 2 and "ERROR 1235 (42000)" in ticket.stderr, ticket.stderr
+    assert "commerce.ticket" in ticket.stderr and "lookup primary vindex ticket_lkp" in ticket.stderr
+    _proxy_sql(up, "drop table ticket")
+    # A unique key of NOT NULL columns stands in for the primary key: copied, followed, switched.
+    _proxy_sql(up, "insert into plate (id, code, owner) values "
+               + ", ".join(f"({i}, 'p{i}', {i % 5})" for i in range(1, 401)))
+    # Every kind of value the copy writes back from the source's text as it came (vdiff compares them).
+    _proxy_sql(up, "insert into typed values "
+               + ", ".join(f"({i}, -123456789.125, 1.5e-7, -1e300, '2024-02-29', '-838:59:58.5', '2038-01-19 03:14:07.999999',"
+                           f" 2155, b'10101', 'y z', 'a,c', '{{\"k\": \"v\\\\\"q\", \"n\": [1, 2.5, null]}}',"
+                           f" x'00ff27005c0a', 'it''s \\\\ 😀\\n\\ttab', x'00ff0001', 'café')" for i in range(1, 41))
+               + ", " + ", ".join(f"({i}, null, null, null, null, null, null, null, null, null, null, null, null, null, null,"
+                                  " null)" for i in range(41, 81))
+               + ", (18446744073709551615, 0, 0, 0, '1000-01-01', '00:00:00', null, 1901, b'0', 'x', '', '[]', '', '', x'00000000', '')")
+    run_ok(path, "keys", *create)
+    _proxy_sql(up, "update plate set code = concat(code, '-x') where id <= 50",
+               "delete from plate where id between 100 and 119",
+               "insert into plate (id, code, owner) values " + ", ".join(f"({i}, 'n{i}', 1)" for i in range(401, 421)))
+    wait_caught_up(path, "keys")
+    assert "result: clean" in run_ok(path, "keys", "vdiff")
+    run_ok(path, "keys", "switch-traffic")
+    expected = {i: f"p{i}-x" if i <= 50 else f"p{i}" for i in range(1, 401) if not 100 <= i <= 119}
+    expected |= {i: f"n{i}" for i in range(401, 421)}
+    endpoints = shard_endpoints(path)
+    vindex = HashVindex("hash")
+    found: dict[int, str] = {}
+    for shard in ("-40", "40-80"):
+        for i, code in run_sql(endpoints[shard], "select id, code from plate"):
+            assert KeyRange.parse(shard).contains(vindex.keyspace_id(i) or b""), f"plate {i} on {shard}"
+            assert i not in found
+            found[i] = code.decode() if isinstance(code, bytes) else code
+    on_80 = {i: c for i, c in expected.items() if not KeyRange.parse("-80").contains(vindex.keyspace_id(i) or b"")}
+    assert found == {i: c for i, c in expected.items() if i not in on_80}

@@ -271,3 +271,75 @@ async def test_a_write_held_past_write_hold_seconds_fails_with_vitess_buffering_
         assert "upstream shards are not available" in e.value.args[1] and "keyspace commerce" in e.value.args[1]
     finally:
         stop_proxy(p)
+
+
+def _multi_shard_write_loop(
+    p: ProxyProcess, pairs: list[tuple[int, int]], counted: tuple[int, int], stop: threading.Event,
+    done: list[tuple[tuple[int, int], float, str]],
+) -> None:
+    """Autocommit statements that span shards, in the session's ``multi`` mode: per pair (one id
+    on the source shard, one on 80-) a two-row INSERT, then an UPDATE of both rows, then an
+    UPDATE adding 1 to the two ``counted`` rows; each (pair, seconds of the slowest, error or '')."""
+    conn = p.connect(KEYSPACE, autocommit=True)
+    a, b = counted
+    try:
+        with conn.cursor() as cur:
+            cur.execute("set transaction_mode = 'multi'")
+            for x, y in pairs:
+                if stop.is_set():
+                    return
+                slowest, error = 0.0, ""
+                for sql in (f"insert into customer (customer_id, email, tenant_id) values ({x}, 'm', 0), ({y}, 'm', 0)",
+                            f"update customer set tenant_id = tenant_id + 1 where customer_id in ({x}, {y})",
+                            f"update customer set tenant_id = tenant_id + 1 where customer_id in ({a}, {b})"):
+                    started = time.monotonic()
+                    try:
+                        cur.execute(sql)
+                    except pymysql.MySQLError as e:
+                        error = f"{sql}: {e}"
+                        break
+                    finally:
+                        slowest = max(slowest, time.monotonic() - started)
+                done.append(((x, y), slowest, error))
+                time.sleep(0.005)
+    finally:
+        conn.close()
+
+
+async def test_multi_shard_autocommit_writes_in_multi_mode_are_held_through_the_switch_and_applied_once(
+    split: Split, reshard_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    await split.prepare()
+    p = _proxy(reshard_cluster, tmp_path, "multi")
+    base = next(_ids)
+    moved, stays = ids_on(split.vschema, "customer", SOURCE, 301, base), ids_on(split.vschema, "customer", "80-", 301, base)
+    counted = (moved.pop(), stays.pop())  # a row on each side, +1 by every pair's last statement
+    _query(p, f"insert into customer (customer_id, email, tenant_id) values ({counted[0]}, 'n', 0), ({counted[1]}, 'n', 0)")
+    stop = threading.Event()
+    done: list[tuple[tuple[int, int], float, str]] = []
+    writer = threading.Thread(target=_multi_shard_write_loop, args=(p, list(zip(moved, stays, strict=True)), counted, stop, done))
+    writer.start()
+    try:
+        await _until(lambda: len(done) >= 10)
+        await split.switch(pause=0.5)  # the source refuses writes meanwhile: the statements are held
+        count = len(done)
+        await _until(lambda: len(done) >= count + 10, seconds=15)
+    finally:
+        stop.set()
+        await asyncio.to_thread(writer.join)
+        stop_proxy(p)
+    assert [e for _, _, e in done if e] == []
+    assert any(s > 0.3 for _, s, _ in done), "no statement was held through the switch"
+    written = [i for pair, _, _ in done for i in pair]
+    listed = ",".join(map(str, written))
+    rows: list[tuple] = []
+    for shard in (*TARGETS, "80-"):
+        found = run_sql(split.endpoint(shard), f"select customer_id, tenant_id from customer where customer_id in ({listed})")
+        assert all(shard_of(split.vschema, "customer", r[0], SPLIT_SERVING) == shard for r in found)
+        rows += found
+    # Every row once, on the shard its id names, updated exactly once; no statement ran twice.
+    assert sorted(r[0] for r in rows) == sorted(written)
+    assert {r[1] for r in rows} == {1}
+    on = {shard_of(split.vschema, "customer", i, SPLIT_SERVING): i for i in counted}
+    for shard, i in on.items():
+        assert run_sql(split.endpoint(shard), f"select tenant_id from customer where customer_id = {i}") == [(len(done),)]

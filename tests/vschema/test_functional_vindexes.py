@@ -157,3 +157,9 @@ def test_unknown_vindex_type_is_an_error_naming_vindex_and_type() -> None:
         UnknownVindexType, match=r"vindexType 'hashh' not found \(vindex user_idx\)"
     ):
         create_vindex("user_idx", "hashh")
+
+
+def test_hash_maps_many_values_in_one_call_as_it_maps_each() -> None:
+    vindex = functional("hash")
+    values: list[object] = [None if i % 7 == 0 else ("-1" if i % 11 == 0 else i * 7919) for i in range(100)]
+    assert vindex.map(values) == [vindex.keyspace_id(v) for v in values]  # type: ignore[attr-defined]
