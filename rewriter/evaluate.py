@@ -24,7 +24,6 @@ MySQL's rules, as implemented (checked against MariaDB in tests/rewriter/test_ev
 
 from __future__ import annotations
 
-import datetime
 import decimal
 import operator
 import re
@@ -34,13 +33,16 @@ from typing import Any
 
 from sqlglot import exp
 
-from rewriter.collation import general_ci_fold, general_ci_key
+from rewriter.collation import general_ci_fold
 from rewriter.dialect import DIALECT
 from rewriter.errors import unsupported
+from rewriter.functions import registry
+from rewriter.functions.signature import INT, TEMPORAL_KINDS, Fn, KindFn, Resolve
+from rewriter.functions.values import as_number, comparable, string_to_double, to_text, truthy
 from rewriter.nodes import ValueKind
 
-Fn = Callable[[list[Any], Mapping[str, Any]], Any]
-Resolve = Callable[[exp.Expression], int | None]
+__all__ = ["comparable", "compile_expr", "compile_kind", "like", "string_to_double", "truthy"]
+
 
 # DECIMAL arithmetic as MySQL's: up to 65 digits.
 _DECIMAL = decimal.Context(prec=65)
@@ -54,71 +56,9 @@ _CMP: dict[type, Callable[[Any, Any], bool]] = {
     exp.GTE: operator.ge,
 }
 
-_NUMERIC_PREFIX = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-def string_to_double(v: str | bytes) -> float:
-    """A string in numeric context: its longest numeric prefix, else 0 (MySQL)."""
-    text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-    m = _NUMERIC_PREFIX.match(text)
-    if m is None:
-        return 0.0
-    try:
-        return float(m.group(0))
-    except OverflowError:  # pragma: no cover - float() saturates to inf instead
-        return float("inf")
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float | Decimal)
-
-
-def _as_number(v: Any) -> Any:
-    """An operand in numeric context (NULL stays None, bool is 1/0)."""
-    if isinstance(v, str | bytes):
-        return string_to_double(v)
-    if isinstance(v, bool):
-        return int(v)
-    return v
-
-
-def _temporal_text(v: Any) -> str:
-    if isinstance(v, datetime.datetime):
-        return v.isoformat(sep=" ")
-    return v.isoformat() if isinstance(v, datetime.date | datetime.time) else str(v)
-
-
-def comparable(a: Any, b: Any) -> tuple[Any, Any]:
-    """Two non-NULL values as MySQL compares them."""
-    if _is_number(a) and _is_number(b):
-        if isinstance(a, float) or isinstance(b, float):
-            return float(a), float(b)
-        return a, b
-    if _is_number(a) or _is_number(b):
-        return float(_as_number(a)), float(_as_number(b))
-    if isinstance(a, datetime.date | datetime.time | datetime.timedelta):
-        a = _temporal_text(a)
-    if isinstance(b, datetime.date | datetime.time | datetime.timedelta):
-        b = _temporal_text(b)
-    if isinstance(a, bytes) or isinstance(b, bytes):
-        a = a if isinstance(a, bytes) else str(a).encode()
-        b = b if isinstance(b, bytes) else str(b).encode()
-        return a, b
-    return general_ci_key(str(a)), general_ci_key(str(b))
-
-
-def truthy(v: Any) -> bool | None:
-    """A value as a condition: NULL, or whether it is non-zero as a number."""
-    if v is None:
-        return None
-    if isinstance(v, str | bytes):
-        return string_to_double(v) != 0
-    return bool(v)
-
-
 def like(value: Any, pattern: Any) -> bool:
     binary = isinstance(value, bytes) or isinstance(pattern, bytes)
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else _temporal_text(value)
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else to_text(value)
     pat = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else str(pattern)
     fold = (lambda t: t) if binary else general_ci_fold
     rx: list[str] = []
@@ -135,7 +75,7 @@ def like(value: Any, pattern: Any) -> bool:
 
 
 def _arith(op: type[exp.Expression], a: Any, b: Any) -> Any:
-    a, b = _as_number(a), _as_number(b)
+    a, b = as_number(a), as_number(b)
     if isinstance(a, float) or isinstance(b, float):
         x, y = float(a), float(b)
         if op is exp.Add:
@@ -218,7 +158,7 @@ def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one
 
         def neg(row: list[Any], bv: Mapping[str, Any]) -> Any:
             v = f(row, bv)
-            return None if v is None else -_as_number(v)
+            return None if v is None else -as_number(v)
 
         return neg
     if type(e) in _CMP:
@@ -273,6 +213,9 @@ def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one
         if isinstance(e.expression, exp.Boolean):  # IS TRUE / IS FALSE: never NULL
             want = bool(e.expression.this)
             return lambda row, bv: 1 if truthy(f(row, bv)) is want else 0
+    function = registry.lookup(e)
+    if function is not None:
+        return function.value(e, lambda x: compile_expr(x, resolve))
     if isinstance(e, _ARITH):
         op2 = type(e)
         fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
@@ -334,8 +277,6 @@ def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one
     raise unsupported(f"expression evaluated at the proxy: {e.sql(dialect=DIALECT)}")
 
 
-KindFn = Callable[[Callable[[int], ValueKind], Mapping[str, Any]], ValueKind]
-
 
 def _literal_kind(v: Any) -> ValueKind:
     if isinstance(v, bool | int):
@@ -346,6 +287,20 @@ def _literal_kind(v: Any) -> ValueKind:
     if isinstance(v, float):
         return ("double", 0)
     return ("string", 0)
+
+
+# Expressions whose value is 1, 0 or NULL: BIGINT.
+_PREDICATES = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.And, exp.Or, exp.Not,
+               exp.Is, exp.Between, exp.In, exp.Like)
+
+
+def _numeric_kind(k: ValueKind) -> ValueKind:
+    """An operand's type in arithmetic: a temporal value is its number (an integer, or a
+    DECIMAL with its fractional digits); NULL is taken as an integer."""
+    name, scale = k
+    if name in TEMPORAL_KINDS:
+        return ("decimal", scale) if scale else INT
+    return INT if name == "null" else k
 
 
 def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
@@ -368,12 +323,19 @@ def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
     if isinstance(e, exp.Placeholder):
         name = e.name
         return lambda kind_of, bv: _literal_kind(bv[name])
+    if isinstance(e, exp.Null):
+        return lambda kind_of, bv: ("null", 0)
+    if isinstance(e, exp.Boolean):
+        return lambda kind_of, bv: INT
+    function = registry.lookup(e)
+    if function is not None:
+        return function.kind(e, lambda x: compile_kind(x, resolve))
     if isinstance(e, _ARITH):
         ka, kb = compile_kind(e.this, resolve), compile_kind(e.expression, resolve)
         op = type(e)
 
         def kind(kind_of: Callable[[int], ValueKind], bv: Mapping[str, Any]) -> ValueKind:
-            (a, sa), (b, sb) = ka(kind_of, bv), kb(kind_of, bv)
+            (a, sa), (b, sb) = _numeric_kind(ka(kind_of, bv)), _numeric_kind(kb(kind_of, bv))
             if op is exp.IntDiv:
                 return ("int", 0)
             if "double" in (a, b) or "string" in (a, b):
@@ -385,4 +347,6 @@ def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
             return ("decimal", max(sa, sb)) if "decimal" in (a, b) else ("int", 0)
 
         return kind
+    if isinstance(e, _PREDICATES):
+        return lambda kind_of, bv: INT
     raise unsupported(f"expression computed at the proxy: {e.sql(dialect=DIALECT)}")

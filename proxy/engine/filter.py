@@ -7,7 +7,7 @@ from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.projection import column_by_name
-from proxy.engine.result import Result, decode_value
+from proxy.engine.result import Result, evaluator_value
 from proxy.engine.stream_util import collect
 from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Filter
@@ -31,9 +31,9 @@ async def stream(node: Filter, vcursor: VCursor, bindvars: Mapping[str, Any]) ->
             rows = []
             for row in chunk.rows:
                 if picks is not None:
-                    values = [decode_value(fields[i], row[i]) for i in picks]  # type: ignore[index]
+                    values = [evaluator_value(fields[i], row[i]) for i in picks]  # type: ignore[index]
                 else:
-                    values = [decode_value(f, v) for f, v in zip(fields or [], row, strict=False)]
+                    values = [evaluator_value(f, v) for f, v in zip(fields or [], row, strict=False)]
                 if node.predicate(values, bindvars):
                     rows.append(row)
             if first:

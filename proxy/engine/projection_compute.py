@@ -1,8 +1,10 @@
 """Projection: compute columns at the proxy from other columns of the row, with
-MySQL's result types (e.g. ``sum(price) / count(*)`` -> DECIMAL with scale + 4)."""
+MySQL's result types (e.g. ``sum(price) / count(*)`` -> DECIMAL with scale + 4, ``DATE(d +
+INTERVAL 1 MONTH)`` -> DATE, sent as MySQL's text of each type)."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncGenerator, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -18,17 +20,24 @@ from proxy.engine.result import (
     Field,
     Result,
     Row,
-    decode_value,
     encode_value,
+    evaluator_value,
     is_numeric,
 )
 from proxy.engine.stream_util import collect
 from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Projection
 from rewriter.sqltemplate import parse_template
+from sqltext import temporal
 
 _FLOATS = {ColumnType.FLOAT, ColumnType.DOUBLE}
 _DECIMALS = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
+_TEMPORAL_KINDS = {
+    ColumnType.DATE: "date", ColumnType.NEWDATE: "date", ColumnType.DATETIME: "datetime",
+    ColumnType.TIMESTAMP: "datetime", ColumnType.TIME: "time",
+}
+# kind -> (column type, display length without fractional digits)
+_TEMPORAL_FIELDS = {"date": (ColumnType.DATE, 10), "datetime": (ColumnType.DATETIME, 19), "time": (ColumnType.TIME, 10)}
 
 
 def field_kind(f: Field) -> tuple[str, int]:
@@ -38,6 +47,8 @@ def field_kind(f: Field) -> tuple[str, int]:
         return ("decimal", f.decimals)
     if is_numeric(f):
         return ("int", 0)
+    if f.type in _TEMPORAL_KINDS:
+        return (_TEMPORAL_KINDS[f.type], f.decimals if f.type != ColumnType.DATE else 0)
     return ("string", 0)
 
 
@@ -52,10 +63,15 @@ def _field_for(name: str, kind: tuple[str, int]) -> Field:
     if k == "double":
         return Field(name=name, type=ColumnType.DOUBLE, charset=BINARY_CHARSET, length=23,
                      flags=BINARY_FLAG | NUM_FLAG, decimals=31)
+    if k in _TEMPORAL_FIELDS:
+        ctype, length = _TEMPORAL_FIELDS[k]
+        return Field(name=name, type=ctype, charset=BINARY_CHARSET, length=length + (scale + 1 if scale else 0),
+                     flags=BINARY_FLAG, decimals=scale)
     return Field(name=name, type=ColumnType.VAR_STRING, charset=UTF8MB4_GENERAL_CI, length=1024)
 
 
-def _text(value: Any, kind: tuple[str, int]) -> bytes | None:
+def computed_text(value: Any, kind: tuple[str, int]) -> bytes | None:
+    """A computed value as MySQL sends a value of ``kind`` (text protocol)."""
     if value is None:
         return None
     k, scale = kind
@@ -66,6 +82,14 @@ def _text(value: Any, kind: tuple[str, int]) -> bytes | None:
         return format(d, "f").encode()
     if k == "double":
         return encode_value(float(value))
+    if k == "date" and isinstance(value, datetime.date):
+        return temporal.date_text(value).encode()
+    if k == "datetime" and isinstance(value, datetime.date):
+        return temporal.datetime_text(temporal.as_datetime(value), scale).encode()
+    if k == "time" and isinstance(value, datetime.timedelta):
+        return temporal.time_text(value, scale).encode()
+    if isinstance(value, datetime.date | datetime.timedelta):
+        return temporal.temporal_text(value).encode()
     return encode_value(value)
 
 
@@ -90,10 +114,10 @@ async def stream(node: Projection, vcursor: VCursor, bindvars: Mapping[str, Any]
                     out_fields[c.column] = _field_for(name, k)
             rows: list[Row] = []
             for row in chunk.rows:
-                values = [decode_value(f, v) for f, v in zip(fields or [], row, strict=True)]
+                values = [evaluator_value(f, v) for f, v in zip(fields or [], row, strict=True)]
                 new = list(row)
                 for c, k in zip(node.computed, kinds, strict=True):
-                    new[c.column] = _text(c.fn(values, bindvars), k)
+                    new[c.column] = computed_text(c.fn(values, bindvars), k)
                 rows.append(tuple(new))
             yield Result(fields=out_fields, rows=rows)
     finally:

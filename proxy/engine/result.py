@@ -17,6 +17,7 @@ from typing import Any
 
 from mysql_mimic.types import ColumnType
 
+from sqltext import temporal
 from sqltext.quoting import TextValueKind
 
 Row = tuple[bytes | None, ...]
@@ -231,6 +232,30 @@ def decode_value(f: Field, raw: bytes | None) -> Any:
     if f.charset == BINARY_CHARSET and t not in _TEMPORAL_TYPES:
         return raw
     return raw.decode("utf-8", "surrogateescape")
+
+
+_DATE_TYPES = {ColumnType.DATE, ColumnType.NEWDATE}
+_DATETIME_TYPES = {ColumnType.DATETIME, ColumnType.TIMESTAMP}
+
+
+def evaluator_value(f: Field, raw: bytes | None) -> Any:
+    """A value for the proxy's expression evaluator (``rewriter.evaluate``): as
+    ``decode_value``, but DATE, DATETIME/TIMESTAMP and TIME columns as ``datetime.date``,
+    ``datetime.datetime`` and ``datetime.timedelta``, so date functions and arithmetic
+    know them from strings (``d + 1`` is 20240201 for a DATE, 2025 for the string
+    '2024-01-31'). A zero date (``0000-00-00``), which Python cannot hold, stays text."""
+    value = decode_value(f, raw)
+    if value is None or f.type not in _TEMPORAL_TYPES or f.type == ColumnType.YEAR:
+        return value
+    text = value if isinstance(value, str) else value.decode("utf-8", "replace")
+    if f.type in _DATE_TYPES:
+        parsed: Any = temporal.parse_datetime(text)
+        return parsed if isinstance(parsed, datetime.date) and not isinstance(parsed, datetime.datetime) else value
+    if f.type in _DATETIME_TYPES:
+        parsed = temporal.parse_datetime(text)
+        return temporal.as_datetime(parsed) if parsed is not None else value
+    parsed = temporal.to_time(text)
+    return parsed if parsed is not None else value
 
 
 def encode_value(value: Any) -> bytes | None:

@@ -1,0 +1,249 @@
+"""String functions: CONCAT, CONCAT_WS, LENGTH/CHAR_LENGTH, UPPER/LOWER, SUBSTRING/MID,
+LEFT/RIGHT, TRIM/LTRIM/RTRIM, REPLACE, LPAD/RPAD, LOCATE/INSTR/POSITION, REVERSE, REPEAT,
+SPACE, SUBSTRING_INDEX, ASCII.
+
+MySQL's rules: NULL in any argument gives NULL (CONCAT_WS skips NULL values, not a NULL
+separator); numbers and dates take their text form; lengths and positions count
+characters (LENGTH counts bytes of utf8mb4); positions are 1-based, a negative SUBSTRING
+position counts from the end; LOCATE matches with the collation (``utf8mb4_general_ci``:
+case and accents ignored), while REPLACE, TRIM and SUBSTRING_INDEX match exactly. A
+binary string argument makes the operation byte-wise and the result binary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlglot import exp
+
+from rewriter.collation import general_ci_fold
+from rewriter.functions.signature import INT, STRING, Compile, Fn, Function, fixed, refuse, strict
+from rewriter.functions.values import as_int, to_text
+
+
+def _chars(values: tuple[Any, ...]) -> tuple[list[str], bool]:
+    """The arguments as strings of characters; a binary one makes every argument bytes,
+    one character per byte (latin-1)."""
+    if any(isinstance(v, bytes) for v in values):
+        return [(v if isinstance(v, bytes) else to_text(v).encode()).decode("latin-1") for v in values], True
+    return [to_text(v) for v in values], False
+
+
+def _out(s: str, binary: bool) -> str | bytes:
+    return s.encode("latin-1") if binary else s
+
+
+def _string_op(impl: Callable[..., str | None], ints: tuple[int, ...] = ()) -> Callable[..., Any]:
+    """``impl`` over text arguments (the positions in ``ints`` as integers), the result
+    text or binary as the arguments are."""
+
+    def run(*values: Any) -> Any:
+        texts, binary = _chars(values)
+        args: list[Any] = [as_int(v) if i in ints else t for i, (v, t) in enumerate(zip(values, texts, strict=True))]
+        r = impl(*args)
+        return None if r is None else _out(r, binary)
+
+    return run
+
+
+def _args(e: exp.Expression, *names: str) -> list[exp.Expression]:
+    return [e.args[n] for n in names if e.args.get(n) is not None]
+
+
+def _concat(e: exp.Expression, c: Compile) -> Fn:
+    return strict([c(x) for x in e.expressions], _string_op(lambda *parts: "".join(parts)))
+
+
+def _concat_ws(e: exp.Expression, c: Compile) -> Fn:
+    sep, *parts = [c(x) for x in e.expressions]
+
+    def concat_ws(row: list[Any], bv: Mapping[str, Any]) -> Any:
+        s = sep(row, bv)
+        if s is None:
+            return None
+        values = [v for v in (f(row, bv) for f in parts) if v is not None]
+        return _string_op(lambda sp, *ps: sp.join(ps))(s, *values)
+
+    return concat_ws
+
+
+def _length(e: exp.Expression, c: Compile) -> Fn:
+    def length(v: Any) -> int:
+        if isinstance(v, bytes):
+            return len(v)
+        return len(to_text(v).encode("utf-8", "surrogateescape")) if byte_length else len(to_text(v))
+
+    byte_length = bool(e.args.get("binary")) or (isinstance(e, exp.Anonymous) and str(e.this).upper() == "OCTET_LENGTH")
+    return strict([c(e.this if not isinstance(e, exp.Anonymous) else e.expressions[0])], length)
+
+
+def _case_map(upper: bool) -> Callable[[str], str]:
+    def one(ch: str) -> str:
+        m = ch.upper() if upper else ch.lower()
+        return m if len(m) == 1 else ch  # no multi-character mappings (ß stays ß)
+
+    return lambda s: s.upper() if upper and s.isascii() else s.lower() if s.isascii() else "".join(map(one, s))
+
+
+def _upper_lower(upper: bool) -> Callable[[exp.Expression, Compile], Fn]:
+    mapping = _case_map(upper)
+
+    def compile_(e: exp.Expression, c: Compile) -> Fn:
+        return strict([c(e.this)], lambda v: v if isinstance(v, bytes) else mapping(to_text(v)))
+
+    return compile_
+
+
+def substring(s: str, pos: int, length: int | None) -> str:
+    n = len(s)
+    if pos == 0 or pos > n or -pos > n:
+        return ""
+    start = pos - 1 if pos > 0 else n + pos
+    if length is None:
+        return s[start:]
+    return s[start:start + length] if length > 0 else ""
+
+
+def _substring(e: exp.Expression, c: Compile) -> Fn:
+    if isinstance(e, exp.Anonymous):  # MID(s, pos, len)
+        if len(e.expressions) != 3:
+            raise refuse(e)
+        args = e.expressions
+    else:
+        args = _args(e, "this", "start", "length")
+    fns = [c(x) for x in args]
+    if len(fns) == 2:
+        return strict(fns, _string_op(lambda s, p: substring(s, p, None), ints=(1,)))
+    return strict(fns, _string_op(substring, ints=(1, 2)))
+
+
+def _left_right(left: bool) -> Callable[[exp.Expression, Compile], Fn]:
+    def take(s: str, n: int) -> str:
+        if n <= 0:
+            return ""
+        return s[:n] if left else s[-n:]
+
+    return lambda e, c: strict([c(e.this), c(e.expression)], _string_op(take, ints=(1,)))
+
+
+def trim(s: str, rem: str, leading: bool, trailing: bool) -> str:
+    if not rem:
+        return s
+    if leading:
+        while s.startswith(rem):
+            s = s[len(rem):]
+    if trailing:
+        while s.endswith(rem):
+            s = s[:-len(rem)]
+    return s
+
+
+def _trim(e: exp.Expression, c: Compile) -> Fn:
+    position = str(e.args.get("position") or "BOTH").upper()
+    leading, trailing = position in ("BOTH", "LEADING"), position in ("BOTH", "TRAILING")
+    if e.args.get("expression") is None:
+        return strict([c(e.this)], _string_op(lambda s: trim(s, " ", leading, trailing)))
+    return strict([c(e.this), c(e.expression)], _string_op(lambda s, r: trim(s, r, leading, trailing)))
+
+
+def _replace(e: exp.Expression, c: Compile) -> Fn:
+    def replace(s: str, old: str, new: str) -> str:
+        return s.replace(old, new) if old else s
+
+    return strict([c(x) for x in _args(e, "this", "expression", "replacement")], _string_op(replace))
+
+
+def _pad(e: exp.Expression, c: Compile) -> Fn:
+    left = bool(e.args.get("is_left"))
+    if e.args.get("fill_pattern") is None:
+        raise refuse(e)
+
+    def pad(s: str, n: int, fill: str) -> str | None:
+        if n < 0:
+            return None
+        if n <= len(s):
+            return s[:n]
+        if not fill:
+            return None
+        need = n - len(s)
+        padding = (fill * (need // len(fill) + 1))[:need]
+        return padding + s if left else s + padding
+
+    return strict([c(x) for x in _args(e, "this", "expression", "fill_pattern")], _string_op(pad, ints=(1,)))
+
+
+def locate(needle: str, haystack: str, pos: int, binary: bool) -> int:
+    if pos < 1 or pos > len(haystack) + 1:
+        return 0
+    if not binary:
+        needle, haystack = general_ci_fold(needle), general_ci_fold(haystack)
+    return haystack.find(needle, pos - 1) + 1
+
+
+def _locate(e: exp.Expression, c: Compile) -> Fn:
+    fns = [c(e.args["substr"]), c(e.this)] + ([c(e.args["position"])] if e.args.get("position") is not None else [])
+
+    def run(*values: Any) -> int:
+        texts, binary = _chars(values[:2])
+        pos = as_int(values[2]) if len(values) > 2 else 1
+        return locate(texts[0], texts[1], pos if pos is not None else 1, binary)
+
+    return strict(fns, run)
+
+
+def _repeat(e: exp.Expression, c: Compile) -> Fn:
+    return strict([c(e.this), c(e.args["times"])], _string_op(lambda s, n: s * max(n, 0), ints=(1,)))
+
+
+def _space(e: exp.Expression, c: Compile) -> Fn:
+    return strict([c(e.this)], lambda n: " " * max(as_int(n) or 0, 0))
+
+
+def substring_index(s: str, delim: str, count: int) -> str:
+    if count == 0 or not delim:
+        return ""
+    parts = s.split(delim)
+    if count > 0:
+        return delim.join(parts[:count])
+    return delim.join(parts[count:])
+
+
+def _substring_index(e: exp.Expression, c: Compile) -> Fn:
+    return strict([c(x) for x in _args(e, "this", "delimiter", "count")], _string_op(substring_index, ints=(2,)))
+
+
+def _ascii(e: exp.Expression, c: Compile) -> Fn:
+    def ascii_(v: Any) -> int:
+        raw = v if isinstance(v, bytes) else to_text(v).encode("utf-8", "surrogateescape")
+        return raw[0] if raw else 0
+
+    return strict([c(e.this)], ascii_)
+
+
+def _reverse(e: exp.Expression, c: Compile) -> Fn:
+    return strict([c(e.this)], _string_op(lambda s: s[::-1]))
+
+
+_TEXT = fixed(STRING)
+FUNCTIONS: dict[type[exp.Expression] | str, Function] = {
+    exp.Concat: Function(_concat, _TEXT),
+    exp.ConcatWs: Function(_concat_ws, _TEXT),
+    exp.Length: Function(_length, fixed(INT)),
+    "OCTET_LENGTH": Function(_length, fixed(INT)),
+    exp.Upper: Function(_upper_lower(True), _TEXT),
+    exp.Lower: Function(_upper_lower(False), _TEXT),
+    exp.Substring: Function(_substring, _TEXT),
+    "MID": Function(_substring, _TEXT),
+    exp.Left: Function(_left_right(True), _TEXT),
+    exp.Right: Function(_left_right(False), _TEXT),
+    exp.Trim: Function(_trim, _TEXT),
+    exp.Replace: Function(_replace, _TEXT),
+    exp.Pad: Function(_pad, _TEXT),
+    exp.StrPosition: Function(_locate, fixed(INT)),
+    exp.Repeat: Function(_repeat, _TEXT),
+    exp.Space: Function(_space, _TEXT),
+    exp.SubstringIndex: Function(_substring_index, _TEXT),
+    exp.Ascii: Function(_ascii, fixed(INT)),
+    exp.Reverse: Function(_reverse, _TEXT),
+}
