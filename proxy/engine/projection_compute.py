@@ -62,7 +62,7 @@ def _field_for(name: str, kind: tuple[str, int]) -> Field:
                      flags=BINARY_FLAG | NUM_FLAG, decimals=scale)
     if k == "double":
         return Field(name=name, type=ColumnType.DOUBLE, charset=BINARY_CHARSET, length=23,
-                     flags=BINARY_FLAG | NUM_FLAG, decimals=31)
+                     flags=BINARY_FLAG | NUM_FLAG, decimals=scale or 31)
     if k in _TEMPORAL_FIELDS:
         ctype, length = _TEMPORAL_FIELDS[k]
         return Field(name=name, type=ctype, charset=BINARY_CHARSET, length=length + (scale + 1 if scale else 0),
@@ -81,6 +81,8 @@ def computed_text(value: Any, kind: tuple[str, int]) -> bytes | None:
         d = Decimal(value).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
         return format(d, "f").encode()
     if k == "double":
+        if scale:  # a DOUBLE with fixed decimals (ROUND(x, 1)) shows them all, as MySQL does
+            return f"{float(value):.{scale}f}".encode()
         return encode_value(float(value))
     if k == "date" and isinstance(value, datetime.date):
         return temporal.date_text(value).encode()

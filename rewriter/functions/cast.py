@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 import re
 from collections.abc import Callable
 from decimal import Decimal
@@ -62,7 +63,9 @@ def to_signed(v: Any) -> int:
     n = as_number(v)
     if isinstance(n, int):
         return n
-    return int(Decimal(repr(n) if isinstance(n, float) else n).quantize(Decimal(1), rounding=decimal.ROUND_HALF_UP))
+    if isinstance(n, float):
+        return round(n) if math.isfinite(n) else 0  # rint: CAST(2.5e0 AS SIGNED) is 2
+    return int(n.quantize(Decimal(1), rounding=decimal.ROUND_HALF_UP))
 
 
 def to_decimal(v: Any, precision: int, scale: int) -> Decimal:

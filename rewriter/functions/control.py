@@ -17,6 +17,7 @@ from typing import Any
 from sqlglot import exp
 
 from rewriter.functions.signature import (
+    TEMPORAL_KINDS,
     Compile,
     CompileKind,
     Fn,
@@ -131,7 +132,13 @@ def _extreme_kind(e: exp.Expression, k: CompileKind) -> KindFn:
         names = {n for n, _ in kinds}
         if "string" in names and names & {"int", "decimal", "double"}:
             return ("double", 0)  # compared, and returned, as numbers
-        return merge_kinds(kinds)
+        temporal = names & TEMPORAL_KINDS
+        if temporal and names <= TEMPORAL_KINDS | {"string", "null"}:
+            return merge_kinds([k for k in kinds if k[0] in TEMPORAL_KINDS])  # strings read as that type
+        merged_kind = merge_kinds(kinds)
+        if "null" in names and merged_kind[0] in ("int", "decimal", "double"):
+            return ("double", merged_kind[1])  # MariaDB types GREATEST(1.5, NULL) as DOUBLE(18,1)
+        return merged_kind
 
     return kind
 

@@ -101,7 +101,8 @@ def _rounder(truncate: bool) -> Callable[[exp.Expression, Compile], Fn]:
             n = _number(v)
             if isinstance(n, float):
                 return double_round(n, dec, truncate)
-            return round_exact(n, dec, truncate)
+            r = round_exact(n, dec, truncate)
+            return abs(r) if r == 0 else r  # no negative zero (ROUND(-0.125) is 0)
 
         return strict([c(e.this)], run)
 
@@ -114,8 +115,9 @@ def _round_kind(e: exp.Expression, k: CompileKind) -> KindFn:
 
     def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
         name, scale = arg(kind_of, bv)
-        if name == "decimal":
-            return "decimal", min(scale, max(dec, 0))
+        if name in ("decimal", "double"):
+            # MariaDB shows the asked decimals: ROUND(2.500, 5) is 2.50000, ROUND(1e0, 1) 1.0
+            return name, min(max(dec, 0), 30)
         return name, scale
 
     return kind

@@ -174,11 +174,20 @@ def _pad(e: exp.Expression, c: Compile) -> Fn:
 
 
 def locate(needle: str, haystack: str, pos: int, binary: bool) -> int:
+    """MariaDB's ``my_instr``: the collation compares the needle's bytes with as many bytes
+    of the haystack, so a match ignores case and accents only between characters of the
+    same utf8 length (``INSTR('Äb', 'a')`` is 0, ``INSTR('ab', 'A')`` is 1)."""
     if pos < 1 or pos > len(haystack) + 1:
         return 0
-    if not binary:
-        needle, haystack = general_ci_fold(needle), general_ci_fold(haystack)
-    return haystack.find(needle, pos - 1) + 1
+    if binary:
+        return haystack.find(needle, pos - 1) + 1
+    width = len(needle)
+    folded, size = general_ci_fold(needle), len(needle.encode("utf-8", "surrogateescape"))
+    for start in range(pos - 1, len(haystack) - width + 1):
+        part = haystack[start:start + width]
+        if general_ci_fold(part) == folded and len(part.encode("utf-8", "surrogateescape")) == size:
+            return start + 1
+    return 0
 
 
 def _locate(e: exp.Expression, c: Compile) -> Fn:

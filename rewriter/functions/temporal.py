@@ -525,8 +525,6 @@ def _str_to_date_kind(e: exp.Expression) -> ValueKind:
     has_date, has_time = bool(specs & _DATE_SPECS), bool(specs & _TIME_SPECS)
     if not known or not (has_date or has_time):
         raise refuse(e)
-    if has_date and not (specs & set("Yy") and specs & set("mcMb") and specs & set("de")):
-        raise refuse(e, " (a date format without year, month and day)")
     fsp = 6 if "f" in specs else 0
     if has_date:
         return ("datetime", fsp) if has_time else DATE
@@ -628,9 +626,7 @@ def str_to_date(text: str, fmt: str) -> dict[str, int] | None:
             if text[pos] != ch:
                 return None
             pos += 1
-    if any(fmt[j] == "%" and j + 1 < len(fmt) for j in range(i, len(fmt))):
-        return None  # text ended before the format's fields did
-    return f
+    return f  # the text may end before the format does: the fields not read are 0, as in MySQL
 
 
 def _str_to_date(e: exp.Expression, c: Compile) -> Fn:
@@ -651,10 +647,19 @@ def _str_to_date(e: exp.Expression, c: Compile) -> Fn:
         clock = (hour, f.get("minute", 0), f.get("second", 0), f.get("micro", 0))
         if kind[0] == "time":
             return datetime.timedelta(hours=clock[0], minutes=clock[1], seconds=clock[2], microseconds=clock[3])
+        y, mo, d = f.get("year", 0), f.get("month", 0), f.get("day", 0)
         try:
-            day = datetime.date(f["year"], f["month"], f["day"])
+            day = datetime.date(y, mo, d)
         except ValueError:
-            return None
+            # MariaDB keeps a date STR_TO_DATE read with parts in range but no such day
+            # (2024-02-30, 2024-02-00): Python has no such date, so its text stands for it
+            if not (0 <= y <= 9999 and 0 <= mo <= 12 and 0 <= d <= 31):
+                return None
+            text = f"{y:04d}-{mo:02d}-{d:02d}"
+            if kind[0] == "date":
+                return text
+            return text + " " + tv.time_text(datetime.timedelta(hours=clock[0], minutes=clock[1], seconds=clock[2],
+                                                                microseconds=clock[3]), kind[1])
         return day if kind[0] == "date" else datetime.datetime(day.year, day.month, day.day, *clock)
 
     return strict([c(e.this)], run)
@@ -707,4 +712,5 @@ FUNCTIONS: dict[type[exp.Expression] | str, Function] = {
     exp.LastDay: Function(_last_day, fixed(DATE)),
     "MAKEDATE": Function(_makedate, fixed(DATE)),
     exp.StrToDate: Function(_str_to_date, _str_to_date_k),
+    exp.StrToTime: Function(_str_to_date, _str_to_date_k),  # sqlglot's name when the format has a time
 }
