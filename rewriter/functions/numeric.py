@@ -29,12 +29,12 @@ from rewriter.functions.signature import (
     Function,
     KindFn,
     KindOf,
+    constant,
     fixed,
-    refuse,
     same_as,
     strict,
 )
-from rewriter.functions.values import as_number
+from rewriter.functions.values import as_int, as_number
 from rewriter.nodes import ValueKind
 
 _DECIMAL = decimal.Context(prec=65)
@@ -81,40 +81,43 @@ def round_exact(x: int | Decimal, dec: int, truncate: bool) -> int | Decimal:
     return x.scaleb(dec).quantize(Decimal(1), rounding=mode, context=_DECIMAL).scaleb(-dec)
 
 
-def _decimals(e: exp.Expression) -> int:
-    """The constant decimals argument of ROUND/TRUNCATE (0 when absent)."""
+def _decimals(e: exp.Expression) -> Callable[[Mapping[str, Any]], int]:
+    """The decimals argument of ROUND/TRUNCATE (0 when absent), a constant: the result's
+    type depends on it."""
     d = e.args.get("decimals")
     if d is None:
-        return 0
-    negative = isinstance(d, exp.Neg)
-    lit = d.this if negative else d
-    if not isinstance(lit, exp.Literal) or lit.is_string or not lit.this.isdigit():
-        raise refuse(e, " (the number of decimals must be a constant integer)")
-    return -int(lit.this) if negative else int(lit.this)
+        return lambda bv: 0
+    value = constant(e, d, "the number of decimals")
+    return lambda bv: as_int(value(bv)) or 0
 
 
 def _rounder(truncate: bool) -> Callable[[exp.Expression, Compile], Fn]:
     def compile_(e: exp.Expression, c: Compile) -> Fn:
-        dec = _decimals(e)
+        decimals, f = _decimals(e), c(e.this)
 
-        def run(v: Any) -> Any:
+        def run(row: list[Any], bv: Mapping[str, Any]) -> Any:
+            v = f(row, bv)
+            if v is None:
+                return None
+            dec = decimals(bv)
             n = _number(v)
             if isinstance(n, float):
                 return double_round(n, dec, truncate)
             r = round_exact(n, dec, truncate)
             return abs(r) if r == 0 else r  # no negative zero (ROUND(-0.125) is 0)
 
-        return strict([c(e.this)], run)
+        return run
 
     return compile_
 
 
 def _round_kind(e: exp.Expression, k: CompileKind) -> KindFn:
-    dec = _decimals(e)
+    decimals = _decimals(e)
     arg = same_as()(e, k)
 
     def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
         name, scale = arg(kind_of, bv)
+        dec = decimals(bv)
         if name in ("decimal", "double"):
             # MariaDB shows the asked decimals: ROUND(2.500, 5) is 2.50000, ROUND(1e0, 1) 1.0
             return name, min(max(dec, 0), 30)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from sqlglot import exp
@@ -42,6 +43,30 @@ class Function:
 
 def refuse(e: exp.Expression, why: str = "") -> Exception:
     return unsupported(f"expression evaluated at the proxy: {e.sql(dialect=DIALECT)}{why}")
+
+
+def constant(e: exp.Expression, node: exp.Expression, what: str) -> Callable[[Mapping[str, Any]], Any]:
+    """An argument that must be a constant (a function's result type depends on it): a
+    literal, or the bind variable the normalizer made of one (its value at execution)."""
+    negative = isinstance(node, exp.Neg)
+    inner = node.this if negative else node
+    if isinstance(inner, exp.Placeholder):
+        name = inner.name
+        return (lambda bv: -bv[name]) if negative else (lambda bv: bv[name])
+    if isinstance(inner, exp.Literal):
+        value: Any = inner.this if inner.is_string else _number_literal(inner.this)
+        if negative:
+            if isinstance(value, str):
+                raise refuse(e, f" ({what} must be a constant)")
+            value = -value
+        return lambda bv: value
+    raise refuse(e, f" ({what} must be a constant)")
+
+
+def _number_literal(text: str) -> Any:
+    if text.isdigit():
+        return int(text)
+    return float(text) if "e" in text.lower() else Decimal(text)
 
 
 def strict(args: Sequence[Fn], impl: Callable[..., Any]) -> Fn:

@@ -37,6 +37,7 @@ from rewriter.functions.signature import (
     Function,
     KindFn,
     KindOf,
+    constant,
     fixed,
     refuse,
     strict,
@@ -141,18 +142,16 @@ def calc_week(d: datetime.date, behaviour: int) -> tuple[int, int]:
     return days // 7 + 1, year
 
 
-def _mode(e: exp.Expression) -> int:
-    m = e.args.get("mode")
-    if m is None:
-        return 0  # default_week_format
-    if not isinstance(m, exp.Literal) or m.is_string or not m.this.isdigit():
-        raise refuse(e, " (the week mode must be a constant)")
-    return int(m.this)
-
-
 def _week(e: exp.Expression, c: Compile) -> Fn:
-    behaviour = week_behaviour(_mode(e)) if isinstance(e, exp.Week) else week_behaviour(3)
-    return _date_part(lambda d: calc_week(d, behaviour)[0])(e, c)
+    m = e.args.get("mode") if isinstance(e, exp.Week) else exp.Literal.number(3)
+    mode = constant(e, m, "the week mode") if m is not None else (lambda bv: 0)  # default_week_format
+    f = c(e.this)
+
+    def week(row: list[Any], bv: Mapping[str, Any]) -> Any:
+        d = _date_of(f(row, bv))
+        return None if d is None else calc_week(d, week_behaviour(as_int(mode(bv)) or 0))[0]
+
+    return week
 
 
 # --- DATE(), TIME(), the wrappers sqlglot adds -------------------------------------------
@@ -517,11 +516,10 @@ def _spec_kinds(fmt: str) -> tuple[set[str], bool]:
     return specs, not unknown
 
 
-def _str_to_date_kind(e: exp.Expression) -> ValueKind:
-    fmt = _mysql_format(e)
-    if not isinstance(fmt, exp.Literal):
-        raise refuse(e, " (the format must be a constant)")
-    specs, known = _spec_kinds(fmt.this)
+def str_to_date_kind(fmt: str, e: exp.Expression) -> ValueKind:
+    """STR_TO_DATE's result type, from its format: DATETIME with date and time fields, DATE
+    or TIME with only those (six fractional digits with ``%f``)."""
+    specs, known = _spec_kinds(fmt)
     has_date, has_time = bool(specs & _DATE_SPECS), bool(specs & _TIME_SPECS)
     if not known or not (has_date or has_time):
         raise refuse(e)
@@ -529,6 +527,11 @@ def _str_to_date_kind(e: exp.Expression) -> ValueKind:
     if has_date:
         return ("datetime", fsp) if has_time else DATE
     return ("time", fsp)
+
+
+def _str_to_date_format(e: exp.Expression) -> Callable[[Mapping[str, Any]], str]:
+    fmt = constant(e, _mysql_format(e), "the format")
+    return lambda bv: to_text(fmt(bv))
 
 
 def str_to_date(text: str, fmt: str) -> dict[str, int] | None:
@@ -630,10 +633,16 @@ def str_to_date(text: str, fmt: str) -> dict[str, int] | None:
 
 
 def _str_to_date(e: exp.Expression, c: Compile) -> Fn:
-    kind = _str_to_date_kind(e)
-    fmt = _mysql_format(e).this
+    format_of, arg = _str_to_date_format(e), c(e.this)
+    if isinstance(e.args["format"], exp.Literal):
+        str_to_date_kind(format_of({}), e)  # refused now rather than at execution
 
-    def run(v: Any) -> Any:
+    def run(row: list[Any], bv: Mapping[str, Any]) -> Any:
+        v = arg(row, bv)
+        if v is None:
+            return None
+        fmt = format_of(bv)
+        kind = str_to_date_kind(fmt, e)
         f = str_to_date(to_text(v), fmt)
         if f is None:
             return None
@@ -662,12 +671,12 @@ def _str_to_date(e: exp.Expression, c: Compile) -> Fn:
                                                                 microseconds=clock[3]), kind[1])
         return day if kind[0] == "date" else datetime.datetime(day.year, day.month, day.day, *clock)
 
-    return strict([c(e.this)], run)
+    return run
 
 
 def _str_to_date_k(e: exp.Expression, k: CompileKind) -> KindFn:
-    kind = _str_to_date_kind(e)
-    return lambda kind_of, bv: kind
+    format_of = _str_to_date_format(e)
+    return lambda kind_of, bv: str_to_date_kind(format_of(bv), e)
 
 
 def _weekday(e: exp.Expression, c: Compile) -> Fn:
