@@ -1,25 +1,34 @@
 """The one expression evaluator: SQL expressions compiled into Python functions over a
 decoded row, with MySQL's semantics, for whatever the proxy computes itself (HAVING and
-projections over aggregated or joined rows, ``STREAM ... WHERE`` subscriber filters).
+projections over aggregated or joined rows, filters over derived aggregations, expressions
+over window functions, ``STREAM ... WHERE`` subscriber filters).
 
 ``compile_expr(e, resolve)`` returns ``fn(row, bindvars)``; ``resolve`` maps a
-sub-expression to a row index (``None``: not a column of the row). Anything outside the
-subset below raises ``Unsupported`` naming it, so an expression is never evaluated with
-semantics other than MySQL's (most cross-shard statements never come here: a
-``Compute`` has MySQL itself evaluate them).
+sub-expression to a row index (``None``: not a column of the row). ``compile_kind(e,
+resolve)`` gives the result's MySQL type (``ValueKind``) from the columns' types, which the
+Projection sends as column metadata. Anything outside what is implemented raises
+``Unsupported`` naming it, so an expression is never evaluated with semantics other than
+MySQL's (the planner then sends the statement to ``Compute``, where MySQL evaluates it).
 
-MySQL's rules, as implemented (checked against MariaDB in tests/rewriter/test_evaluate.py):
+Operators are here; MySQL's functions (CASE, IF, COALESCE, string, numeric, CAST, date and
+time functions) are in ``rewriter.functions``, one module per family, and MySQL's implicit
+conversions in ``rewriter.functions.values``. Rows come decoded by the engine's
+``evaluator_value`` (DATE/DATETIME/TIME as ``datetime`` objects).
+
+MySQL's rules, as implemented (checked against MariaDB in tests/engine/test_evaluate_oracle.py
+and tests/engine/test_evaluate_functions_oracle.py):
 - three-valued logic: NULL in a comparison, arithmetic or IN gives NULL; ``AND`` is 0
   if either side is 0, ``OR`` 1 if either is 1; ``<=>`` never NULL; booleans are 1/0;
 - a string read as a number takes its longest numeric prefix (``'12abc'`` is 12,
   ``'abc'`` is 0) as a DOUBLE: in arithmetic, in truth tests, and when compared with a
-  number;
+  number; a temporal value is its number (``DATE '2024-01-31' + 1`` is 20240132);
 - numbers: integers and DECIMALs exact (65 digits), any DOUBLE makes the result DOUBLE;
   ``/`` of exact operands is DECIMAL; division and ``MOD``/``DIV`` by zero are NULL;
   ``MOD`` takes the dividend's sign, ``DIV`` truncates;
 - text compares with the column's default collation ``utf8mb4_general_ci`` (case- and
   accent-insensitive, trailing spaces ignored); a binary string (``bytes``) compares
-  byte by byte, as does text against one; ``LIKE`` likewise (``%``, ``_``, ``\\``).
+  byte by byte, as does text against one; ``LIKE`` likewise (``%``, ``_``, ``\\``); a
+  temporal value compared with a string that reads as one compares as that type.
 """
 
 from __future__ import annotations
@@ -311,8 +320,16 @@ def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
     idx = resolve(e)
     if idx is not None:
         return lambda kind_of, bv, i=idx: kind_of(i)  # type: ignore[misc]  # a default argument binds the index
-    if isinstance(e, exp.Paren | exp.Neg):
+    if isinstance(e, exp.Paren):
         return compile_kind(e.this, resolve)
+    if isinstance(e, exp.Neg):  # a number: a date's, a string's DOUBLE
+        inner = compile_kind(e.this, resolve)
+
+        def negated(kind_of: Callable[[int], ValueKind], bv: Mapping[str, Any]) -> ValueKind:
+            k = _numeric_kind(inner(kind_of, bv))
+            return ("double", 0) if k[0] == "string" else k
+
+        return negated
     if isinstance(e, exp.Literal):
         if e.is_string:
             return lambda kind_of, bv: ("string", 0)

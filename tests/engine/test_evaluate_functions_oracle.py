@@ -101,7 +101,8 @@ TEMPORAL = [
     "STR_TO_DATE(CONCAT(n, '/02/2024'), '%d/%m/%Y')", "STR_TO_DATE('Jan 5 2024 3:04 PM', '%b %e %Y %l:%i %p')",
     "STR_TO_DATE(DATE_FORMAT(dt, '%M %d, %Y'), '%M %d, %Y')", "STR_TO_DATE(SUBSTRING(ds, 1, 7), '%Y-%m-%d')",
     "STR_TO_DATE(t, '%Y')", "STR_TO_DATE(s, '%d/%m/%Y')", "DATE_ADD(STR_TO_DATE(ds, '%Y-%m-%d'), INTERVAL 1 DAY)", "STR_TO_DATE('10:20:30', '%H:%i:%s')",
-    "dt + 1", "ts + 1", "tm + 1", "dt = '2024-2-29'", "dt > '2024-1-5'", "ts < dt", "dt BETWEEN '2024-01-01' AND ts",
+    "dt + 1", "ts + 1", "tm + 1", "ts - dt", "dt - dt", "dt * 1.5", "dt / 2", "-dt", "dt + i", "tm * 2",
+    "dt LIKE '2024%'", "ts LIKE '%:59'", "dt = 20240229", "NOT dt", "dt AND tm", "dt = '2024-2-29'", "dt > '2024-1-5'", "ts < dt", "dt BETWEEN '2024-01-01' AND ts",
     "dt IN ('2024-02-29', '2023-12-31')", "DATE(ts) = dt", "YEAR(dt) * 100 + MONTH(dt)",
     "DATE_FORMAT(DATE_ADD(dt, INTERVAL -1 DAY), '%Y-%m')", "IF(DATEDIFF(ts, dt) > 0, 'later', 'same')",
 ]
