@@ -18,7 +18,7 @@ from typing import Any
 from mysql_mimic.types import ColumnType
 
 from sqltext import temporal
-from sqltext.quoting import TextValueKind
+from sqltext.quoting import TextValueKind, double_text
 
 Row = tuple[bytes | None, ...]
 
@@ -267,7 +267,7 @@ def encode_value(value: Any) -> bytes | None:
     if isinstance(value, bool):
         return b"1" if value else b"0"
     if isinstance(value, float):
-        return repr(value).encode() if value != int(value) or abs(value) >= 1e15 else str(int(value)).encode()
+        return double_text(value).encode()
     if isinstance(value, decimal.Decimal):
         return format(value, "f").encode()
     if isinstance(value, datetime.datetime):

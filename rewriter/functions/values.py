@@ -24,6 +24,7 @@ from typing import Any
 
 from rewriter.collation import general_ci_key
 from sqltext import temporal as tv
+from sqltext.quoting import double_text
 
 _NUMERIC_PREFIX = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INT_PREFIX = re.compile(r"\s*[+-]?\d+")
@@ -92,20 +93,6 @@ def as_int(v: Any) -> int | None:
             return 0
         return int(Decimal(n).quantize(Decimal(1), rounding=decimal.ROUND_HALF_UP))
     return int(Decimal(n).quantize(Decimal(1), rounding=decimal.ROUND_HALF_UP))
-
-
-def double_text(x: float) -> str:
-    """A DOUBLE as MySQL prints it: the shortest form that reads back, no ``.0``, an
-    exponent past 15 digits (``1e16``, ``1.5e-7``)."""
-    if math.isinf(x) or math.isnan(x):
-        return str(x)
-    if x == int(x) and abs(x) < 1e15:
-        return str(int(x))
-    text = repr(x)
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
-    return text
 
 
 def to_text(v: Any) -> str:

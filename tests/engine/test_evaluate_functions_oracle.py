@@ -61,6 +61,7 @@ STRINGS = [
     "SUBSTRING_INDEX(s, ',', -1)", "SUBSTRING_INDEX(ds, '-', 2)", "ASCII(s)", "CONCAT(UPPER(LEFT(s, 1)), i + 1)",
 ]
 NUMERIC = [
+    "f * 1e20", "f / 1e9", "CONCAT(f * 1e20)", "CONCAT(f / 1e9)", "CONCAT(f * 3)", "CONCAT(1 / 3e0)",
     "ABS(i)", "ABS(d)", "ABS(f)", "ABS(t)", "ROUND(d)", "ROUND(d, 1)", "ROUND(d, 2)", "ROUND(d, -1)", "ROUND(i, -1)",
     "ROUND(f)", "ROUND(f, 1)", "ROUND(t)", "ROUND(d, 5)", "ROUND(i / 3, 2)", "ROUND(-2.5)", "ROUND(2.5)",
     "ROUND(1.235e0, 2)", "ROUND(d * 1.5, 1)", "TRUNCATE(d, 1)", "TRUNCATE(f, 0)", "TRUNCATE(i, -1)",
