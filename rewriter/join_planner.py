@@ -11,10 +11,11 @@ projected, DISTINCT and LIMIT applied. Aggregation over a join is planned by
 sorted by the group keys at the proxy and aggregated like shard partials.
 
 Supported: inner joins and LEFT JOINs with ON conditions, select items that are
-expressions over one table (optionally aliased), ORDER BY/LIMIT/DISTINCT,
-aggregates. Refused with VT12001 (never answered wrongly): ``*`` (the column lists
-are not known without an authoritative schema), expressions over several tables,
-USING/NATURAL/RIGHT joins, derived tables and subqueries, WHERE conditions on the
+expressions over one table (optionally aliased; computed by its route), select items over
+several tables (computed at the proxy over the joined row by the one evaluator,
+``rewriter.evaluate``), ORDER BY/LIMIT/DISTINCT, aggregates. Refused with VT12001 (never
+answered wrongly): ``*`` (the column lists are not known without an authoritative schema),
+expressions over several tables the evaluator does not compute, USING/NATURAL/RIGHT joins, derived tables and subqueries, WHERE conditions on the
 nullable side of a LEFT JOIN.
 """
 
@@ -26,9 +27,11 @@ from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
+from rewriter.evaluate import compile_expr, compile_kind
 from rewriter.join_strategy import BATCH_ROWS, KeyPair, choose, equi_keys, estimated_rows
 from rewriter.nodes import (
     BatchedJoin,
+    Computed,
     Distinct,
     HashJoin,
     Join,
@@ -37,11 +40,12 @@ from rewriter.nodes import (
     Opcode,
     OrderKey,
     Plan,
+    Projection,
     SimpleProjection,
 )
 from rewriter.route_primitive import make_route
 from rewriter.routing import RouteInfo, choose_route, column_table, conjuncts
-from rewriter.select_items import limit_values, positional
+from rewriter.select_items import limit_values, positional, select_items
 from rewriter.select_planner import from_sources, resolve_scope
 from rewriter.tables import TableRef, rewrite_table_node
 
@@ -118,11 +122,20 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
 
     items: list[tuple[int, int]] = []  # (table, column index within that table)
     sel.set("expressions", _expand_stars(sel.expressions, refs))
-    for e in sel.expressions:
+    # select items over several tables, computed at the proxy over the joined row (the one
+    # evaluator, rewriter.evaluate): (item, expression); each fills a NULL placeholder column
+    over_tables: list[tuple[int, exp.Expression]] = []
+    for k, e in enumerate(sel.expressions):
         inner = e.this if isinstance(e, exp.Alias) else e
         ts = tables_of(inner)
         if len(ts) > 1:
-            raise unsupported(f"expression over several tables in a cross-shard join: {to_sql(inner)}")
+            if inner.find(exp.AggFunc, exp.Window, exp.Subquery, exp.Select) is not None:
+                raise unsupported(f"expression over several tables in a cross-shard join: {to_sql(inner)}")
+            for col in inner.find_all(exp.Column):
+                need(refs.index(column_table(col, refs)), col)  # type: ignore[arg-type]  # tables_of found each
+            over_tables.append((k, inner))
+            items.append((0, need(0, exp.Alias(this=exp.Null(), alias=exp.to_identifier(f"__sg_expr{k}")))))
+            continue
         t = ts.pop() if ts else 0
         if t in nullable and not isinstance(inner, exp.Column):
             # the right route computes it per matching row; a row padded with NULLs
@@ -259,6 +272,8 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         else:
             plan = Join(plan, routes[t], join_cols, vars_, left_join=t in nullable, table_name=table_name)
         left_width += width_r
+    if over_tables:
+        plan = Projection(_computed_over_tables(over_tables, items, offsets, col_keys, refs, sel, ctx), plan)
     if order_cols:
         plan = MemorySort([OrderKey(offsets[t] + c, d, txt) for t, c, d, txt in order_cols], plan)
     plan = SimpleProjection([offsets[t] + c for t, c in items], plan)
@@ -268,6 +283,24 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
+
+
+def _computed_over_tables(over_tables: list[tuple[int, exp.Expression]], items: list[tuple[int, int]],
+                          offsets: list[int], col_keys: list[dict[str, int]], refs: list[TableRef],
+                          sel: exp.Select, ctx: PlanContext) -> list[Computed]:
+    """The select items over several tables, evaluated over the joined row (over NULLs
+    for a row a LEFT JOIN pads, as MySQL does); refused (VT12001) if the evaluator does not
+    know a function, so the statement goes to Compute."""
+
+    def resolve(e: exp.Expression) -> int | None:
+        if not isinstance(e, exp.Column):
+            return None
+        t = refs.index(column_table(e, refs))  # type: ignore[arg-type]  # placed when the item was read
+        return offsets[t] + col_keys[t][to_sql(e).lower()]
+
+    names = select_items(sel, ctx)
+    return [Computed(offsets[0] + items[k][1], compile_expr(e, resolve), compile_kind(e, resolve), names[k].name,
+                     to_sql(e)) for k, e in over_tables]
 
 
 def _expand_stars(expressions: list[exp.Expression], refs: list[TableRef]) -> list[exp.Expression]:

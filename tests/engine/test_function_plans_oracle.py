@@ -128,6 +128,19 @@ QUERIES = {
     "filter_over_derived_aggregation": (
         "select * from (select customer_id, sum(amount) s, max(placed) p from fn_orders group by customer_id) t "
         "where round(s, -2) >= 200 and month(p) = 3", "unordered"),
+    "join_items_over_both_tables": (
+        "select a.id, concat(a.region, '/', b.region) r, datediff(a.placed, b.placed), a.amount - b.amount, "
+        "if(a.placed > b.placed, 'after', 'before'), date_format(greatest(a.placed_at, b.placed_at), '%Y-%m-%d %H') "
+        "from fn_orders a join fn_orders b on b.id = a.customer_id where a.id < 200", "unordered"),
+    "left_join_items_over_padded_rows": (
+        "select a.id, coalesce(b.note, a.note), ifnull(b.placed, a.placed) + interval 1 day, concat(a.id, b.id) "
+        "from fn_orders a left join fn_orders b on b.id = a.customer_id * 20 where a.id < 200", "unordered"),
+    "join_items_ordered_by_alias": (
+        "select a.id, round(a.amount / b.amount, 2) q from fn_orders a join fn_orders b on b.id = a.customer_id "
+        "order by q desc, a.id limit 20", "ordered"),
+    "aggregates_over_join_expressions": (
+        "select a.region, sum(a.amount + b.amount), count(*), max(datediff(a.placed, b.placed)) "
+        "from fn_orders a join fn_orders b on b.id = a.customer_id group by a.region", "unordered"),
     "window_with_functions": (
         "select id, concat('#', row_number() over (partition by customer_id order by id)) rn, "
         "round(avg(amount) over (partition by customer_id), 1) a from fn_orders where id < 120", "unordered"),

@@ -108,7 +108,7 @@ def test_join_routes_right_side_by_vindex_of_join_var(vschema):
 
 @pytest.mark.parametrize("sql", [
     "select * from customer c join product p on p.id = c.tenant_id",
-    "select sum(c.tenant_id + p.id) from customer c join product p on p.id = c.tenant_id",
+    "select md5(concat(c.email, p.name)) from customer c join product p on p.id = c.tenant_id",
     "select c.email from customer c left join product p on p.id = c.tenant_id where p.name = 'x'",
     "select (select count(*) from corder) from customer",
     "select md5(count(*)) from customer",
@@ -257,3 +257,14 @@ def test_subquery_on_the_outer_rows_vindex_value_merges_into_one_route(vschema, 
 ])
 def test_subquery_not_tied_to_the_vindex_value_does_not_merge(vschema, sql):
     assert explain(vschema, sql)["OperatorType"] != "Route"
+
+
+def test_select_items_over_both_sides_of_a_join_are_finished_by_the_evaluator(vschema):
+    """An expression over several tables of a cross-shard join is computed at the proxy
+    over the joined row (a Projection above the Join), not sent to Compute."""
+    plan = explain(vschema, "select concat(c.email, p.name), c.tenant_id + p.id from customer c "
+                            "join product p on p.id = c.tenant_id")
+    assert plan["OperatorType"] == "SimpleProjection"
+    (projection,) = plan["Inputs"]
+    assert projection["OperatorType"] == "Projection"
+    assert projection["Inputs"][0]["OperatorType"] == "Join"
