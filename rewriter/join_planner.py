@@ -122,19 +122,26 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
 
     items: list[tuple[int, int]] = []  # (table, column index within that table)
     sel.set("expressions", _expand_stars(sel.expressions, refs))
-    # select items over several tables, computed at the proxy over the joined row (the one
-    # evaluator, rewriter.evaluate): (item, expression); each fills a NULL placeholder column
-    over_tables: list[tuple[int, exp.Expression]] = []
+    # expressions computed at the proxy over the joined row (the one evaluator,
+    # rewriter.evaluate): select items over several tables, ORDER BY expressions. Each fills
+    # a NULL placeholder column of the first table's route: (that column, expression, name)
+    over_tables: list[tuple[int, exp.Expression, str]] = []
+    names = select_items(sel, ctx)
+
+    def at_proxy(e: exp.Expression, name: str, what: str) -> int:
+        if e.find(exp.AggFunc, exp.Window, exp.Subquery, exp.Select) is not None:
+            raise unsupported(f"{what}: {to_sql(e)}")
+        for col in e.find_all(exp.Column):
+            need(refs.index(column_table(col, refs)), col)  # type: ignore[arg-type]  # tables_of found each
+        slot = need(0, exp.Alias(this=exp.Null(), alias=exp.to_identifier(f"__sg_expr{len(over_tables)}")))
+        over_tables.append((slot, e, name))
+        return slot
+
     for k, e in enumerate(sel.expressions):
         inner = e.this if isinstance(e, exp.Alias) else e
         ts = tables_of(inner)
         if len(ts) > 1:
-            if inner.find(exp.AggFunc, exp.Window, exp.Subquery, exp.Select) is not None:
-                raise unsupported(f"expression over several tables in a cross-shard join: {to_sql(inner)}")
-            for col in inner.find_all(exp.Column):
-                need(refs.index(column_table(col, refs)), col)  # type: ignore[arg-type]  # tables_of found each
-            over_tables.append((k, inner))
-            items.append((0, need(0, exp.Alias(this=exp.Null(), alias=exp.to_identifier(f"__sg_expr{k}")))))
+            items.append((0, at_proxy(inner, names[k].name, "expression over several tables in a cross-shard join")))
             continue
         t = ts.pop() if ts else 0
         if t in nullable and not isinstance(inner, exp.Column):
@@ -198,10 +205,11 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
                 t, c = alias_hit
             else:
                 ts = tables_of(e)
-                if len(ts) != 1 or not isinstance(e, exp.Column):
-                    raise unsupported(f"ORDER BY {to_sql(e)} in a cross-shard join")
-                t = ts.pop()
-                c = need(t, e)
+                if len(ts) == 1 and isinstance(e, exp.Column):
+                    t = ts.pop()
+                    c = need(t, e)
+                else:  # at the proxy: the right route would not see the rows a LEFT JOIN pads
+                    t, c = 0, at_proxy(e, to_sql(e), f"ORDER BY {to_sql(e)} in a cross-shard join")
         order_cols.append((t, c, bool(o.args.get("desc")), to_sql(e)))
 
     # a table that only filters (no column needed) still returns one column per row
@@ -273,7 +281,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
             plan = Join(plan, routes[t], join_cols, vars_, left_join=t in nullable, table_name=table_name)
         left_width += width_r
     if over_tables:
-        plan = Projection(_computed_over_tables(over_tables, items, offsets, col_keys, refs, sel, ctx), plan)
+        plan = Projection(_computed_over_tables(over_tables, offsets, col_keys, refs), plan)
     if order_cols:
         plan = MemorySort([OrderKey(offsets[t] + c, d, txt) for t, c, d, txt in order_cols], plan)
     plan = SimpleProjection([offsets[t] + c for t, c in items], plan)
@@ -285,12 +293,11 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     return plan
 
 
-def _computed_over_tables(over_tables: list[tuple[int, exp.Expression]], items: list[tuple[int, int]],
-                          offsets: list[int], col_keys: list[dict[str, int]], refs: list[TableRef],
-                          sel: exp.Select, ctx: PlanContext) -> list[Computed]:
-    """The select items over several tables, evaluated over the joined row (over NULLs
-    for a row a LEFT JOIN pads, as MySQL does); refused (VT12001) if the evaluator does not
-    know a function, so the statement goes to Compute."""
+def _computed_over_tables(over_tables: list[tuple[int, exp.Expression, str]], offsets: list[int],
+                          col_keys: list[dict[str, int]], refs: list[TableRef]) -> list[Computed]:
+    """The expressions evaluated over the joined row (over NULLs for a row a LEFT JOIN
+    pads, as MySQL does); refused (VT12001) if the evaluator does not know a function, so
+    the statement goes to Compute."""
 
     def resolve(e: exp.Expression) -> int | None:
         if not isinstance(e, exp.Column):
@@ -298,9 +305,8 @@ def _computed_over_tables(over_tables: list[tuple[int, exp.Expression]], items: 
         t = refs.index(column_table(e, refs))  # type: ignore[arg-type]  # placed when the item was read
         return offsets[t] + col_keys[t][to_sql(e).lower()]
 
-    names = select_items(sel, ctx)
-    return [Computed(offsets[0] + items[k][1], compile_expr(e, resolve), compile_kind(e, resolve), names[k].name,
-                     to_sql(e)) for k, e in over_tables]
+    return [Computed(offsets[0] + slot, compile_expr(e, resolve), compile_kind(e, resolve), name, to_sql(e))
+            for slot, e, name in over_tables]
 
 
 def _expand_stars(expressions: list[exp.Expression], refs: list[TableRef]) -> list[exp.Expression]:

@@ -138,6 +138,13 @@ QUERIES = {
     "join_items_ordered_by_alias": (
         "select a.id, round(a.amount / b.amount, 2) q from fn_orders a join fn_orders b on b.id = a.customer_id "
         "order by q desc, a.id limit 20", "ordered"),
+    "join_ordered_by_expressions": (
+        "select a.id, a.amount, b.amount from fn_orders a join fn_orders b on b.id = a.customer_id "
+        "order by abs(a.amount - b.amount) desc, a.id limit 25", "ordered"),
+    "left_join_ordered_by_padded_side": (
+        "select a.id, b.placed from fn_orders a left join fn_orders b on b.id = a.customer_id * 20 "
+        "where a.id < 100 order by coalesce(b.placed, '2000-01-01'), datediff(a.placed, '2024-01-01'), a.id",
+        "ordered"),
     "aggregates_over_join_expressions": (
         "select a.region, sum(a.amount + b.amount), count(*), max(datediff(a.placed, b.placed)) "
         "from fn_orders a join fn_orders b on b.id = a.customer_id group by a.region", "unordered"),
