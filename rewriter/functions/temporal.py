@@ -21,6 +21,7 @@ import calendar
 import datetime
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from sqlglot import exp
@@ -418,41 +419,57 @@ def _ordinal(n: int) -> str:
     return f"{n}" + {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
 
 
-def date_format(d: datetime.date, fmt: str) -> str:
-    """MySQL's DATE_FORMAT (a specifier it does not know stands for its letter)."""
-    dt = tv.as_datetime(d)
-    h12 = (dt.hour + 11) % 12 + 1
-    out: list[str] = []
+def _h12(dt: datetime.datetime) -> int:
+    return (dt.hour + 11) % 12 + 1
+
+
+def _week_spec(behaviour: int, year: bool) -> Callable[[datetime.datetime], str]:
+    def spec(dt: datetime.datetime) -> str:
+        w, y = calc_week(dt.date(), behaviour)
+        return f"{y:04d}" if year else f"{w:02d}"
+
+    return spec
+
+
+_SPECIFIERS: dict[str, Callable[[datetime.datetime], str]] = {
+    "Y": lambda dt: f"{dt.year:04d}", "y": lambda dt: f"{dt.year % 100:02d}", "m": lambda dt: f"{dt.month:02d}",
+    "c": lambda dt: str(dt.month), "d": lambda dt: f"{dt.day:02d}", "e": lambda dt: str(dt.day),
+    "D": lambda dt: _ordinal(dt.day), "H": lambda dt: f"{dt.hour:02d}", "k": lambda dt: str(dt.hour),
+    "h": lambda dt: f"{_h12(dt):02d}", "I": lambda dt: f"{_h12(dt):02d}", "l": lambda dt: str(_h12(dt)),
+    "i": lambda dt: f"{dt.minute:02d}", "s": lambda dt: f"{dt.second:02d}", "S": lambda dt: f"{dt.second:02d}",
+    "f": lambda dt: f"{dt.microsecond:06d}", "p": lambda dt: "AM" if dt.hour < 12 else "PM",
+    "M": lambda dt: _MONTH_NAMES[dt.month - 1], "b": lambda dt: _MONTH_NAMES[dt.month - 1][:3],
+    "W": lambda dt: _DAY_NAMES[dt.weekday()], "a": lambda dt: _DAY_NAMES[dt.weekday()][:3],
+    "w": lambda dt: str((dt.weekday() + 1) % 7), "j": lambda dt: f"{dt.timetuple().tm_yday:03d}",
+    "T": lambda dt: f"{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}",
+    "r": lambda dt: f"{_h12(dt):02d}:{dt.minute:02d}:{dt.second:02d} {'AM' if dt.hour < 12 else 'PM'}",
+    "U": _week_spec(_FIRST_WEEKDAY, False), "u": _week_spec(_MONDAY_FIRST, False),
+    "V": _week_spec(_WEEK_YEAR | _FIRST_WEEKDAY, False), "v": _week_spec(_MONDAY_FIRST | _WEEK_YEAR, False),
+    "X": _week_spec(_WEEK_YEAR | _FIRST_WEEKDAY, True), "x": _week_spec(_WEEK_YEAR | _MONDAY_FIRST, True),
+}
+
+
+@lru_cache(maxsize=256)
+def _format_parts(fmt: str) -> tuple[str | Callable[[datetime.datetime], str], ...]:
+    """A DATE_FORMAT format read once (a format repeats for every row): literal text and
+    specifiers; one MySQL does not know stands for its letter."""
+    parts: list[str | Callable[[datetime.datetime], str]] = []
     i = 0
     while i < len(fmt):
-        ch = fmt[i]
-        if ch != "%" or i + 1 == len(fmt):
-            out.append(ch)
+        if fmt[i] != "%" or i + 1 == len(fmt):
+            parts.append(fmt[i])
             i += 1
             continue
         s = fmt[i + 1]
+        parts.append(_SPECIFIERS.get(s, s))
         i += 2
-        piece = {
-            "Y": f"{dt.year:04d}", "y": f"{dt.year % 100:02d}", "m": f"{dt.month:02d}", "c": str(dt.month),
-            "d": f"{dt.day:02d}", "e": str(dt.day), "D": _ordinal(dt.day), "H": f"{dt.hour:02d}",
-            "k": str(dt.hour), "h": f"{h12:02d}", "I": f"{h12:02d}", "l": str(h12), "i": f"{dt.minute:02d}",
-            "s": f"{dt.second:02d}", "S": f"{dt.second:02d}", "f": f"{dt.microsecond:06d}",
-            "p": "AM" if dt.hour < 12 else "PM", "M": _MONTH_NAMES[dt.month - 1], "b": _MONTH_NAMES[dt.month - 1][:3],
-            "W": _DAY_NAMES[dt.weekday()], "a": _DAY_NAMES[dt.weekday()][:3], "w": str((dt.weekday() + 1) % 7),
-            "j": f"{dt.timetuple().tm_yday:03d}", "T": f"{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}",
-            "r": f"{h12:02d}:{dt.minute:02d}:{dt.second:02d} {'AM' if dt.hour < 12 else 'PM'}",
-        }.get(s)
-        if piece is None:
-            week = {"U": (_FIRST_WEEKDAY, 0), "u": (_MONDAY_FIRST, 0), "V": (_WEEK_YEAR | _FIRST_WEEKDAY, 0),
-                    "v": (_MONDAY_FIRST | _WEEK_YEAR, 0), "X": (_WEEK_YEAR | _FIRST_WEEKDAY, 1),
-                    "x": (_WEEK_YEAR | _MONDAY_FIRST, 1)}.get(s)
-            if week is not None:
-                w, y = calc_week(dt.date(), week[0])
-                piece = f"{y:04d}" if week[1] else f"{w:02d}"
-            else:
-                piece = s
-        out.append(piece)
-    return "".join(out)
+    return tuple(parts)
+
+
+def date_format(d: datetime.date, fmt: str) -> str:
+    """MySQL's DATE_FORMAT."""
+    dt = tv.as_datetime(d)
+    return "".join(p if isinstance(p, str) else p(dt) for p in _format_parts(fmt))
 
 
 def _mysql_format(e: exp.Expression) -> exp.Expression:
