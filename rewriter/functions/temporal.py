@@ -370,12 +370,33 @@ INTERVAL_ARITHMETIC = Function(_interval, _interval_k)
 
 # --- differences ---------------------------------------------------------------------------
 
+_YEAR_ZERO = re.compile(r"\s*0{1,4}[^\w\s]+(\d{1,2})[^\w\s]+(\d{1,2})")
+
+
+def day_number(v: Any) -> int | None:
+    """MySQL's day number of a date (TO_DAYS), also for year 0, which MariaDB accepts and
+    sqlglot writes TO_DAYS(x) with (``DATEDIFF(x, '0000-01-01') + 1``): 0000-01-01 is day 1."""
+    d = _date_of(v)
+    if d is not None:
+        return d.toordinal() + 365
+    m = _YEAR_ZERO.match(v) if isinstance(v, str) else None
+    if m is None:
+        return None
+    month, day = int(m.group(1)), int(m.group(2))
+    if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(2001, month)[1]:
+        return None  # MariaDB's year 0 has no February 29
+    return 31 * (month - 1) + day - ((month * 4 + 23) // 10 if month > 2 else 0)  # calc_daynr
+
+
 def _datediff(e: exp.Expression, c: Compile) -> Fn:
     def run(a: Any, b: Any) -> int | None:
-        x, y = _date_of(a), _date_of(b)
-        return None if x is None or y is None else (x - y).days
+        x, y = day_number(a), day_number(b)
+        return None if x is None or y is None else x - y
 
-    return strict([c(e.this), c(e.expression)], run)
+    def arg(x: exp.Expression) -> exp.Expression:  # sqlglot's DATE() around an argument changes nothing here
+        return x.this if isinstance(x, exp.TsOrDsToDate) else x
+
+    return strict([c(arg(e.this)), c(arg(e.expression))], run)
 
 
 def timestampdiff(unit: str, start: datetime.datetime, end: datetime.datetime) -> int:
