@@ -207,6 +207,14 @@ def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one
             return None if a is None or b is None else 0
 
         return logic
+    if isinstance(e, exp.Xor) and e.expression is not None:
+        fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
+
+        def xor(row: list[Any], bv: Mapping[str, Any]) -> Any:
+            a, b = truthy(fa(row, bv)), truthy(fb(row, bv))
+            return None if a is None or b is None else (1 if a != b else 0)
+
+        return xor
     if isinstance(e, exp.Not):
         f = compile_expr(e.this, resolve)
 
@@ -299,8 +307,8 @@ def _literal_kind(v: Any) -> ValueKind:
 
 
 # Expressions whose value is 1, 0 or NULL: BIGINT.
-_PREDICATES = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.And, exp.Or, exp.Not,
-               exp.Is, exp.Between, exp.In, exp.Like)
+_PREDICATES = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.And, exp.Or, exp.Xor,
+               exp.Not, exp.Is, exp.Between, exp.In, exp.Like)
 
 
 def _numeric_kind(k: ValueKind) -> ValueKind:
@@ -356,7 +364,11 @@ def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
             if op is exp.IntDiv:
                 return ("int", 0)
             if "double" in (a, b) or "string" in (a, b):
-                return ("double", 0)
+                # a DOUBLE with fixed decimals (ROUND(x, 2), PI()) keeps them when the other
+                # operand's are fixed too: the larger (PI() * 2 shows 6.283185), + 4 for "/"
+                if "string" in (a, b) or (a == "double" and not sa) or (b == "double" and not sb):
+                    return ("double", 0)
+                return ("double", min(sa + 4 if op is exp.Div else max(sa, sb), 30))
             if op is exp.Div:
                 return ("decimal", min(sa + 4, 30))
             if op is exp.Mul:

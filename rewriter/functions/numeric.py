@@ -1,5 +1,5 @@
 """Numeric functions: ABS, ROUND, TRUNCATE, FLOOR, CEIL/CEILING, SIGN, POW/POWER, SQRT,
-EXP, LN (MOD is the ``%`` operator in ``rewriter.evaluate``).
+EXP, LN, PI (MOD is the ``%`` operator in ``rewriter.evaluate``).
 
 MySQL's rules: an exact argument (integer, DECIMAL) gives an exact result, rounded half
 away from zero; a DOUBLE (or a string, read as a DOUBLE) is rounded as MariaDB's
@@ -193,4 +193,5 @@ FUNCTIONS: dict[type[exp.Expression] | str, Function] = {
     exp.Sqrt: Function(_double_fn(_sqrt, "this"), fixed(DOUBLE)),
     exp.Exp: Function(_double_fn(math.exp, "this"), fixed(DOUBLE)),
     exp.Ln: Function(_double_fn(_ln, "this"), fixed(DOUBLE)),
+    exp.Pi: Function(lambda e, c: lambda row, bv: math.pi, fixed(("double", 6))),  # MySQL shows 3.141593
 }

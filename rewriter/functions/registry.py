@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from rewriter.functions import cast, control, numeric, strings, temporal
+from rewriter.functions import bits, cast, control, numeric, strings, temporal
 from rewriter.functions.signature import Function
 
 FUNCTIONS: dict[type[exp.Expression] | str, Function] = {
     **control.FUNCTIONS, **strings.FUNCTIONS, **numeric.FUNCTIONS, **cast.FUNCTIONS, **temporal.FUNCTIONS,
+    **bits.FUNCTIONS,
 }
 
 

@@ -1,6 +1,6 @@
 """String functions: CONCAT, CONCAT_WS, LENGTH/CHAR_LENGTH, UPPER/LOWER, SUBSTRING/MID,
 LEFT/RIGHT, TRIM/LTRIM/RTRIM, REPLACE, LPAD/RPAD, LOCATE/INSTR/POSITION, REVERSE, REPEAT,
-SPACE, SUBSTRING_INDEX, ASCII.
+SPACE, SUBSTRING_INDEX, ASCII, FIELD, ELT, HEX, MD5, SHA1, CRC32.
 
 MySQL's rules: NULL in any argument gives NULL (CONCAT_WS skips NULL values, not a NULL
 separator); numbers and dates take their text form; lengths and positions count
@@ -12,14 +12,17 @@ binary string argument makes the operation byte-wise and the result binary.
 
 from __future__ import annotations
 
+import hashlib
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlglot import exp
 
 from rewriter.collation import general_ci_fold
+from rewriter.functions.bits import as_uint64
 from rewriter.functions.signature import INT, STRING, Compile, Fn, Function, fixed, refuse, strict
-from rewriter.functions.values import as_int, to_text
+from rewriter.functions.values import as_int, as_number, comparable, is_number, to_text
 
 
 def _chars(values: tuple[Any, ...]) -> tuple[list[str], bool]:
@@ -234,6 +237,67 @@ def _reverse(e: exp.Expression, c: Compile) -> Fn:
     return strict([c(e.this)], _string_op(lambda s: s[::-1]))
 
 
+def _raw(v: Any) -> bytes:
+    return v if isinstance(v, bytes) else to_text(v).encode("utf-8", "surrogateescape")
+
+
+def _digest(name: str) -> Callable[[exp.Expression, Compile], Fn]:
+    return lambda e, c: strict([c(e.this)], lambda v: hashlib.new(name, _raw(v)).hexdigest())
+
+
+def _crc32(e: exp.Expression, c: Compile) -> Fn:
+    if len(e.expressions) != 1:
+        raise refuse(e)
+    return strict([c(e.expressions[0])], lambda v: zlib.crc32(_raw(v)))
+
+
+def _hex(e: exp.Expression, c: Compile) -> Fn:
+    def hex_(v: Any) -> str:
+        if isinstance(v, str | bytes):
+            return _raw(v).hex().upper()
+        return format(as_uint64(v), "X")  # a number: its 64-bit integer
+
+    return strict([c(e.this)], hex_)
+
+
+def _field(e: exp.Expression, c: Compile) -> Fn:
+    """FIELD(x, a, b, ...): the position of the first argument equal to x, 0 if none (or x
+    NULL); all strings compare as strings, all numbers as numbers, a mix as DOUBLE."""
+    if len(e.expressions) < 2:
+        raise refuse(e)
+    fx, *items = [c(x) for x in e.expressions]
+
+    def field(row: list[Any], bv: Mapping[str, Any]) -> int:
+        x = fx(row, bv)
+        if x is None:
+            return 0
+        values = [f(row, bv) for f in items]
+        present = [x, *(v for v in values if v is not None)]
+        if not all(isinstance(v, str | bytes) for v in present) and not all(is_number(v) for v in present):
+            x = float(as_number(x))
+            values = [None if v is None else float(as_number(v)) for v in values]
+        for k, v in enumerate(values):
+            if v is not None:
+                a, b = comparable(x, v)
+                if a == b:
+                    return k + 1
+        return 0
+
+    return field
+
+
+def _elt(e: exp.Expression, c: Compile) -> Fn:
+    fn, items = c(e.this), [c(x) for x in e.expressions]
+
+    def elt(row: list[Any], bv: Mapping[str, Any]) -> Any:
+        n = as_int(fn(row, bv))
+        if n is None or not 1 <= n <= len(items):
+            return None
+        return items[n - 1](row, bv)
+
+    return elt
+
+
 _TEXT = fixed(STRING)
 FUNCTIONS: dict[type[exp.Expression] | str, Function] = {
     exp.Concat: Function(_concat, _TEXT),
@@ -255,4 +319,10 @@ FUNCTIONS: dict[type[exp.Expression] | str, Function] = {
     exp.SubstringIndex: Function(_substring_index, _TEXT),
     exp.Ascii: Function(_ascii, fixed(INT)),
     exp.Reverse: Function(_reverse, _TEXT),
+    exp.MD5: Function(_digest("md5"), _TEXT),
+    exp.SHA: Function(_digest("sha1"), _TEXT),
+    "CRC32": Function(_crc32, fixed(INT)),
+    exp.Hex: Function(_hex, _TEXT),
+    "FIELD": Function(_field, fixed(INT)),
+    exp.Elt: Function(_elt, _TEXT),
 }

@@ -58,9 +58,13 @@ STRINGS = [
     "LPAD(s, -1, '*')", "LPAD(s, 10, '')", "LOCATE('p', s)", "LOCATE('P', s, 3)", "LOCATE('', s)",
     "LOCATE('e', s, 0)", "INSTR(s, 'PL')", "INSTR(s, 'a')", "POSITION('x' IN s)", "LOCATE('b', b)",
     "LOCATE('A', b)", "REVERSE(s)", "REPEAT(s, 2)", "REPEAT('ab', n)", "SPACE(n)", "SUBSTRING_INDEX(s, ',', 2)",
-    "SUBSTRING_INDEX(s, ',', -1)", "SUBSTRING_INDEX(ds, '-', 2)", "ASCII(s)", "CONCAT(UPPER(LEFT(s, 1)), i + 1)",
+    "SUBSTRING_INDEX(s, ',', -1)", "MD5(s)", "SHA1(b)", "CRC32(s)", "HEX(s)", "HEX(b)", "HEX(i)", "HEX(d)",
+    "HEX(f)", "FIELD(s, 'x', 'apple', 'Apple')", "FIELD(i, 0, 7, 12)", "FIELD(t, 12, 'abc')", "FIELD(NULL, 1)",
+    "ELT(n, 'a', 'b', 'c')", "ELT(n, s, t)", "SUBSTRING_INDEX(ds, '-', 2)", "ASCII(s)", "CONCAT(UPPER(LEFT(s, 1)), i + 1)",
 ]
 NUMERIC = [
+    "i & 5", "i | n", "i ^ 3", "~i", "i << 2", "i >> 1", "d & 3", "f | 0", "t & 7", "n << 64",
+    "i > 0 XOR n > 0", "t XOR 0", "NULL XOR 1", "PI()", "PI() * 2", "PI() / 2", "PI() + d", "PI() * f", "ROUND(f, 1) * ROUND(d, 2)", "ROUND(f, 1) + t",
     "f * 1e20", "f / 1e9", "CONCAT(f * 1e20)", "CONCAT(f / 1e9)", "CONCAT(f * 3)", "CONCAT(1 / 3e0)",
     "ABS(i)", "ABS(d)", "ABS(f)", "ABS(t)", "ROUND(d)", "ROUND(d, 1)", "ROUND(d, 2)", "ROUND(d, -1)", "ROUND(i, -1)",
     "ROUND(f)", "ROUND(f, 1)", "ROUND(t)", "ROUND(d, 5)", "ROUND(i / 3, 2)", "ROUND(-2.5)", "ROUND(2.5)",
