@@ -16,7 +16,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
-MAX_TIME = datetime.timedelta(hours=838, minutes=59, seconds=59)
+# TIME's largest value; shown with the column's fractional digits (838:59:59, 838:59:59.999999)
+MAX_TIME = datetime.timedelta(hours=838, minutes=59, seconds=59, microseconds=999999)
 
 _DELIMITED = re.compile(
     r"\s*(\d{1,4})[^\w\s]+(\d{1,2})[^\w\s]+(\d{1,2})"
@@ -160,6 +161,10 @@ def to_time(v: Any) -> datetime.timedelta | None:
         neg = bool(m.group(1))
     if minutes > 59 or seconds > 59:
         return None
+    if hours >= 4294967295:  # the hours do not fit MariaDB's 32-bit field: not a time
+        return None
+    if hours > 838:  # beyond TIME's range: MariaDB clamps (and a timedelta of any hours would overflow)
+        return -MAX_TIME if neg else MAX_TIME
     t = datetime.timedelta(hours=hours, minutes=minutes, seconds=seconds, microseconds=micro)
     return _clamp_time(-t if neg else t)
 

@@ -76,8 +76,10 @@ def to_decimal(v: Any, precision: int, scale: int) -> Decimal:
     else:
         n = as_number(v)
         d = Decimal(repr(n)) if isinstance(n, float) else Decimal(n)
-    d = d.quantize(Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP, context=_DECIMAL)
     limit = Decimal(10) ** (precision - scale) - Decimal(1).scaleb(-scale)
+    if abs(d) > limit:  # clamped first: quantizing 1e100 to two decimals exceeds 65 digits
+        return limit if d > 0 else -limit
+    d = d.quantize(Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP, context=_DECIMAL)
     return max(-limit, min(limit, d))
 
 

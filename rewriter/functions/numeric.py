@@ -47,6 +47,8 @@ def _number(v: Any) -> int | Decimal | float:
 
 def double_round(value: float, dec: int, truncate: bool) -> float:
     """MariaDB's ``my_double_round``."""
+    if abs(dec) > 308:  # 10^dec is infinite
+        return value if dec > 0 else 0.0
     tmp = 10.0 ** abs(dec)
     if dec < 0 and math.isinf(tmp):
         return 0.0
@@ -118,6 +120,8 @@ def _round_kind(e: exp.Expression, k: CompileKind) -> KindFn:
     def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
         name, scale = arg(kind_of, bv)
         dec = decimals(bv)
+        if name == "double" and dec > 30:
+            return DOUBLE  # 31 decimals and more: MariaDB's "not fixed"
         if name in ("decimal", "double"):
             # MariaDB shows the asked decimals: ROUND(2.500, 5) is 2.50000, ROUND(1e0, 1) 1.0
             return name, min(max(dec, 0), 30)

@@ -24,6 +24,9 @@ from rewriter.functions.bits import as_uint64
 from rewriter.functions.signature import INT, STRING, Compile, Fn, Function, fixed, refuse, strict
 from rewriter.functions.values import as_int, as_number, comparable, is_number, to_text
 
+# MariaDB's default max_allowed_packet: REPEAT/LPAD/RPAD/SPACE results longer than it are NULL
+MAX_ALLOWED_PACKET = 16 * 1024 * 1024
+
 
 def _chars(values: tuple[Any, ...]) -> tuple[list[str], bool]:
     """The arguments as strings of characters; a binary one makes every argument bytes,
@@ -163,7 +166,7 @@ def _pad(e: exp.Expression, c: Compile) -> Fn:
         raise refuse(e)
 
     def pad(s: str, n: int, fill: str) -> str | None:
-        if n < 0:
+        if n < 0 or n > MAX_ALLOWED_PACKET:
             return None
         if n <= len(s):
             return s[:n]
@@ -204,12 +207,18 @@ def _locate(e: exp.Expression, c: Compile) -> Fn:
     return strict(fns, run)
 
 
+def repeat(s: str, n: int) -> str | None:
+    if n > 0 and len(s) * n > MAX_ALLOWED_PACKET:
+        return None
+    return s * max(n, 0)
+
+
 def _repeat(e: exp.Expression, c: Compile) -> Fn:
-    return strict([c(e.this), c(e.args["times"])], _string_op(lambda s, n: s * max(n, 0), ints=(1,)))
+    return strict([c(e.this), c(e.args["times"])], _string_op(repeat, ints=(1,)))
 
 
 def _space(e: exp.Expression, c: Compile) -> Fn:
-    return strict([c(e.this)], lambda n: " " * max(as_int(n) or 0, 0))
+    return strict([c(e.this)], lambda n: repeat(" ", as_int(n) or 0))
 
 
 def substring_index(s: str, delim: str, count: int) -> str:

@@ -171,11 +171,11 @@ def _time(e: exp.Expression, c: Compile) -> Fn:
 
 
 def _time_kind(e: exp.Expression, k: CompileKind) -> KindFn:
-    arg = k(e.this)
+    arg, string_fsp = k(e.this), _string_fsp(e.this)
 
     def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
         name, scale = arg(kind_of, bv)
-        return ("time", scale if name in ("datetime", "time") else 6 if name == "string" else 0)
+        return ("time", scale if name in ("datetime", "time") else string_fsp if name == "string" else 0)
 
     return kind
 
