@@ -302,8 +302,14 @@ def _interval_fn(e: exp.Expression, c: Compile, date_arg: exp.Expression, value:
         n = fa(row, bv)
         if n is None:
             return None
-        if isinstance(v, datetime.timedelta):
-            return None  # a TIME takes today's date: never evaluated here (refused by its type)
+        if isinstance(v, datetime.timedelta):  # a TIME moves by time units (and days), not months
+            if unit in _MONTH_UNITS:
+                return None
+            try:
+                moved = v + datetime.timedelta(microseconds=sign * n)
+            except OverflowError:
+                return None
+            return moved if abs(moved) <= tv.MAX_TIME else None  # out of TIME's range: NULL
         d = tv.to_datetime_or_date(v)
         if d is None:
             return None
@@ -329,8 +335,8 @@ def _interval_kind(date_arg: exp.Expression, unit_node: exp.Expression | None, k
             return DATE if unit in _DATE_UNITS else ("datetime", micro)
         if name == "datetime":
             return ("datetime", max(scale, micro))
-        if name == "time":
-            raise refuse(e, " (interval arithmetic on a TIME)")
+        if name == "time":  # by months: MariaDB types it DATETIME (and answers NULL)
+            return ("datetime", 0) if unit in _MONTH_UNITS else ("time", max(scale, micro))
         return STRING
 
     return kind
@@ -554,12 +560,14 @@ def _spec_kinds(fmt: str) -> tuple[set[str], bool]:
     return specs, not unknown
 
 
-def str_to_date_kind(fmt: str, e: exp.Expression) -> ValueKind:
+def str_to_date_kind(fmt: str, e: exp.Expression, planning: bool = True) -> ValueKind:
     """STR_TO_DATE's result type, from its format: DATETIME with date and time fields, DATE
-    or TIME with only those (six fractional digits with ``%f``)."""
+    or TIME with only those (six fractional digits with ``%f``). A format with a specifier
+    not implemented here is refused when planning; one bound at execution (the normalizer's
+    bind variable) gives NULL once the text reaches it, typed by the fields it does have."""
     specs, known = _spec_kinds(fmt)
     has_date, has_time = bool(specs & _DATE_SPECS), bool(specs & _TIME_SPECS)
-    if not known or not (has_date or has_time):
+    if planning and (not known or not (has_date or has_time)):
         raise refuse(e)
     fsp = 6 if "f" in specs else 0
     if has_date:
@@ -680,8 +688,8 @@ def _str_to_date(e: exp.Expression, c: Compile) -> Fn:
         if v is None:
             return None
         fmt = format_of(bv)
-        kind = str_to_date_kind(fmt, e)
-        f = str_to_date(to_text(v), fmt)
+        kind = str_to_date_kind(fmt, e, planning=False)
+        f = str_to_date(to_text(v), fmt)  # None at a specifier it does not know, as MariaDB
         if f is None:
             return None
         hour = f.get("hour", 0)
@@ -714,7 +722,7 @@ def _str_to_date(e: exp.Expression, c: Compile) -> Fn:
 
 def _str_to_date_k(e: exp.Expression, k: CompileKind) -> KindFn:
     format_of = _str_to_date_format(e)
-    return lambda kind_of, bv: str_to_date_kind(format_of(bv), e)
+    return lambda kind_of, bv: str_to_date_kind(format_of(bv), e, planning=False)
 
 
 def _weekday(e: exp.Expression, c: Compile) -> Fn:

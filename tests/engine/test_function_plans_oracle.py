@@ -111,7 +111,8 @@ QUERIES = {
     "casts_of_aggregates": (
         "select region, cast(sum(amount) as signed), cast(avg(amount) as decimal(8,1)), "
         "cast(max(placed) as datetime), cast(count(*) as char), convert(min(note), signed), "
-        "str_to_date(max(note), '%d/%m/%Y') from fn_orders group by region", "unordered"),
+        "str_to_date(max(note), '%d/%m/%Y'), str_to_date(min(note), '%d/%m/%Y%Q'), "
+        "str_to_date(min(note), '%Q%d/%m/%Y') from fn_orders group by region", "unordered"),
     "having_with_functions": (
         "select region, count(*) from fn_orders group by region "
         "having datediff(max(placed), min(placed)) > 30 and round(sum(amount)) > 100 "
