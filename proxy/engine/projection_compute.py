@@ -5,6 +5,7 @@ INTERVAL 1 MONTH)`` -> DATE, sent as MySQL's text of each type)."""
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import AsyncGenerator, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -26,9 +27,12 @@ from proxy.engine.result import (
 )
 from proxy.engine.stream_util import collect
 from proxy.engine.vcursor import VCursor
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
 from rewriter.nodes import Projection
 from rewriter.sqltemplate import parse_template
 from sqltext import temporal
+
+logger = logging.getLogger(__name__)
 
 _FLOATS = {ColumnType.FLOAT, ColumnType.DOUBLE}
 _DECIMALS = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
@@ -95,6 +99,14 @@ def computed_text(value: Any, kind: tuple[str, int]) -> bytes | None:
     return encode_value(value)
 
 
+def evaluation_failed(text: str, e: Exception) -> ProxyError:
+    """An expression the evaluator could not finish on some row (a value beyond what Python
+    holds): the statement fails with MySQL's generic error naming the expression, never
+    with the Python exception's text."""
+    logger.warning("expression failed at the proxy", extra={"expression": text, "error": type(e).__name__})
+    return ProxyError(ER_UNKNOWN_ERROR, f"cannot evaluate '{text}' at the proxy for a value of this row")
+
+
 async def execute(node: Projection, vcursor: VCursor, bindvars: Mapping[str, Any]) -> Result:
     return await collect(stream(node, vcursor, bindvars))
 
@@ -119,7 +131,10 @@ async def stream(node: Projection, vcursor: VCursor, bindvars: Mapping[str, Any]
                 values = [evaluator_value(f, v) for f, v in zip(fields or [], row, strict=True)]
                 new = list(row)
                 for c, k in zip(node.computed, kinds, strict=True):
-                    new[c.column] = computed_text(c.fn(values, bindvars), k)
+                    try:
+                        new[c.column] = computed_text(c.fn(values, bindvars), k)
+                    except (ArithmeticError, ValueError, MemoryError) as e:
+                        raise evaluation_failed(c.text or c.name, e) from e
                 rows.append(tuple(new))
             yield Result(fields=out_fields, rows=rows)
     finally:
