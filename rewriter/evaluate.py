@@ -34,6 +34,7 @@ and tests/engine/test_evaluate_functions_oracle.py):
 from __future__ import annotations
 
 import decimal
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -87,16 +88,15 @@ def _arith(op: type[exp.Expression], a: Any, b: Any) -> Any:
     a, b = as_number(a), as_number(b)
     if isinstance(a, float) or isinstance(b, float):
         x, y = float(a), float(b)
-        if op is exp.Add:
-            return x + y
-        if op is exp.Sub:
-            return x - y
-        if op is exp.Mul:
-            return x * y
+        if op in (exp.Add, exp.Sub, exp.Mul, exp.Div):
+            if op is exp.Div and y == 0:
+                return None
+            r = x + y if op is exp.Add else x - y if op is exp.Sub else x * y if op is exp.Mul else x / y
+            if math.isinf(r) and math.isfinite(x) and math.isfinite(y):
+                raise OverflowError("DOUBLE value is out of range")  # MySQL's 1690, answered by the engine
+            return r
         if y == 0:
             return None
-        if op is exp.Div:
-            return x / y
         if op is exp.Mod:
             return _fmod(x, y)
         return int(x / y)  # DIV

@@ -27,7 +27,7 @@ from proxy.engine.result import (
 )
 from proxy.engine.stream_util import collect
 from proxy.engine.vcursor import VCursor
-from proxy.errors import ER_UNKNOWN_ERROR, ProxyError
+from proxy.errors import ER_DATA_OUT_OF_RANGE, ER_UNKNOWN_ERROR, ProxyError
 from rewriter.nodes import Projection
 from rewriter.sqltemplate import parse_template
 from sqltext import temporal
@@ -104,6 +104,8 @@ def evaluation_failed(text: str, e: Exception) -> ProxyError:
     holds): the statement fails with MySQL's generic error naming the expression, never
     with the Python exception's text."""
     logger.warning("expression failed at the proxy", extra={"expression": text, "error": type(e).__name__})
+    if isinstance(e, OverflowError):  # the evaluator's DOUBLE out of range: MySQL's own error
+        return ProxyError(ER_DATA_OUT_OF_RANGE, f"DOUBLE value is out of range in '{text}'")
     return ProxyError(ER_UNKNOWN_ERROR, f"cannot evaluate '{text}' at the proxy for a value of this row")
 
 

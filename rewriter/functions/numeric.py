@@ -6,8 +6,10 @@ away from zero; a DOUBLE (or a string, read as a DOUBLE) is rounded as MariaDB's
 ``my_double_round`` does: ``rint(x * 10^d) / 10^d`` (ties to even on the scaled binary
 value, so ``ROUND(2.5e0)`` is 2 but ``ROUND(1.235e0, 2)`` is 1.24). ROUND/TRUNCATE keep
 the argument's type, with at most ``d`` decimals; FLOOR/CEIL of an exact value are
-integers. SQRT and LN of values outside their domain are NULL. The decimals argument
-must be a constant (the result's type depends on it).
+integers. SQRT and LN of values outside their domain are NULL; a DOUBLE result out of
+range (POW(10, 400), EXP(1000), POW(0, -1)) fails the statement with MySQL's 1690 (raised
+here as ``OverflowError``, answered by the engine). The decimals argument must be a constant
+(the result's type depends on it).
 """
 
 from __future__ import annotations
@@ -169,9 +171,11 @@ def _double_fn(impl: Callable[..., float | None], *args: str) -> Callable[[exp.E
         def run(*values: Any) -> float | None:
             try:
                 r = impl(*(float(_number(v)) for v in values))
-            except (ValueError, ZeroDivisionError, OverflowError):
-                return None
-            return None if r is None or math.isnan(r) or math.isinf(r) else r
+            except (ValueError, ZeroDivisionError) as err:  # MariaDB: out of range (POW(0, -1), POW(-8, 0.5))
+                raise OverflowError("DOUBLE value is out of range") from err
+            if r is not None and (math.isnan(r) or math.isinf(r)):
+                raise OverflowError("DOUBLE value is out of range")
+            return r
 
         return strict([c(e.args[a]) for a in args], run)
 

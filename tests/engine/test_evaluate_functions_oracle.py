@@ -166,3 +166,15 @@ def test_nondeterministic_or_inexact_functions_are_refused(expression):
     """Refused (1235), so the statement runs where MySQL evaluates it."""
     with pytest.raises(Unsupported):
         _compile(expression, COLUMNS.split(", "))
+
+
+@pytest.mark.parametrize("expression", ["POW(10, 400)", "EXP(1000)", "POW(0, -1)", "POW(-8, 0.5)", "1e308 * 10",
+                                        "f * 1e308"])
+def test_a_double_out_of_range_is_an_error_not_a_value(expression):
+    """MariaDB answers 1690 (DOUBLE value is out of range); the evaluator raises
+    OverflowError, which the engine answers as that error."""
+    fn, _ = _compile(expression, COLUMNS.split(", "))
+    row = [None] * 11
+    row[2] = 1e10
+    with pytest.raises(OverflowError):
+        fn(row, {})

@@ -12,11 +12,13 @@ import datetime
 import random
 from decimal import Decimal
 
+import pymysql
 import pytest
 import pytest_asyncio
 
 from proxy import engine
 from proxy.engine.projection_compute import field_kind
+from proxy.errors import ProxyError
 from rewriter import PlanCache, plan_query
 from rewriter.nodes import Compute, Plan
 from tests.engine.shard_vcursor import ShardVCursor
@@ -187,3 +189,17 @@ async def test_functions_finish_at_the_proxy_as_mariadb_answers(name, fn_vcursor
         assert g_rows == w_rows
     else:
         assert _sortable(g_rows) == _sortable(w_rows)
+
+
+async def test_a_double_out_of_range_fails_as_mariadb_does(fn_vcursor, oracle):
+    """MariaDB refuses a DOUBLE result out of range (1690) rather than answer inf: so does
+    the proxy's evaluator, with MySQL's error and text, never a Python exception's."""
+    sql = "select customer_id, pow(10, max(id)) from fn_orders group by customer_id"
+    with pytest.raises(pymysql.err.OperationalError) as theirs:
+        await oracle(sql)
+    plan, bindvars = plan_query(sql, fn_vcursor.vschema, "commerce", CACHE)
+    assert not any(isinstance(n, Compute) for n in _plan_nodes(plan))
+    with pytest.raises(ProxyError) as ours:
+        await engine.execute(plan, fn_vcursor, bindvars)
+    assert ours.value.code == theirs.value.args[0] == 1690
+    assert ours.value.message.startswith("DOUBLE value is out of range in '")
