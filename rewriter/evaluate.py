@@ -48,7 +48,15 @@ from rewriter.dialect import DIALECT
 from rewriter.errors import unsupported
 from rewriter.functions import registry
 from rewriter.functions.signature import INT, TEMPORAL_KINDS, Fn, KindFn, Resolve
-from rewriter.functions.values import as_number, comparable, string_to_double, to_text, truthy
+from rewriter.functions.values import (
+    ShownDecimal,
+    as_number,
+    comparable,
+    decimal_scale,
+    string_to_double,
+    to_text,
+    truthy,
+)
 from rewriter.nodes import ValueKind
 
 __all__ = ["comparable", "compile_expr", "compile_kind", "like", "string_to_double", "truthy"]
@@ -100,16 +108,18 @@ def _arith(op: type[exp.Expression], a: Any, b: Any) -> Any:
         if op is exp.Mod:
             return _fmod(x, y)
         return int(x / y)  # DIV
-    if op is exp.Add:
-        return _DECIMAL.add(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a + b
-    if op is exp.Sub:
-        return _DECIMAL.subtract(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a - b
-    if op is exp.Mul:
-        return _DECIMAL.multiply(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a * b
+    if op in (exp.Add, exp.Sub, exp.Mul):
+        if not (isinstance(a, Decimal) or isinstance(b, Decimal)):
+            return a + b if op is exp.Add else a - b if op is exp.Sub else a * b
+        exact = (_DECIMAL.add if op is exp.Add else _DECIMAL.subtract if op is exp.Sub else _DECIMAL.multiply)(a, b)
+        if isinstance(a, ShownDecimal) or isinstance(b, ShownDecimal):  # a division's digits shown: as its type
+            sa, sb = decimal_scale(a), decimal_scale(b)
+            return ShownDecimal(exact, sa + sb if op is exp.Mul else max(sa, sb))
+        return exact
     if b == 0:
         return None
     if op is exp.Div:
-        return _divide(Decimal(a), Decimal(b))
+        return _divide(Decimal(a), Decimal(b), decimal_scale(a))
     if op is exp.Mod:
         if isinstance(a, int) and isinstance(b, int):
             r = abs(a) % abs(b)
@@ -119,15 +129,17 @@ def _arith(op: type[exp.Expression], a: Any, b: Any) -> Any:
     return int(q)
 
 
-def _divide(a: Decimal, b: Decimal) -> Decimal:
+def _divide(a: Decimal, b: Decimal, scale: int) -> Decimal:
     """MySQL's exact division: the dividend's scale + ``div_precision_increment`` (4),
     carried internally rounded up to whole 9-digit words (so ``1/3*3`` is 1.0000, as in
-    MySQL); the result column shows the scale + 4 (``compile_kind``)."""
-    exponent = a.as_tuple().exponent
-    scale = -exponent if isinstance(exponent, int) and exponent < 0 else 0
-    internal = -(-(scale + 4) // 9) * 9
-    return _DECIMAL.divide(a, b).quantize(Decimal(1).scaleb(-internal), rounding=decimal.ROUND_HALF_UP,
-                                          context=_DECIMAL)
+    MySQL); the result column shows the scale + 4 (``compile_kind``), and so does its text
+    (``ShownDecimal``)."""
+    shown = min(scale + 4, 30)
+    internal = -(-shown // 9) * 9
+    # the long division stops at the word boundary: digits past it are cut, not rounded
+    # ((-0.125 / 3) / 2 is -0.02083333300: the inner quotient is -0.041666666)
+    q = _DECIMAL.divide(a, b).quantize(Decimal(1).scaleb(-internal), rounding=decimal.ROUND_DOWN, context=_DECIMAL)
+    return ShownDecimal(q, shown)
 
 
 def _fmod(x: float, y: float) -> float:

@@ -32,6 +32,29 @@ _INT_PREFIX = re.compile(r"\s*[+-]?\d+")
 TEMPORAL = (datetime.date, datetime.timedelta)  # datetime.datetime is a date
 
 
+class ShownDecimal(Decimal):
+    """An exact result carried with more digits than MySQL shows: a division keeps whole
+    9-digit words (``1/3*3`` is 1.0000) but its type has the dividend's scale + 4. ``shown``
+    is that scale, used where the value becomes text (CONCAT(i / 7) is '1.0000')."""
+
+    shown: int
+
+    def __new__(cls, value: Decimal, shown: int) -> ShownDecimal:
+        d = super().__new__(cls, value)
+        d.shown = shown
+        return d
+
+
+def decimal_scale(v: Any) -> int:
+    """The scale MySQL's type gives an exact value (0 for an integer)."""
+    if isinstance(v, ShownDecimal):
+        return v.shown
+    if isinstance(v, Decimal):
+        exponent = v.as_tuple().exponent
+        return -exponent if isinstance(exponent, int) and exponent < 0 else 0
+    return 0
+
+
 def string_to_double(v: str | bytes) -> float:
     """A string in numeric context: its longest numeric prefix, else 0 (MySQL)."""
     text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
@@ -105,6 +128,8 @@ def to_text(v: Any) -> str:
         return "1" if v else "0"
     if isinstance(v, float):
         return double_text(v)
+    if isinstance(v, ShownDecimal):
+        return format(v.quantize(Decimal(1).scaleb(-v.shown), rounding=decimal.ROUND_HALF_UP), "f")
     if isinstance(v, Decimal):
         return format(v, "f")
     if isinstance(v, TEMPORAL):

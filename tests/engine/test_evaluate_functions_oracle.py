@@ -67,6 +67,8 @@ STRINGS = [
 NUMERIC = [
     "i & 5", "i | n", "i ^ 3", "~i", "i << 2", "i >> 1", "d & 3", "f | 0", "t & 7", "n << 64",
     "i > 0 XOR n > 0", "t XOR 0", "NULL XOR 1", "PI()", "PI() * 2", "PI() / 2", "PI() + d", "PI() * f", "ROUND(f, 1) * ROUND(d, 2)", "ROUND(f, 1) + t",
+    "CONCAT(d / 3)", "CONCAT(i / 7)", "CONCAT(d * 2)", "CONCAT(i / 2, '|', d / 1)", "LENGTH(i / 3)", "CONCAT(d / 3 * 2)", "CONCAT(i / 7 + d)",
+    "CONCAT(d / 3 / 2)", "CONCAT(i / 3 * 3)",
     "f * 1e20", "f / 1e9", "CONCAT(f * 1e20)", "CONCAT(f / 1e9)", "CONCAT(f * 3)", "CONCAT(1 / 3e0)",
     "ABS(i)", "ABS(d)", "ABS(f)", "ABS(t)", "ROUND(d)", "ROUND(d, 1)", "ROUND(d, 2)", "ROUND(d, -1)", "ROUND(i, -1)",
     "ROUND(f)", "ROUND(f, 1)", "ROUND(t)", "ROUND(d, 5)", "ROUND(i / 3, 2)", "ROUND(-2.5)", "ROUND(2.5)",
