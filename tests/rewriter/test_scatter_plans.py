@@ -108,10 +108,10 @@ def test_join_routes_right_side_by_vindex_of_join_var(vschema):
 
 @pytest.mark.parametrize("sql", [
     "select * from customer c join product p on p.id = c.tenant_id",
-    "select md5(concat(c.email, p.name)) from customer c join product p on p.id = c.tenant_id",
+    "select soundex(concat(c.email, p.name)) from customer c join product p on p.id = c.tenant_id",
     "select c.email from customer c left join product p on p.id = c.tenant_id where p.name = 'x'",
     "select (select count(*) from corder) from customer",
-    "select md5(count(*)) from customer",
+    "select soundex(count(*)) from customer",
     "select count(*) + rand() from customer",
     "select group_concat(email) from customer",
     "select t.n + 1 from (select tenant_id, count(*) n from customer group by tenant_id) t",
