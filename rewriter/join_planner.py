@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from rewriter import errors
+from rewriter import errors, select_items
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
@@ -45,7 +45,7 @@ from rewriter.nodes import (
 )
 from rewriter.route_primitive import make_route
 from rewriter.routing import RouteInfo, choose_route, column_table, conjuncts
-from rewriter.select_items import limit_values, positional, select_items
+from rewriter.select_items import limit_values, positional
 from rewriter.select_planner import from_sources, resolve_scope
 from rewriter.tables import TableRef, rewrite_table_node
 
@@ -126,7 +126,7 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     # rewriter.evaluate): select items over several tables, ORDER BY expressions. Each fills
     # a NULL placeholder column of the first table's route: (that column, expression, name)
     over_tables: list[tuple[int, exp.Expression, str]] = []
-    names = select_items(sel, ctx)
+    names = select_items.select_items(sel, ctx)
 
     def at_proxy(e: exp.Expression, name: str, what: str) -> int:
         if e.find(exp.AggFunc, exp.Window, exp.Subquery, exp.Select) is not None:
