@@ -1,5 +1,6 @@
 """Date and time functions: DATE, TIME, YEAR, MONTH, DAY/DAYOFMONTH, HOUR, MINUTE, SECOND,
-DAYOFWEEK, DAYOFYEAR, WEEKDAY, QUARTER, WEEK/WEEKOFYEAR, DAYNAME, EXTRACT, DATE_ADD/
+DAYOFWEEK, DAYOFYEAR, WEEKDAY, QUARTER, WEEK/WEEKOFYEAR/YEARWEEK, DAYNAME, EXTRACT,
+TIME_TO_SEC, SEC_TO_TIME, DATE_ADD/
 DATE_SUB/ADDDATE/SUBDATE/TIMESTAMPADD and ``x +/- INTERVAL n unit``, DATEDIFF,
 TIMESTAMPDIFF, DATE_FORMAT/MONTHNAME, LAST_DAY, MAKEDATE, STR_TO_DATE.
 
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 import calendar
 import datetime
+import decimal
 import re
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -43,7 +46,7 @@ from rewriter.functions.signature import (
     refuse,
     strict,
 )
-from rewriter.functions.values import as_int, to_text
+from rewriter.functions.values import as_int, as_number, to_text
 from rewriter.nodes import ValueKind
 from sqltext import temporal as tv
 
@@ -725,6 +728,74 @@ def _str_to_date_k(e: exp.Expression, k: CompileKind) -> KindFn:
     return lambda kind_of, bv: str_to_date_kind(format_of(bv), e, planning=False)
 
 
+def _yearweek(e: exp.Expression, c: Compile) -> Fn:
+    if not 1 <= len(e.expressions) <= 2:
+        raise refuse(e)
+    mode = constant(e, e.expressions[1], "the week mode") if len(e.expressions) == 2 else (lambda bv: 0)
+    f = c(e.expressions[0])
+
+    def yearweek(row: list[Any], bv: Mapping[str, Any]) -> Any:
+        d = _date_of(f(row, bv))
+        if d is None:
+            return None
+        week, year = calc_week(d, week_behaviour(as_int(mode(bv)) or 0) | _WEEK_YEAR)
+        return year * 100 + week
+
+    return yearweek
+
+
+def _one_arg(e: exp.Expression) -> exp.Expression:
+    if len(e.expressions) != 1:
+        raise refuse(e)
+    return e.expressions[0]
+
+
+def _time_to_sec(e: exp.Expression, c: Compile) -> Fn:
+    def run(v: Any) -> int | Decimal | None:
+        t = tv.to_time(v)
+        if t is None:
+            return None
+        sign = -1 if t < datetime.timedelta(0) else 1
+        t = abs(t)
+        whole = _seconds(t)
+        return sign * (Decimal(whole) + Decimal(t.microseconds).scaleb(-6)) if t.microseconds else sign * whole
+
+    return strict([c(_one_arg(e))], run)
+
+
+def _time_to_sec_kind(e: exp.Expression, k: CompileKind) -> KindFn:
+    arg, string_fsp = k(_one_arg(e)), _string_fsp(_one_arg(e))
+
+    def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
+        name, scale = arg(kind_of, bv)
+        fsp = scale if name in ("datetime", "time") else string_fsp if name == "string" else 0
+        return ("decimal", fsp) if fsp else INT
+
+    return kind
+
+
+def _sec_to_time(e: exp.Expression, c: Compile) -> Fn:
+    def run(v: Any) -> datetime.timedelta | None:
+        n = as_number(v)
+        secs = Decimal(repr(n)) if isinstance(n, float) else Decimal(n)
+        if abs(secs) > 3020399:  # 838:59:59: TIME's range
+            return -tv.MAX_TIME if secs < 0 else tv.MAX_TIME
+        micro = int((secs * 1000000).to_integral_value(rounding=decimal.ROUND_DOWN))
+        return datetime.timedelta(microseconds=micro)
+
+    return strict([c(_one_arg(e))], run)
+
+
+def _sec_to_time_kind(e: exp.Expression, k: CompileKind) -> KindFn:
+    arg = k(_one_arg(e))
+
+    def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
+        name, scale = arg(kind_of, bv)
+        return ("time", scale if name == "decimal" else 0 if name in ("int", "null") else 6)
+
+    return kind
+
+
 def _weekday(e: exp.Expression, c: Compile) -> Fn:
     if len(e.expressions) != 1:
         raise refuse(e)
@@ -750,6 +821,9 @@ FUNCTIONS: dict[type[exp.Expression] | str, Function] = {
     exp.Week: Function(_week, _INT_KIND),
     exp.WeekOfYear: Function(_week, _INT_KIND),
     "WEEKDAY": Function(_weekday, _INT_KIND),
+    "YEARWEEK": Function(_yearweek, _INT_KIND),
+    "TIME_TO_SEC": Function(_time_to_sec, _time_to_sec_kind),
+    "SEC_TO_TIME": Function(_sec_to_time, _sec_to_time_kind),
     exp.Dayname: Function(_dayname, fixed(STRING)),
     exp.Hour: Function(_time_part(lambda t: _seconds(t) // 3600), _INT_KIND),
     exp.Minute: Function(_time_part(lambda t: _seconds(t) // 60 % 60), _INT_KIND),
