@@ -249,11 +249,20 @@ def evaluator_value(f: Field, raw: bytes | None) -> Any:
         return value
     text = value if isinstance(value, str) else value.decode("utf-8", "replace")
     if f.type in _DATE_TYPES:
-        parsed: Any = temporal.parse_datetime(text)
-        return parsed if isinstance(parsed, datetime.date) and not isinstance(parsed, datetime.datetime) else value
+        try:  # MariaDB's own text: ISO (C parser, ~10x faster than the general one); a zero date fails
+            return datetime.date.fromisoformat(text)
+        except ValueError:
+            return value
     if f.type in _DATETIME_TYPES:
-        parsed = temporal.parse_datetime(text)
-        return temporal.as_datetime(parsed) if parsed is not None else value
+        try:
+            return datetime.datetime.fromisoformat(text)
+        except ValueError:
+            return value
+    if len(text) == 8 and text[2] == ":" and text[5] == ":":  # HH:MM:SS, the common TIME
+        try:
+            return datetime.timedelta(hours=int(text[:2]), minutes=int(text[3:5]), seconds=int(text[6:]))
+        except ValueError:
+            pass
     parsed = temporal.to_time(text)
     return parsed if parsed is not None else value
 
