@@ -151,6 +151,10 @@ QUERIES = {
     "aggregates_over_join_expressions": (
         "select a.region, sum(a.amount + b.amount), count(*), max(datediff(a.placed, b.placed)) "
         "from fn_orders a join fn_orders b on b.id = a.customer_id group by a.region", "unordered"),
+    "date_functions_over_window_values": (
+        "select id, datediff(placed, lag(placed) over (partition by customer_id order by id)) gap, "
+        "coalesce(lead(placed) over (partition by customer_id order by id), placed) + interval 1 month nxt "
+        "from fn_orders where id < 150", "unordered"),
     "window_with_functions": (
         "select id, concat('#', row_number() over (partition by customer_id order by id)) rn, "
         "round(avg(amount) over (partition by customer_id), 1) a from fn_orders where id < 120", "unordered"),
