@@ -1,6 +1,6 @@
 """Date and time functions: DATE, TIME, YEAR, MONTH, DAY/DAYOFMONTH, HOUR, MINUTE, SECOND,
 DAYOFWEEK, DAYOFYEAR, WEEKDAY, QUARTER, WEEK/WEEKOFYEAR/YEARWEEK, DAYNAME, EXTRACT,
-TIME_TO_SEC, SEC_TO_TIME, DATE_ADD/
+TIME_TO_SEC, SEC_TO_TIME, FROM_DAYS, TIMESTAMP(x), DATE_ADD/
 DATE_SUB/ADDDATE/SUBDATE/TIMESTAMPADD and ``x +/- INTERVAL n unit``, DATEDIFF,
 TIMESTAMPDIFF, DATE_FORMAT/MONTHNAME, LAST_DAY, MAKEDATE, STR_TO_DATE.
 
@@ -796,6 +796,34 @@ def _sec_to_time_kind(e: exp.Expression, k: CompileKind) -> KindFn:
     return kind
 
 
+def _from_days(e: exp.Expression, c: Compile) -> Fn:
+    def run(v: Any) -> datetime.date | str | None:
+        n = as_int(v)
+        if n is None:
+            return None
+        if not 366 <= n <= 3652424:
+            return "0000-00-00"  # MariaDB's zero date (no Python date): its text stands for it
+        return datetime.date.fromordinal(n - 365)
+
+    return strict([c(_one_arg(e))], run)
+
+
+def _timestamp(e: exp.Expression, c: Compile) -> Fn:
+    if e.expression is not None:
+        raise refuse(e)  # TIMESTAMP(d, t): not here
+    return strict([c(e.this)], tv.to_datetime)
+
+
+def _timestamp_kind(e: exp.Expression, k: CompileKind) -> KindFn:
+    arg, string_fsp = k(e.this), _string_fsp(e.this)
+
+    def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
+        name, scale = arg(kind_of, bv)
+        return ("datetime", scale if name in ("datetime", "time") else string_fsp if name == "string" else 0)
+
+    return kind
+
+
 def _weekday(e: exp.Expression, c: Compile) -> Fn:
     if len(e.expressions) != 1:
         raise refuse(e)
@@ -822,6 +850,8 @@ FUNCTIONS: dict[type[exp.Expression] | str, Function] = {
     exp.WeekOfYear: Function(_week, _INT_KIND),
     "WEEKDAY": Function(_weekday, _INT_KIND),
     "YEARWEEK": Function(_yearweek, _INT_KIND),
+    "FROM_DAYS": Function(_from_days, fixed(DATE)),
+    exp.Timestamp: Function(_timestamp, _timestamp_kind),
     "TIME_TO_SEC": Function(_time_to_sec, _time_to_sec_kind),
     "SEC_TO_TIME": Function(_sec_to_time, _sec_to_time_kind),
     exp.Dayname: Function(_dayname, fixed(STRING)),
