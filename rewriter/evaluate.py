@@ -59,7 +59,7 @@ from rewriter.functions.values import (
 )
 from rewriter.nodes import ValueKind
 
-__all__ = ["comparable", "compile_expr", "compile_kind", "like", "string_to_double", "truthy"]
+__all__ = ["comparable", "compile_condition", "compile_expr", "compile_kind", "like", "string_to_double", "truthy"]
 
 
 # DECIMAL arithmetic as MySQL's: up to 65 digits.
@@ -316,6 +316,14 @@ def _literal_kind(v: Any) -> ValueKind:
     if isinstance(v, float):
         return ("double", 0)
     return ("string", 0)
+
+
+def compile_condition(e: exp.Expression, resolve: Resolve) -> Callable[[list[Any], Mapping[str, Any]], bool]:
+    """``e`` as a condition (WHERE, HAVING): true only when its value is a non-zero number
+    as MySQL reads it (``'abc'`` and ``'0'`` are false, ``'12abc'`` true, NULL not true).
+    A Filter's predicate must be this, not ``compile_expr``'s raw value."""
+    f = compile_expr(e, resolve)
+    return lambda row, bv: truthy(f(row, bv)) is True
 
 
 # Expressions whose value is 1, 0 or NULL: BIGINT.

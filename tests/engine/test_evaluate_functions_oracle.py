@@ -16,7 +16,7 @@ from proxy.engine.projection_compute import computed_text, field_kind
 from proxy.engine.result import evaluator_value
 from rewriter.dialect import DIALECT
 from rewriter.errors import Unsupported
-from rewriter.evaluate import compile_expr, compile_kind
+from rewriter.evaluate import compile_condition, compile_expr, compile_kind
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*(Truncated|Incorrect|Data truncated|Out of range)")
 
@@ -185,3 +185,16 @@ def test_a_double_out_of_range_is_an_error_not_a_value(expression):
     row[2] = 1e10
     with pytest.raises(OverflowError):
         fn(row, {})
+
+
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("condition", ["s", "t", "b", "IF(i > 0, 'no', '')", "CONCAT(i)", "dt", "tm", "d", "f",
+                                       "n - 1", "DATE_FORMAT(dt, '%d')", "i > 0 AND t"])
+async def test_a_condition_is_true_as_mariadb_filters(oracle, fnrows, condition):
+    """As a WHERE/HAVING condition a value is true when it reads as a non-zero number:
+    compile_condition keeps exactly the rows MariaDB keeps."""
+    names, _, rows = fnrows
+    tree = sqlglot.parse_one(f"SELECT {condition}", read=DIALECT).expressions[0]
+    keep = compile_condition(tree, lambda e: names.index(e.name) if isinstance(e, exp.Column) else None)
+    res = await oracle(f"SELECT id FROM fnrows WHERE {condition} ORDER BY id")
+    assert [k + 1 for k, row in enumerate(rows) if keep(row, {})] == [int(r[0]) for r in res.rows]
