@@ -11,12 +11,13 @@ projected, DISTINCT and LIMIT applied. Aggregation over a join is planned by
 sorted by the group keys at the proxy and aggregated like shard partials.
 
 Supported: inner joins and LEFT JOINs with ON conditions, select items that are
-expressions over one table (optionally aliased; computed by its route), select items over
-several tables (computed at the proxy over the joined row by the one evaluator,
-``rewriter.evaluate``), ORDER BY/LIMIT/DISTINCT, aggregates. Refused with VT12001 (never
-answered wrongly): ``*`` (the column lists are not known without an authoritative schema),
-expressions over several tables the evaluator does not compute, USING/NATURAL/RIGHT joins, derived tables and subqueries, WHERE conditions on the
-nullable side of a LEFT JOIN.
+expressions over one table (optionally aliased; computed by its route), select items and
+ORDER BY expressions over several tables (computed at the proxy over the joined row by the
+one evaluator, ``rewriter.evaluate``), ORDER BY/LIMIT/DISTINCT, aggregates. Refused with
+VT12001 (never answered wrongly): ``*`` (the column lists are not known without an
+authoritative schema), expressions over several tables the evaluator does not compute,
+USING/NATURAL/RIGHT joins, derived tables and subqueries, WHERE conditions on the nullable
+side of a LEFT JOIN.
 """
 
 from __future__ import annotations
