@@ -53,6 +53,7 @@ SQLSTATES: dict[int, str] = {
 }
 
 ER_UNKNOWN_ERROR = 1105
+ER_DATA_OUT_OF_RANGE = 1690  # "DOUBLE value is out of range in '...'" (an expression at the proxy)
 ER_PARSE_ERROR = 1064
 ER_EMPTY_QUERY = 1065
 ER_NO_SUCH_TABLE = 1146

@@ -1,31 +1,40 @@
 """The one expression evaluator: SQL expressions compiled into Python functions over a
 decoded row, with MySQL's semantics, for whatever the proxy computes itself (HAVING and
-projections over aggregated or joined rows, ``STREAM ... WHERE`` subscriber filters).
+projections over aggregated or joined rows, filters over derived aggregations, expressions
+over window functions, ``STREAM ... WHERE`` subscriber filters).
 
 ``compile_expr(e, resolve)`` returns ``fn(row, bindvars)``; ``resolve`` maps a
-sub-expression to a row index (``None``: not a column of the row). Anything outside the
-subset below raises ``Unsupported`` naming it, so an expression is never evaluated with
-semantics other than MySQL's (most cross-shard statements never come here: a
-``Compute`` has MySQL itself evaluate them).
+sub-expression to a row index (``None``: not a column of the row). ``compile_kind(e,
+resolve)`` gives the result's MySQL type (``ValueKind``) from the columns' types, which the
+Projection sends as column metadata. Anything outside what is implemented raises
+``Unsupported`` naming it, so an expression is never evaluated with semantics other than
+MySQL's (the planner then sends the statement to ``Compute``, where MySQL evaluates it).
 
-MySQL's rules, as implemented (checked against MariaDB in tests/rewriter/test_evaluate.py):
+Operators are here; MySQL's functions (CASE, IF, COALESCE, string, numeric, CAST, date and
+time functions) are in ``rewriter.functions``, one module per family, and MySQL's implicit
+conversions in ``rewriter.functions.values``. Rows come decoded by the engine's
+``evaluator_value`` (DATE/DATETIME/TIME as ``datetime`` objects).
+
+MySQL's rules, as implemented (checked against MariaDB in tests/engine/test_evaluate_oracle.py
+and tests/engine/test_evaluate_functions_oracle.py):
 - three-valued logic: NULL in a comparison, arithmetic or IN gives NULL; ``AND`` is 0
   if either side is 0, ``OR`` 1 if either is 1; ``<=>`` never NULL; booleans are 1/0;
 - a string read as a number takes its longest numeric prefix (``'12abc'`` is 12,
   ``'abc'`` is 0) as a DOUBLE: in arithmetic, in truth tests, and when compared with a
-  number;
+  number; a temporal value is its number (``DATE '2024-01-31' + 1`` is 20240132);
 - numbers: integers and DECIMALs exact (65 digits), any DOUBLE makes the result DOUBLE;
   ``/`` of exact operands is DECIMAL; division and ``MOD``/``DIV`` by zero are NULL;
   ``MOD`` takes the dividend's sign, ``DIV`` truncates;
 - text compares with the column's default collation ``utf8mb4_general_ci`` (case- and
   accent-insensitive, trailing spaces ignored); a binary string (``bytes``) compares
-  byte by byte, as does text against one; ``LIKE`` likewise (``%``, ``_``, ``\\``).
+  byte by byte, as does text against one; ``LIKE`` likewise (``%``, ``_``, ``\\``); a
+  temporal value compared with a string that reads as one compares as that type.
 """
 
 from __future__ import annotations
 
-import datetime
 import decimal
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -34,13 +43,24 @@ from typing import Any
 
 from sqlglot import exp
 
-from rewriter.collation import general_ci_fold, general_ci_key
+from rewriter.collation import general_ci_fold
 from rewriter.dialect import DIALECT
 from rewriter.errors import unsupported
+from rewriter.functions import registry
+from rewriter.functions.signature import INT, TEMPORAL_KINDS, Fn, KindFn, Resolve
+from rewriter.functions.values import (
+    ShownDecimal,
+    as_number,
+    comparable,
+    decimal_scale,
+    string_to_double,
+    to_text,
+    truthy,
+)
 from rewriter.nodes import ValueKind
 
-Fn = Callable[[list[Any], Mapping[str, Any]], Any]
-Resolve = Callable[[exp.Expression], int | None]
+__all__ = ["comparable", "compile_condition", "compile_expr", "compile_kind", "like", "string_to_double", "truthy"]
+
 
 # DECIMAL arithmetic as MySQL's: up to 65 digits.
 _DECIMAL = decimal.Context(prec=65)
@@ -54,71 +74,9 @@ _CMP: dict[type, Callable[[Any, Any], bool]] = {
     exp.GTE: operator.ge,
 }
 
-_NUMERIC_PREFIX = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-def string_to_double(v: str | bytes) -> float:
-    """A string in numeric context: its longest numeric prefix, else 0 (MySQL)."""
-    text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-    m = _NUMERIC_PREFIX.match(text)
-    if m is None:
-        return 0.0
-    try:
-        return float(m.group(0))
-    except OverflowError:  # pragma: no cover - float() saturates to inf instead
-        return float("inf")
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float | Decimal)
-
-
-def _as_number(v: Any) -> Any:
-    """An operand in numeric context (NULL stays None, bool is 1/0)."""
-    if isinstance(v, str | bytes):
-        return string_to_double(v)
-    if isinstance(v, bool):
-        return int(v)
-    return v
-
-
-def _temporal_text(v: Any) -> str:
-    if isinstance(v, datetime.datetime):
-        return v.isoformat(sep=" ")
-    return v.isoformat() if isinstance(v, datetime.date | datetime.time) else str(v)
-
-
-def comparable(a: Any, b: Any) -> tuple[Any, Any]:
-    """Two non-NULL values as MySQL compares them."""
-    if _is_number(a) and _is_number(b):
-        if isinstance(a, float) or isinstance(b, float):
-            return float(a), float(b)
-        return a, b
-    if _is_number(a) or _is_number(b):
-        return float(_as_number(a)), float(_as_number(b))
-    if isinstance(a, datetime.date | datetime.time | datetime.timedelta):
-        a = _temporal_text(a)
-    if isinstance(b, datetime.date | datetime.time | datetime.timedelta):
-        b = _temporal_text(b)
-    if isinstance(a, bytes) or isinstance(b, bytes):
-        a = a if isinstance(a, bytes) else str(a).encode()
-        b = b if isinstance(b, bytes) else str(b).encode()
-        return a, b
-    return general_ci_key(str(a)), general_ci_key(str(b))
-
-
-def truthy(v: Any) -> bool | None:
-    """A value as a condition: NULL, or whether it is non-zero as a number."""
-    if v is None:
-        return None
-    if isinstance(v, str | bytes):
-        return string_to_double(v) != 0
-    return bool(v)
-
-
 def like(value: Any, pattern: Any) -> bool:
     binary = isinstance(value, bytes) or isinstance(pattern, bytes)
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else _temporal_text(value)
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else to_text(value)
     pat = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else str(pattern)
     fold = (lambda t: t) if binary else general_ci_fold
     rx: list[str] = []
@@ -135,32 +93,33 @@ def like(value: Any, pattern: Any) -> bool:
 
 
 def _arith(op: type[exp.Expression], a: Any, b: Any) -> Any:
-    a, b = _as_number(a), _as_number(b)
+    a, b = as_number(a), as_number(b)
     if isinstance(a, float) or isinstance(b, float):
         x, y = float(a), float(b)
-        if op is exp.Add:
-            return x + y
-        if op is exp.Sub:
-            return x - y
-        if op is exp.Mul:
-            return x * y
+        if op in (exp.Add, exp.Sub, exp.Mul, exp.Div):
+            if op is exp.Div and y == 0:
+                return None
+            r = x + y if op is exp.Add else x - y if op is exp.Sub else x * y if op is exp.Mul else x / y
+            if math.isinf(r) and math.isfinite(x) and math.isfinite(y):
+                raise OverflowError("DOUBLE value is out of range")  # MySQL's 1690, answered by the engine
+            return r
         if y == 0:
             return None
-        if op is exp.Div:
-            return x / y
         if op is exp.Mod:
             return _fmod(x, y)
         return int(x / y)  # DIV
-    if op is exp.Add:
-        return _DECIMAL.add(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a + b
-    if op is exp.Sub:
-        return _DECIMAL.subtract(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a - b
-    if op is exp.Mul:
-        return _DECIMAL.multiply(a, b) if isinstance(a, Decimal) or isinstance(b, Decimal) else a * b
+    if op in (exp.Add, exp.Sub, exp.Mul):
+        if not (isinstance(a, Decimal) or isinstance(b, Decimal)):
+            return a + b if op is exp.Add else a - b if op is exp.Sub else a * b
+        exact = (_DECIMAL.add if op is exp.Add else _DECIMAL.subtract if op is exp.Sub else _DECIMAL.multiply)(a, b)
+        if isinstance(a, ShownDecimal) or isinstance(b, ShownDecimal):  # a division's digits shown: as its type
+            sa, sb = decimal_scale(a), decimal_scale(b)
+            return ShownDecimal(exact, sa + sb if op is exp.Mul else max(sa, sb))
+        return exact
     if b == 0:
         return None
     if op is exp.Div:
-        return _divide(Decimal(a), Decimal(b))
+        return _divide(Decimal(a), Decimal(b), decimal_scale(a))
     if op is exp.Mod:
         if isinstance(a, int) and isinstance(b, int):
             r = abs(a) % abs(b)
@@ -170,15 +129,17 @@ def _arith(op: type[exp.Expression], a: Any, b: Any) -> Any:
     return int(q)
 
 
-def _divide(a: Decimal, b: Decimal) -> Decimal:
+def _divide(a: Decimal, b: Decimal, scale: int) -> Decimal:
     """MySQL's exact division: the dividend's scale + ``div_precision_increment`` (4),
     carried internally rounded up to whole 9-digit words (so ``1/3*3`` is 1.0000, as in
-    MySQL); the result column shows the scale + 4 (``compile_kind``)."""
-    exponent = a.as_tuple().exponent
-    scale = -exponent if isinstance(exponent, int) and exponent < 0 else 0
-    internal = -(-(scale + 4) // 9) * 9
-    return _DECIMAL.divide(a, b).quantize(Decimal(1).scaleb(-internal), rounding=decimal.ROUND_HALF_UP,
-                                          context=_DECIMAL)
+    MySQL); the result column shows the scale + 4 (``compile_kind``), and so does its text
+    (``ShownDecimal``)."""
+    shown = min(scale + 4, 30)
+    internal = -(-shown // 9) * 9
+    # the long division stops at the word boundary: digits past it are cut, not rounded
+    # ((-0.125 / 3) / 2 is -0.02083333300: the inner quotient is -0.041666666)
+    q = _DECIMAL.divide(a, b).quantize(Decimal(1).scaleb(-internal), rounding=decimal.ROUND_DOWN, context=_DECIMAL)
+    return ShownDecimal(q, shown)
 
 
 def _fmod(x: float, y: float) -> float:
@@ -218,7 +179,7 @@ def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one
 
         def neg(row: list[Any], bv: Mapping[str, Any]) -> Any:
             v = f(row, bv)
-            return None if v is None else -_as_number(v)
+            return None if v is None else -as_number(v)
 
         return neg
     if type(e) in _CMP:
@@ -258,6 +219,14 @@ def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one
             return None if a is None or b is None else 0
 
         return logic
+    if isinstance(e, exp.Xor) and e.expression is not None:
+        fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
+
+        def xor(row: list[Any], bv: Mapping[str, Any]) -> Any:
+            a, b = truthy(fa(row, bv)), truthy(fb(row, bv))
+            return None if a is None or b is None else (1 if a != b else 0)
+
+        return xor
     if isinstance(e, exp.Not):
         f = compile_expr(e.this, resolve)
 
@@ -273,6 +242,9 @@ def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one
         if isinstance(e.expression, exp.Boolean):  # IS TRUE / IS FALSE: never NULL
             want = bool(e.expression.this)
             return lambda row, bv: 1 if truthy(f(row, bv)) is want else 0
+    function = registry.lookup(e)
+    if function is not None:
+        return function.value(e, lambda x: compile_expr(x, resolve))
     if isinstance(e, _ARITH):
         op2 = type(e)
         fa, fb = compile_expr(e.this, resolve), compile_expr(e.expression, resolve)
@@ -334,8 +306,6 @@ def compile_expr(e: exp.Expression, resolve: Resolve) -> Fn:  # noqa: C901 - one
     raise unsupported(f"expression evaluated at the proxy: {e.sql(dialect=DIALECT)}")
 
 
-KindFn = Callable[[Callable[[int], ValueKind], Mapping[str, Any]], ValueKind]
-
 
 def _literal_kind(v: Any) -> ValueKind:
     if isinstance(v, bool | int):
@@ -348,6 +318,28 @@ def _literal_kind(v: Any) -> ValueKind:
     return ("string", 0)
 
 
+def compile_condition(e: exp.Expression, resolve: Resolve) -> Callable[[list[Any], Mapping[str, Any]], bool]:
+    """``e`` as a condition (WHERE, HAVING): true only when its value is a non-zero number
+    as MySQL reads it (``'abc'`` and ``'0'`` are false, ``'12abc'`` true, NULL not true).
+    A Filter's predicate must be this, not ``compile_expr``'s raw value."""
+    f = compile_expr(e, resolve)
+    return lambda row, bv: truthy(f(row, bv)) is True
+
+
+# Expressions whose value is 1, 0 or NULL: BIGINT.
+_PREDICATES = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.And, exp.Or, exp.Xor,
+               exp.Not, exp.Is, exp.Between, exp.In, exp.Like)
+
+
+def _numeric_kind(k: ValueKind) -> ValueKind:
+    """An operand's type in arithmetic: a temporal value is its number (an integer, or a
+    DECIMAL with its fractional digits); NULL is taken as an integer."""
+    name, scale = k
+    if name in TEMPORAL_KINDS:
+        return ("decimal", scale) if scale else INT
+    return INT if name == "null" else k
+
+
 def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
     """The MySQL result type of an arithmetic expression, from its operands' types:
     any DOUBLE (or string) -> DOUBLE; ``/`` -> DECIMAL with the dividend's scale + 4
@@ -356,8 +348,16 @@ def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
     idx = resolve(e)
     if idx is not None:
         return lambda kind_of, bv, i=idx: kind_of(i)  # type: ignore[misc]  # a default argument binds the index
-    if isinstance(e, exp.Paren | exp.Neg):
+    if isinstance(e, exp.Paren):
         return compile_kind(e.this, resolve)
+    if isinstance(e, exp.Neg):  # a number: a date's, a string's DOUBLE
+        inner = compile_kind(e.this, resolve)
+
+        def negated(kind_of: Callable[[int], ValueKind], bv: Mapping[str, Any]) -> ValueKind:
+            k = _numeric_kind(inner(kind_of, bv))
+            return ("double", 0) if k[0] == "string" else k
+
+        return negated
     if isinstance(e, exp.Literal):
         if e.is_string:
             return lambda kind_of, bv: ("string", 0)
@@ -368,16 +368,27 @@ def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
     if isinstance(e, exp.Placeholder):
         name = e.name
         return lambda kind_of, bv: _literal_kind(bv[name])
+    if isinstance(e, exp.Null):
+        return lambda kind_of, bv: ("null", 0)
+    if isinstance(e, exp.Boolean):
+        return lambda kind_of, bv: INT
+    function = registry.lookup(e)
+    if function is not None:
+        return function.kind(e, lambda x: compile_kind(x, resolve))
     if isinstance(e, _ARITH):
         ka, kb = compile_kind(e.this, resolve), compile_kind(e.expression, resolve)
         op = type(e)
 
         def kind(kind_of: Callable[[int], ValueKind], bv: Mapping[str, Any]) -> ValueKind:
-            (a, sa), (b, sb) = ka(kind_of, bv), kb(kind_of, bv)
+            (a, sa), (b, sb) = _numeric_kind(ka(kind_of, bv)), _numeric_kind(kb(kind_of, bv))
             if op is exp.IntDiv:
                 return ("int", 0)
             if "double" in (a, b) or "string" in (a, b):
-                return ("double", 0)
+                # a DOUBLE with fixed decimals (ROUND(x, 2), PI()) keeps them when the other
+                # operand's are fixed too: the larger (PI() * 2 shows 6.283185), + 4 for "/"
+                if "string" in (a, b) or (a == "double" and not sa) or (b == "double" and not sb):
+                    return ("double", 0)
+                return ("double", min(sa + 4 if op is exp.Div else max(sa, sb), 30))
             if op is exp.Div:
                 return ("decimal", min(sa + 4, 30))
             if op is exp.Mul:
@@ -385,4 +396,6 @@ def compile_kind(e: exp.Expression, resolve: Resolve) -> KindFn:
             return ("decimal", max(sa, sb)) if "decimal" in (a, b) else ("int", 0)
 
         return kind
+    if isinstance(e, _PREDICATES):
+        return lambda kind_of, bv: INT
     raise unsupported(f"expression computed at the proxy: {e.sql(dialect=DIALECT)}")

@@ -11,25 +11,29 @@ projected, DISTINCT and LIMIT applied. Aggregation over a join is planned by
 sorted by the group keys at the proxy and aggregated like shard partials.
 
 Supported: inner joins and LEFT JOINs with ON conditions, select items that are
-expressions over one table (optionally aliased), ORDER BY/LIMIT/DISTINCT,
-aggregates. Refused with VT12001 (never answered wrongly): ``*`` (the column lists
-are not known without an authoritative schema), expressions over several tables,
-USING/NATURAL/RIGHT joins, derived tables and subqueries, WHERE conditions on the
-nullable side of a LEFT JOIN.
+expressions over one table (optionally aliased; computed by its route), select items and
+ORDER BY expressions over several tables (computed at the proxy over the joined row by the
+one evaluator, ``rewriter.evaluate``), ORDER BY/LIMIT/DISTINCT, aggregates. Refused with
+VT12001 (never answered wrongly): ``*`` (the column lists are not known without an
+authoritative schema), expressions over several tables the evaluator does not compute,
+USING/NATURAL/RIGHT joins, derived tables and subqueries, WHERE conditions on the nullable
+side of a LEFT JOIN.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from rewriter import errors
+from rewriter import errors, select_items
 from rewriter.aggregates import has_aggregate
 from rewriter.aggregation_layout import aggregate_over_join
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
+from rewriter.evaluate import compile_expr, compile_kind
 from rewriter.join_strategy import BATCH_ROWS, KeyPair, choose, equi_keys, estimated_rows
 from rewriter.nodes import (
     BatchedJoin,
+    Computed,
     Distinct,
     HashJoin,
     Join,
@@ -38,6 +42,7 @@ from rewriter.nodes import (
     Opcode,
     OrderKey,
     Plan,
+    Projection,
     SimpleProjection,
 )
 from rewriter.route_primitive import make_route
@@ -117,11 +122,27 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
 
     items: list[tuple[int, int]] = []  # (table, column index within that table)
     sel.set("expressions", _expand_stars(sel.expressions, refs))
-    for e in sel.expressions:
+    # expressions computed at the proxy over the joined row (the one evaluator,
+    # rewriter.evaluate): select items over several tables, ORDER BY expressions. Each fills
+    # a NULL placeholder column of the first table's route: (that column, expression, name)
+    over_tables: list[tuple[int, exp.Expression, str]] = []
+    names = select_items.select_items(sel, ctx)
+
+    def at_proxy(e: exp.Expression, name: str, what: str) -> int:
+        if e.find(exp.AggFunc, exp.Window, exp.Subquery, exp.Select) is not None:
+            raise unsupported(f"{what}: {to_sql(e)}")
+        for col in e.find_all(exp.Column):
+            need(refs.index(column_table(col, refs)), col)  # type: ignore[arg-type]  # tables_of found each
+        slot = need(0, exp.Alias(this=exp.Null(), alias=exp.to_identifier(f"__sg_expr{len(over_tables)}")))
+        over_tables.append((slot, e, name))
+        return slot
+
+    for k, e in enumerate(sel.expressions):
         inner = e.this if isinstance(e, exp.Alias) else e
         ts = tables_of(inner)
         if len(ts) > 1:
-            raise unsupported(f"expression over several tables in a cross-shard join: {to_sql(inner)}")
+            items.append((0, at_proxy(inner, names[k].name, "expression over several tables in a cross-shard join")))
+            continue
         t = ts.pop() if ts else 0
         if t in nullable and not isinstance(inner, exp.Column):
             # the right route computes it per matching row; a row padded with NULLs
@@ -184,10 +205,11 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
                 t, c = alias_hit
             else:
                 ts = tables_of(e)
-                if len(ts) != 1 or not isinstance(e, exp.Column):
-                    raise unsupported(f"ORDER BY {to_sql(e)} in a cross-shard join")
-                t = ts.pop()
-                c = need(t, e)
+                if len(ts) == 1 and isinstance(e, exp.Column):
+                    t = ts.pop()
+                    c = need(t, e)
+                else:  # at the proxy: the right route would not see the rows a LEFT JOIN pads
+                    t, c = 0, at_proxy(e, to_sql(e), f"ORDER BY {to_sql(e)} in a cross-shard join")
         order_cols.append((t, c, bool(o.args.get("desc")), to_sql(e)))
 
     # a table that only filters (no column needed) still returns one column per row
@@ -258,6 +280,8 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
         else:
             plan = Join(plan, routes[t], join_cols, vars_, left_join=t in nullable, table_name=table_name)
         left_width += width_r
+    if over_tables:
+        plan = Projection(_computed_over_tables(over_tables, offsets, col_keys, refs), plan)
     if order_cols:
         plan = MemorySort([OrderKey(offsets[t] + c, d, txt) for t, c, d, txt in order_cols], plan)
     plan = SimpleProjection([offsets[t] + c for t, c in items], plan)
@@ -267,6 +291,22 @@ def plan_join(sel: exp.Select, ctx: PlanContext) -> Plan:
     if count is not None:
         plan = Limit(count, offset, plan)
     return plan
+
+
+def _computed_over_tables(over_tables: list[tuple[int, exp.Expression, str]], offsets: list[int],
+                          col_keys: list[dict[str, int]], refs: list[TableRef]) -> list[Computed]:
+    """The expressions evaluated over the joined row (over NULLs for a row a LEFT JOIN
+    pads, as MySQL does); refused (VT12001) if the evaluator does not know a function, so
+    the statement goes to Compute."""
+
+    def resolve(e: exp.Expression) -> int | None:
+        if not isinstance(e, exp.Column):
+            return None
+        t = refs.index(column_table(e, refs))  # type: ignore[arg-type]  # placed when the item was read
+        return offsets[t] + col_keys[t][to_sql(e).lower()]
+
+    return [Computed(offsets[0] + slot, compile_expr(e, resolve), compile_kind(e, resolve), name, to_sql(e))
+            for slot, e, name in over_tables]
 
 
 def _expand_stars(expressions: list[exp.Expression], refs: list[TableRef]) -> list[exp.Expression]:

@@ -7,6 +7,9 @@ ints/Decimals as digits, ``str`` quoted with MySQL's backslash escapes (``\\0 \\
 dates and times as quoted ISO text (aware datetimes in UTC), lists as comma-separated
 literals (for ``IN (::list)``). A float MySQL has no literal for (NaN, infinities) raises.
 
+``double_text(x)`` is MySQL's text of a DOUBLE value (a result column's value, CONCAT of a
+DOUBLE): MariaDB's ``my_gcvt``.
+
 ``text_value_literal(raw, kind)`` renders a value as a shard sent it in the text protocol
 (bytes, typed by its column: ``TextValueKind``), for rows the proxy writes back (temporary
 tables, message acks): numbers as their digits, strings escaped, binary strings as ``X'..'``.
@@ -42,6 +45,35 @@ def quote_identifier(name: str) -> str:
 def escape_string(s: str) -> str:
     """The body of a MySQL single-quoted string literal for ``s``."""
     return s.translate(_ESCAPE_TABLE)
+
+
+# MariaDB's MAX_DECPT_FOR_F_FORMAT (DBL_DIG): beyond it a DOUBLE shows as 1e15, 1.5e-20
+_MAX_DECPT_FOR_F_FORMAT = 15
+
+
+def double_text(x: float) -> str:
+    """A DOUBLE as MariaDB sends it (``my_gcvt``): the shortest digits that read back, in
+    fixed notation unless the point falls more than 15 places out of them (``1e14`` is
+    100000000000000, ``1e15`` is 1e15, ``1.5e-9`` is 0.0000000015, ``1.5e-20`` is 1.5e-20)."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return repr(x)
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    mantissa, _, exponent = f"{abs(x)!r}".partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    decpt = len(whole.lstrip("0")) + int(exponent or 0) if whole.strip("0") else \
+        int(exponent or 0) - (len(frac) - len(frac.lstrip("0")))
+    digits = digits.rstrip("0") or "0"
+    n = len(digits)
+    if decpt >= 1 - _MAX_DECPT_FOR_F_FORMAT and (decpt <= _MAX_DECPT_FOR_F_FORMAT or n > decpt):
+        if decpt <= 0:
+            return f"{sign}0.{'0' * -decpt}{digits}"
+        if decpt < n:
+            return f"{sign}{digits[:decpt]}.{digits[decpt:]}"
+        return f"{sign}{digits}{'0' * (decpt - n)}"
+    return f"{sign}{digits[0]}{'.' + digits[1:] if n > 1 else ''}e{decpt - 1}"
 
 
 def sql_literal(value: Any) -> str:

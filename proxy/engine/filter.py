@@ -7,7 +7,8 @@ from typing import Any
 
 from proxy.engine import dispatch
 from proxy.engine.projection import column_by_name
-from proxy.engine.result import Result, decode_value
+from proxy.engine.projection_compute import evaluation_failed
+from proxy.engine.result import Result, evaluator_value
 from proxy.engine.stream_util import collect
 from proxy.engine.vcursor import VCursor
 from rewriter.nodes import Filter
@@ -31,10 +32,14 @@ async def stream(node: Filter, vcursor: VCursor, bindvars: Mapping[str, Any]) ->
             rows = []
             for row in chunk.rows:
                 if picks is not None:
-                    values = [decode_value(fields[i], row[i]) for i in picks]  # type: ignore[index]
+                    values = [evaluator_value(fields[i], row[i]) for i in picks]  # type: ignore[index]
                 else:
-                    values = [decode_value(f, v) for f, v in zip(fields or [], row, strict=False)]
-                if node.predicate(values, bindvars):
+                    values = [evaluator_value(f, v) for f, v in zip(fields or [], row, strict=False)]
+                try:
+                    keep = node.predicate(values, bindvars)
+                except (ArithmeticError, ValueError, MemoryError) as e:
+                    raise evaluation_failed(node.text, e) from e
+                if keep:
                     rows.append(row)
             if first:
                 yield Result(fields=chunk.fields, rows=rows)

@@ -17,7 +17,8 @@ from typing import Any
 
 from mysql_mimic.types import ColumnType
 
-from sqltext.quoting import TextValueKind
+from sqltext import temporal
+from sqltext.quoting import TextValueKind, double_text
 
 Row = tuple[bytes | None, ...]
 
@@ -235,6 +236,39 @@ def decode_value(f: Field, raw: bytes | None) -> Any:
     return raw.decode("utf-8", "surrogateescape")
 
 
+_DATE_TYPES = {ColumnType.DATE, ColumnType.NEWDATE}
+_DATETIME_TYPES = {ColumnType.DATETIME, ColumnType.TIMESTAMP}
+
+
+def evaluator_value(f: Field, raw: bytes | None) -> Any:
+    """A value for the proxy's expression evaluator (``rewriter.evaluate``): as
+    ``decode_value``, but DATE, DATETIME/TIMESTAMP and TIME columns as ``datetime.date``,
+    ``datetime.datetime`` and ``datetime.timedelta``, so date functions and arithmetic
+    know them from strings (``d + 1`` is 20240201 for a DATE, 2025 for the string
+    '2024-01-31'). A zero date (``0000-00-00``), which Python cannot hold, stays text."""
+    value = decode_value(f, raw)
+    if value is None or f.type not in _TEMPORAL_TYPES or f.type == ColumnType.YEAR:
+        return value
+    text = value if isinstance(value, str) else value.decode("utf-8", "replace")
+    if f.type in _DATE_TYPES:
+        try:  # MariaDB's own text: ISO (C parser, ~10x faster than the general one); a zero date fails
+            return datetime.date.fromisoformat(text)
+        except ValueError:
+            return value
+    if f.type in _DATETIME_TYPES:
+        try:
+            return datetime.datetime.fromisoformat(text)
+        except ValueError:
+            return value
+    if len(text) == 8 and text[2] == ":" and text[5] == ":":  # HH:MM:SS, the common TIME
+        try:
+            return datetime.timedelta(hours=int(text[:2]), minutes=int(text[3:5]), seconds=int(text[6:]))
+        except ValueError:
+            pass
+    parsed = temporal.to_time(text)
+    return parsed if parsed is not None else value
+
+
 def encode_value(value: Any) -> bytes | None:
     """A Python value -> text-protocol bytes, as MySQL would print it."""
     if value is None:
@@ -244,7 +278,7 @@ def encode_value(value: Any) -> bytes | None:
     if isinstance(value, bool):
         return b"1" if value else b"0"
     if isinstance(value, float):
-        return repr(value).encode() if value != int(value) or abs(value) >= 1e15 else str(int(value)).encode()
+        return double_text(value).encode()
     if isinstance(value, decimal.Decimal):
         return format(value, "f").encode()
     if isinstance(value, datetime.datetime):

@@ -20,7 +20,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from proxy.engine.result import Field, Row, decode_value
+from proxy.engine.result import Field, Row, evaluator_value
 from proxy.errors import ER_BAD_FIELD_ERROR, ER_NOT_SUPPORTED_YET, ProxyError, SyntaxError_
 from rewriter.dialect import DIALECT
 from rewriter.errors import PlanningError
@@ -103,7 +103,7 @@ def compile_predicate(where: exp.Expression, columns: Sequence[str], fields: Seq
     field_list = list(fields)
 
     def matches(row: Row) -> bool:
-        values = [decode_value(f, v) for f, v in zip(field_list, row, strict=True)]
+        values = [evaluator_value(f, v) for f, v in zip(field_list, row, strict=True)]
         return truthy(evaluate(values, {})) is True
 
     return StreamPredicate(sql=where.sql(dialect=DIALECT), matches=matches)

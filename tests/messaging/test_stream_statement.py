@@ -72,3 +72,26 @@ def test_unknown_column_in_predicate_is_error_1054():
 def test_predicate_sql_is_pushed_down_verbatim():
     st = parse_stream("stream * from t where tenant_id = 7")
     assert compile_predicate(st.where, COLUMNS, FIELDS).sql == "tenant_id = 7"
+
+
+def test_functions_and_dates_in_a_predicate_are_mysqls():
+    """The one evaluator's functions filter a stream: a DATETIME column is compared as a
+    date, date functions and string functions answer as MySQL's."""
+    columns = ["id", "created", "message"]
+    fields = [Field("id", 8, BINARY_CHARSET), Field("created", 12, BINARY_CHARSET), Field("message", 252)]
+    st = parse_stream("stream * from t where date(created) >= '2024-2-1' and month(created + interval 1 day) = 3 "
+                      "and upper(left(message, 2)) = 'HE'")
+    assert st.where is not None
+    m = compile_predicate(st.where, columns, fields).matches
+    assert m((b"1", b"2024-02-29 10:00:00", b"hello"))
+    assert not m((b"2", b"2024-02-28 10:00:00", b"hello"))  # the next day is still February
+    assert not m((b"3", b"2024-02-29 10:00:00", b"bye"))
+    assert not m((b"4", None, b"hello"))
+
+
+def test_a_non_deterministic_function_in_a_predicate_is_refused():
+    st = parse_stream("stream * from t where id > unix_timestamp()")
+    assert st.where is not None
+    with pytest.raises(ProxyError) as e:
+        compile_predicate(st.where, COLUMNS, FIELDS)
+    assert e.value.code == 1235

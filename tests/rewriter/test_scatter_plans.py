@@ -108,10 +108,11 @@ def test_join_routes_right_side_by_vindex_of_join_var(vschema):
 
 @pytest.mark.parametrize("sql", [
     "select * from customer c join product p on p.id = c.tenant_id",
-    "select sum(c.tenant_id + p.id) from customer c join product p on p.id = c.tenant_id",
+    "select soundex(concat(c.email, p.name)) from customer c join product p on p.id = c.tenant_id",
     "select c.email from customer c left join product p on p.id = c.tenant_id where p.name = 'x'",
     "select (select count(*) from corder) from customer",
-    "select concat(count(*), 'x') from customer",
+    "select soundex(count(*)) from customer",
+    "select count(*) + rand() from customer",
     "select group_concat(email) from customer",
     "select t.n + 1 from (select tenant_id, count(*) n from customer group by tenant_id) t",
     "select * from (select tenant_id, count(*) n from customer group by tenant_id) t order by n",
@@ -126,6 +127,23 @@ def test_what_shards_cannot_combine_is_finished_by_a_compute(vschema, sql):
     plan = explain(vschema, sql)
     assert plan["OperatorType"] == "Compute"
     assert all(i["OperatorType"] == "TempTable" for i in plan["Inputs"])
+
+
+@pytest.mark.parametrize(("sql", "finisher"), [
+    ("select concat(count(*), 'x') from customer", "Projection"),
+    ("select tenant_id, round(avg(customer_id), 1) from customer group by tenant_id", "Projection"),
+    ("select tenant_id, date_format(max(created), '%Y-%m') from customer group by tenant_id", "Projection"),
+    ("select tenant_id from customer group by tenant_id having datediff(max(created), min(created)) > 7",
+     "Filter"),
+])
+def test_functions_over_aggregates_are_finished_by_the_evaluator(vschema, sql, finisher):
+    """MySQL's functions over cross-shard aggregates are computed at the proxy (one
+    evaluator, rewriter.functions) over the merged aggregate, not sent to Compute."""
+    plan = explain(vschema, sql)
+    while plan["OperatorType"] in ("SimpleProjection", "Truncate"):
+        (plan,) = plan["Inputs"]
+    assert plan["OperatorType"] == finisher
+    assert plan["Inputs"][0]["OperatorType"] == "Aggregate"
 
 
 def test_compute_pushes_single_table_filters_and_reduces_joined_inputs(vschema):
@@ -239,3 +257,14 @@ def test_subquery_on_the_outer_rows_vindex_value_merges_into_one_route(vschema, 
 ])
 def test_subquery_not_tied_to_the_vindex_value_does_not_merge(vschema, sql):
     assert explain(vschema, sql)["OperatorType"] != "Route"
+
+
+def test_select_items_over_both_sides_of_a_join_are_finished_by_the_evaluator(vschema):
+    """An expression over several tables of a cross-shard join is computed at the proxy
+    over the joined row (a Projection above the Join), not sent to Compute."""
+    plan = explain(vschema, "select concat(c.email, p.name), c.tenant_id + p.id from customer c "
+                            "join product p on p.id = c.tenant_id")
+    assert plan["OperatorType"] == "SimpleProjection"
+    (projection,) = plan["Inputs"]
+    assert projection["OperatorType"] == "Projection"
+    assert projection["Inputs"][0]["OperatorType"] == "Join"

@@ -10,6 +10,7 @@ import pytest
 from proxy.spark.sql_literals import sql_literal as spark_literal
 from sqltext.quoting import (
     TextValueKind,
+    double_text,
     escape_string,
     quote_identifier,
     sql_literal,
@@ -59,3 +60,15 @@ def test_text_protocol_values_render_by_their_columns_kind() -> None:
     assert text_value_literal(b"\x00\xff", TextValueKind.BYTES) == "X'00ff'"
     assert text_value_literal(b"", TextValueKind.BYTES) == "''"
 
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    # each as MariaDB 10.11 sends SELECT <value> (a DOUBLE result)
+    (1e14, "100000000000000"), (1e15, "1e15"), (1.5e15, "1.5e15"), (1e16, "1e16"),
+    (123456789012345678e0, "1.2345678901234568e17"), (1.2345678901234567e15, "1234567890123456.8"),
+    (1e-5, "0.00001"), (1e-15, "0.000000000000001"), (1.5e-20, "1.5e-20"), (1.23456789e-7, "0.000000123456789"),
+    (1.5e-100, "1.5e-100"), (1e100, "1e100"), (1.7976931348623157e308, "1.7976931348623157e308"),
+    (0.1 + 0.2, "0.30000000000000004"), (-1.5e-9, "-0.0000000015"), (-2250.0, "-2250"), (0.125, "0.125"),
+])
+def test_a_double_reads_as_mariadb_prints_it(value, text):
+    assert double_text(value) == text
