@@ -20,7 +20,7 @@ from rewriter import errors
 from rewriter.aggregates import AGGREGATE_TYPES, has_aggregate, is_aggregate_call
 from rewriter.context import PlanContext, to_sql
 from rewriter.errors import unsupported
-from rewriter.evaluate import compile_expr, compile_kind
+from rewriter.evaluate import compile_condition, compile_expr, compile_kind
 from rewriter.nodes import (
     AGG_ANY_VALUE,
     AGG_AVG,
@@ -233,7 +233,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
     having = sel.args.get("having")
     predicate = None
     if having is not None:
-        predicate = compile_expr(expand_computed_aliases(having.this), resolve_or_add)
+        predicate = compile_condition(expand_computed_aliases(having.this), resolve_or_add)
     order_keys: list[OrderKey] = []
     order = sel.args.get("order")
     for o in (order.expressions if order else []):

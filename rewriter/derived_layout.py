@@ -13,7 +13,7 @@ from rewriter import errors
 from rewriter.aggregates import has_aggregate
 from rewriter.context import PlanContext, select_item_texts, to_sql
 from rewriter.errors import unsupported
-from rewriter.evaluate import compile_expr
+from rewriter.evaluate import compile_condition
 from rewriter.nodes import Distinct, Filter, Limit, Plan, ProjectNames, Val
 from rewriter.routing import value_of
 from rewriter.rules.planning import StatementPlanner
@@ -57,7 +57,7 @@ def plan_over_derived(sel: exp.Select, ctx: PlanContext, plan_statement: Stateme
                 return names.index(name)
             return None
 
-        plan = Filter(compile_expr(where.this, resolve), plan, text=to_sql(where.this), names=names)
+        plan = Filter(compile_condition(where.this, resolve), plan, text=to_sql(where.this), names=names)
     columns: list[str | Val | None] = []
     aliases: list[str | None] = []
     texts = select_item_texts(ctx.names_source, len(sel.expressions)) if ctx.names_source else None

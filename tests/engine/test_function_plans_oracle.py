@@ -119,6 +119,12 @@ QUERIES = {
         "select region, count(*) from fn_orders group by region "
         "having datediff(max(placed), min(placed)) > 30 and round(sum(amount)) > 100 "
         "and date_format(max(placed_at), '%m') = '03'", "unordered"),
+    "having_keeps_only_what_mysql_reads_as_true": (
+        "select customer_id, count(*) from fn_orders group by customer_id "
+        "having concat(count(*) % 3, 'x')", "unordered"),
+    "derived_filter_reads_strings_as_numbers": (
+        "select * from (select customer_id, max(region) r, concat(count(*), 'abc') c from fn_orders "
+        "group by customer_id) t where concat(length(c) % 2, 'x')", "unordered"),
     "having_on_customer_months": (
         "select customer_id, count(*) from fn_orders group by customer_id "
         "having month(max(placed)) = 3 or last_day(min(placed)) = '2023-12-31'", "unordered"),
