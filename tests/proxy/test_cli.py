@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
+import threading
 import uuid
 from pathlib import Path
 
@@ -62,10 +62,28 @@ def test_cdc_writes_debezium_ndjson_and_prints_the_resume_position(local_cluster
          "--from", "current", "--format", "debezium", "--max-rows", "2"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    err_lines: list[str] = []
+    opened = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err_lines.append(line)
+            if "vstream opened" in line:
+                opened.set()  # "current" is fixed: rows written from now on are streamed
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        time.sleep(2)  # the stream fixes its start position
+        # a fixed sleep raced the stream's start on a loaded machine (rows written before it
+        # fixed "current" were never seen, and the run waited for them until its timeout)
+        assert opened.wait(60), "".join(err_lines)
         _insert_customer_on_every_commerce_shard(local_cluster, 700_000, "cli")
-        out, err = proc.communicate(timeout=60)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
+        reader.join(10)
+        err = "".join(err_lines)
     finally:
         if proc.poll() is None:
             proc.kill()
