@@ -59,3 +59,10 @@ def test_text_protocol_values_render_by_their_columns_kind() -> None:
     assert text_value_literal(b"\x00\xff", TextValueKind.BYTES) == "X'00ff'"
     assert text_value_literal(b"", TextValueKind.BYTES) == "''"
 
+
+
+def test_a_float_renders_as_a_double_literal() -> None:
+    # MySQL types '1.5' DECIMAL and '1.5e0' DOUBLE: a DOUBLE parameter keeps its type
+    assert sql_literal(1.5) == "1.5e0"
+    assert sql_literal(-3.0) == "-3.0e0"
+    assert sql_literal(1e20) == "1e+20"
