@@ -43,7 +43,7 @@ from proxy.show import handle_show
 from proxy.system_variables import select_variables, set_statement, with_proxy_functions
 from proxy.topics.service import PlanWithTopics
 from proxy.topics.statement import is_topic_ddl
-from proxy.twopc import TWOPC
+from proxy.twopc import MULTI, TWOPC
 from proxy.vschema_statements import alter_vschema
 from proxy.vstream_statement import vstream
 from rewriter.nodes import Insert, InsertSelect, Update
@@ -82,6 +82,10 @@ def vschema_ddl_authorized(users: frozenset[str] | None, username: str | None) -
     return users is None or (username is not None and username in users)
 
 
+# Transaction modes whose autocommit DML runs in an implicit transaction (Vitess: multi
+# and twopc; single refuses a statement reaching several shards in a transaction).
+_ATOMIC_MODES = (MULTI, TWOPC)
+
 class Executor:
     """Runs client statements against the cluster; one per proxy process."""
 
@@ -109,7 +113,7 @@ class Executor:
             session.begin_transaction()  # autocommit=0: every statement opens one implicitly
             assert session.tx is not None
             session.tx.writing = kw not in _READS
-        elif session.tx is None and kw in _DML and session.transaction_mode == TWOPC:
+        elif session.tx is None and kw in _DML and session.transaction_mode in _ATOMIC_MODES:
             return await self._write_holding(session, lambda: self._atomic_statement(session, sql, kw))
         if kw in _DML:
             out = await self._write_holding(session, lambda: self._routed(session, sql, kw))
@@ -161,7 +165,7 @@ class Executor:
             key = (error.keyspace, error.shard)
             others = {k for k in session.vcursor.reached if k[0] == error.keyspace} - {key}
             if session.tx is None:  # autocommit; a twopc statement's implicit transaction rolled back whole
-                return session.transaction_mode == TWOPC or not others
+                return session.transaction_mode in _ATOMIC_MODES or not others
             if session.tx.mode != TWOPC and key not in opened and not others:
                 await session.tx.forget(*key)  # the transaction never used the shard: it goes on without it
                 return True
@@ -176,8 +180,10 @@ class Executor:
         return await self.state.write_hold.hold(error, attempt, may_hold)
 
     async def _atomic_statement(self, session: ProxySession, sql: str, kw: str) -> Outcome:
-        """An autocommit DML statement of a twopc session: in an implicit transaction, so
-        that shards it reaches together commit atomically (one shard: plain autocommit)."""
+        """An autocommit DML statement of a twopc or multi session: in an implicit
+        transaction (one shard: plain autocommit), as Vitess runs it, so that a statement
+        failing on one shard (a NULL into a NOT NULL column in an INSERT ... SELECT) leaves
+        no rows written on the others; twopc shards commit atomically, multi ones in turn."""
         session.begin_transaction(implicit=True)
         try:
             out = await self._route(session, sql, kw)

@@ -54,8 +54,12 @@ COUNT = int(os.environ.get("SHARDGATE_WIRE_COUNT", "60"))
 ORACLE_DB = "wire_oracle"
 QTY_LABELS_DDL = "CREATE TABLE IF NOT EXISTS qty_labels (qty INT PRIMARY KEY, label VARCHAR(20))"
 GRP_LABELS_DDL = "CREATE TABLE IF NOT EXISTS grp_labels (grp VARCHAR(20) PRIMARY KEY, label VARCHAR(20))"
+NOTES_DDL = """CREATE TABLE IF NOT EXISTS notes (
+  id BIGINT NOT NULL PRIMARY KEY, owner VARCHAR(20), n INT NOT NULL DEFAULT 0, amount DECIMAL(8,2),
+  body VARCHAR(40), UNIQUE KEY notes_owner_body (owner, body)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"""
 COMMERCE_TABLES = {"items": ITEMS_DDL, "grp_labels": GRP_LABELS_DDL, "accounts": ACCOUNTS_DDL,
-                   "entries": ENTRIES_DDL, "regions": REGIONS_DDL}
+                   "entries": ENTRIES_DDL, "regions": REGIONS_DDL, "notes": NOTES_DDL}
 
 
 def _vschema_files(config_path: Path, into: Path) -> Path:
@@ -67,6 +71,7 @@ def _vschema_files(config_path: Path, into: Path) -> Path:
         docs[ks] = json.loads(f.read_text())
     docs["commerce"]["tables"]["items"] = {"column_vindexes": [{"column": "id", "name": "hash"}]}
     docs["commerce"]["tables"]["grp_labels"] = {"type": "reference"}
+    docs["commerce"]["tables"]["notes"] = {"column_vindexes": [{"column": "id", "name": "hash"}]}
     docs["lookup"]["tables"]["qty_labels"] = {}
     add_to_vschema(docs)
     for ks, doc in docs.items():
@@ -451,4 +456,63 @@ def test_prepared_statements_with_parameters_answer_as_mariadb(wire):
     finally:
         for c in conns:
             c.close()
+    assert not failures, "\n\n".join(failures)
+
+
+# each statement runs through the proxy and on the oracle; the affected-row counts and
+# then the whole table must be equal (``notes`` starts empty, sharded by id)
+DML_STATEMENTS = [
+    "insert into notes (id, owner, n, amount, body) values (1, 'ann', 1, 10.5, 'a'), (2, 'bob', 2, -3, 'b'), "
+    "(3, 'Ann', 3, null, 'c'), (40, 'cy', 0, 7.25, 'd'), (41, null, 5, 1, null)",
+    "insert into notes (id, owner, body) values (5, 'dee', 'e')",
+    "insert ignore into notes (id, owner, body) values (5, 'x', 'dup'), (6, 'eve', 'f')",
+    "insert into notes (id, owner, n, body) values (2, 'bob', 9, 'b') on duplicate key update n = n + 10",
+    "insert into notes (id, owner, n, body) values (7, 'fay', 1, 'g'), (1, 'ann', 1, 'a') "
+    "on duplicate key update n = values(n) + 100, amount = amount * 2",
+    "replace into notes (id, owner, n, body) values (3, 'ANN', 33, 'c2'), (8, 'gus', 8, 'h')",
+    "update notes set n = n + 1 where owner = 'ann'",
+    "update notes set amount = coalesce(amount, 0) + 0.5, body = concat(body, '!') where n > 4",
+    "update notes set n = 0 where id = 999",
+    "update notes set n = n where id = 1",
+    "update notes set owner = upper(owner) where id in (1, 2, 40)",
+    "delete from notes where amount is null",
+    "update notes set n = n + 1000 where id in (select customer_id from items where qty = 24 and id < 200)",
+    "insert into notes (id, owner, n, body) select id + 100, grp, qty, name from items where id between 10 and 30",
+    "delete from notes where id > 100 and n is not null and n % 2 = 0",
+    "update notes set amount = 1 order by id limit 2",
+    "delete from notes where owner = 'GUS' or body = 'e'",
+    "delete from notes order by id desc limit 3",
+]
+
+
+def test_dml_changes_the_same_rows_and_counts_them_as_mariadb(wire):
+    ep = wire.lookup_ep
+    failures = []
+    with wire.proxy.connect("commerce", autocommit=True) as pc, pc.cursor() as pcur, \
+            _direct(ep, ORACLE_DB) as oc, oc.cursor() as ocur:
+        ocur.execute(NOTES_DDL)
+        for cur in (pcur, ocur):
+            cur.execute("delete from notes")
+        for sql in DML_STATEMENTS:
+            counts = []
+            for cur in (pcur, ocur):
+                try:
+                    counts.append(cur.execute(sql))
+                except pymysql.err.MySQLError as e:
+                    counts.append(f"error {e.args[0]}")
+            tables = []
+            for cur in (pcur, ocur):
+                cur.execute("select id, owner, n, amount, body from notes order by id")
+                tables.append(list(cur.fetchall()))
+            refused = counts[0] == "error 1235"  # naming the construct (multi-shard UPDATE ... LIMIT)
+            if counts[0] != counts[1] and not refused:
+                failures.append(f"{sql}\n  affected rows: proxy {counts[0]}, oracle {counts[1]}")
+            if tables[0] != tables[1]:
+                if not refused:
+                    failures.append(f"{sql}\n  table differs (affected {counts}): proxy {tables[0]}\n"
+                                    f"  oracle {tables[1]}")
+                for cur, table in ((pcur, tables[1]), (ocur, tables[1])):  # realign for the next statement
+                    cur.execute("delete from notes")
+                    for row in table:
+                        cur.execute("insert into notes (id, owner, n, amount, body) values (%s, %s, %s, %s, %s)", row)
     assert not failures, "\n\n".join(failures)
