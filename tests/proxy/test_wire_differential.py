@@ -482,6 +482,19 @@ DML_STATEMENTS = [
     "update notes set amount = 1 order by id limit 2",
     "delete from notes where owner = 'GUS' or body = 'e'",
     "delete from notes order by id desc limit 3",
+    "insert into notes (id, owner, n, body) values (60, 'hal', 1, 'x'), (61, 'ivy', 2, 'y'), (62, 'jo', 3, 'z'), "
+    "(63, 'kim', 4, 'w')",
+    "update notes t join items i on i.id = t.id set t.amount = i.price where t.id > 50",
+    "delete t from notes t join items i on i.id = t.id where i.qty > 10",
+    "update notes set n = n * 2 where id in (select id from items where grp = 'a')",
+    "insert into notes (id, owner, n, body) values (60, 'dup', 1, 'x')",  # 1062
+    "insert into notes (id, owner, n, body) values (70, 'nul', null, 'x')",  # 1048
+    "insert into notes (id, owner, n) values (71, 'few')",
+    "insert into notes (id, owner) values (72)",  # 1136
+    "update notes set nosuch = 1 where id = 1",  # 1054
+    "insert into notes values (73, 'all', 7, 7.7, 'cols')",
+    "update notes set body = 'ten' where body <=> null",
+    "delete from notes where owner in ('HAL', 'ivy ', 'Kim')",
 ]
 
 
