@@ -20,6 +20,8 @@ import datetime
 import json
 import math
 import os
+import random
+import re
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -401,6 +403,36 @@ def test_generated_statements_answer_through_every_client_as_mariadb(clients):
     failures, refused = _run_cases(clients, [(c.sql, c.ordered) for c in cases])
     assert not failures, f"{len(failures)} differences (seed {SEED}):\n\n" + "\n\n".join(failures)
     assert refused <= 0.1 * COUNT
+
+
+def mutant(sql: str, rnd: random.Random) -> str | None:
+    """``sql`` made invalid one way MySQL names by number: an unknown column (1054), an
+    unknown table (1146), a syntax error (1064); None when it has nothing to change."""
+    kind = rnd.choice(["column", "table", "syntax"])
+    if kind == "column":
+        cols = [m for m in re.finditer(r"\b(qty|grp|price|amount|balance|kind|region)\b", sql)]
+        if cols:
+            m = rnd.choice(cols)
+            return sql[:m.start()] + m.group(1) + "_x" + sql[m.end():]
+    if kind == "table":
+        tabs = [m for m in re.finditer(r"\b(from|join) (items|accounts|entries|regions)\b", sql)]
+        if tabs:
+            m = rnd.choice(tabs)
+            return sql[:m.start(2)] + m.group(2) + "_x" + sql[m.end(2):]
+    words = [m for m in re.finditer(r" (where|from|order by|group by) ", sql)]
+    if words:
+        m = rnd.choice(words)
+        return sql[:m.start()] + " " + m.group(1) + " " + m.group(1) + sql[m.end() - 1:]
+    return None
+
+
+@pytest.mark.filterwarnings("ignore::Warning")
+def test_generated_statements_made_invalid_fail_with_mysqls_error_number(clients):
+    rnd = random.Random(SEED)
+    offset = sorted(CLIENTS).index(clients[0]) * COUNT
+    cases = [m for i in range(COUNT // 2) if (m := mutant(generate(SEED + 1, offset + i).sql, rnd)) is not None]
+    failures, _refused = _run_cases(clients, [(sql, False) for sql in cases])
+    assert not failures, f"{len(failures)} differences (seed {SEED}):\n\n" + "\n\n".join(failures)
 
 
 def test_values_normalise_as_the_collation_compares():
