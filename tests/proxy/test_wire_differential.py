@@ -78,7 +78,12 @@ def _vschema_files(config_path: Path, into: Path) -> Path:
     add_to_vschema(docs)
     for ks, doc in docs.items():
         (into / f"{ks}_vschema.json").write_text(json.dumps(doc, indent=1))
-    return into / config_path.name
+    # The live vschema (proxy/live_vschema.py) is kept in the cluster and wins over the
+    # files once seeded: this proxy keeps its own on another shard, so that the session's
+    # other proxies never see these tables, nor this one theirs.
+    cluster_file = into / config_path.name
+    cluster_file.write_text(cluster_file.read_text() + '\nvschema_store: {keyspace: lookup, shard: "0"}\n')
+    return cluster_file
 
 
 def _direct(ep: Any, database: str | None = None) -> pymysql.connections.Connection:
