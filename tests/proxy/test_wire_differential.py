@@ -33,6 +33,7 @@ from typing import Any
 import mysql.connector
 import MySQLdb
 import pymysql
+import pymysql.constants
 import pytest
 
 from rewriter.collation import general_ci_key
@@ -566,3 +567,27 @@ def test_dml_changes_the_same_rows_and_counts_them_as_mariadb(wire):
                     for row in table:
                         cur.execute("insert into notes (id, owner, n, amount, body) values (%s, %s, %s, %s, %s)", row)
     assert not failures, "\n\n".join(failures)
+
+
+def test_several_statements_in_one_query_answer_each_result_as_mariadb(wire):
+    # CLIENT_MULTI_STATEMENTS: each result set in turn, the column names of each
+    sql = ("select id, qty from items where id in (4, 5) order by id; "
+           "select code, region from accounts where code = 'acc7'; "
+           "(select id from entries where customer_id = 3 order by id limit 2) union all (select 0); "
+           "select count(*) as n from regions")
+    ep = wire.lookup_ep
+    answers = []
+    for host, port, user, password, db in ((wire.proxy.host, wire.proxy.port, "root", "", "commerce"),
+                                           (ep.host, ep.port, ep.user, ep.password, ORACLE_DB)):
+        conn = pymysql.connect(host=host, port=port, user=user, password=password, database=db, autocommit=True,
+                               client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                sets = [([d[0] for d in cur.description], cur.fetchall())]
+                while cur.nextset():
+                    sets.append(([d[0] for d in cur.description], cur.fetchall()))
+            answers.append(sets)
+        finally:
+            conn.close()
+    assert answers[0] == answers[1]
