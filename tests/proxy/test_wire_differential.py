@@ -591,3 +591,62 @@ def test_several_statements_in_one_query_answer_each_result_as_mariadb(wire):
         finally:
             conn.close()
     assert answers[0] == answers[1]
+
+
+TRANSACTION_STEPS = [
+    "delete from notes where id >= 500",
+    "begin",
+    "insert into notes (id, owner, n, body) values (500, 'tx', 1, 'a'), (501, 'tx', 2, 'b'), (502, 'tx', 3, 'c')",
+    "select id, n from notes where owner = 'tx' order by id",  # the transaction's own rows, on both shards
+    "update notes set n = n * 10 where owner = 'tx'",
+    "select sum(n), count(*) from notes where owner = 'tx'",
+    "rollback",
+    "select count(*) from notes where owner = 'tx'",
+    "start transaction",
+    "insert into notes (id, owner, n, body) values (503, 'tx', 4, 'd'), (504, 'tx', 5, 'e')",
+    "savepoint s1",
+    "delete from notes where id = 503",
+    "rollback to savepoint s1",
+    "select id from notes where owner = 'tx' order by id for update",
+    "commit",
+    "select id, n from notes where owner = 'tx' order by id",
+    "set autocommit = 0",
+    "update notes set n = 0 where id = 504",
+    "rollback",
+    "select n from notes where id = 504",
+    "set autocommit = 1",
+    # savepoints: shards joining after one get it too (ROLLBACK TO undoes their rows)
+    "savepoint outside",  # autocommit, no transaction: succeeds, gone at once
+    "rollback to savepoint outside",  # 1305
+    "begin",
+    "savepoint a",
+    "insert into notes (id, owner, n, body) values (510, 'sp', 1, 'a')",
+    "savepoint `b c`",
+    "insert into notes (id, owner, n, body) values (511, 'sp', 2, 'b'), (512, 'sp', 3, 'c'), (513, 'sp', 4, 'd')",
+    "rollback to `b c`",
+    "select id from notes where owner = 'sp' order by id",
+    "release savepoint a",
+    "rollback to savepoint `b c`",  # 1305: released with a
+    "insert into notes (id, owner, n, body) values (514, 'sp', 5, 'e')",
+    "commit",
+    "select id from notes where owner = 'sp' order by id",
+]
+
+
+def test_transactions_see_and_undo_their_writes_as_mariadb(wire):
+    ep = wire.lookup_ep
+    failures = []
+    with wire.proxy.connect("commerce", autocommit=True) as pc, pc.cursor() as pcur, \
+            _direct(ep, ORACLE_DB) as oc, oc.cursor() as ocur:
+        ocur.execute(NOTES_DDL)
+        for sql in TRANSACTION_STEPS:
+            got = []
+            for cur in (pcur, ocur):
+                try:
+                    cur.execute(sql)
+                    got.append(cur.fetchall() if cur.description else None)
+                except pymysql.err.MySQLError as e:
+                    got.append(f"error {e.args[0]}")
+            if got[0] != got[1]:
+                failures.append(f"{sql}: proxy {got[0]} / oracle {got[1]}")
+    assert not failures, "\n".join(failures)
