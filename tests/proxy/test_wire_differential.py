@@ -456,9 +456,9 @@ PARAMETERISED = [
     ("select count(*) from accounts where last_seen < ?", (datetime.datetime(2023, 9, 1, 12, 30),)),
     ("select id from items where grp = ? order by id limit ?", ("b", 5)),
     ("select id from items where name <=> ? order by id limit 3", (None,)),
-    # aliased: unaliased, MySQL names the column '? + qty' (the prepared text); the proxy
-    # names it by the value ('1.5 + qty') -- known, not fixed
     ("select ? + qty as a, concat(?, grp) as b from items where id = ?", (1.5, "x", 9)),
+    # unaliased: MySQL names the column by the prepared text ('? + qty'; was '1.5 + qty')
+    ("select ? + qty, concat(?, grp), qty from items where id = ?", (1.5, "x", 9)),
     ("select customer_id, count(*) from items where qty between ? and ? group by customer_id order by 2 desc, 1 "
      "limit 4", (3, 5)),
     ("select e.id, a.region from entries e join accounts a on a.code = e.account_code where e.customer_id = ? "
