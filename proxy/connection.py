@@ -320,10 +320,9 @@ class ProxyConnection(MimicConnection):
         return rows
 
     def _write_header(self, res: Result, binary: Any) -> None:
-        if binary is not None:
-            binary.set_fields(res.fields)
-        pkts = [uint_len(len(res.fields))]
-        pkts.extend(wire.column_definition(f) for f in res.fields)
+        fields = res.fields if binary is None else binary.set_fields(res.fields)
+        pkts = [uint_len(len(fields))]
+        pkts.extend(wire.column_definition(f) for f in fields)
         if not self.deprecate_eof():
             pkts.append(wire.eof_packet(self._status(False)))
         self.stream.write_many(pkts)
@@ -478,7 +477,7 @@ class ProxyConnection(MimicConnection):
         except ProxyError as e:
             await self._write_error(e)
             return
-        await self.run_and_write(sql, more=False, binary=BinaryRowEncoder())
+        await self.run_and_write(sql, more=False, binary=BinaryRowEncoder(stmt.sql, sql))
 
     async def handle_stmt_reset(self, data: bytes) -> None:
         # Resets one statement's long-data buffers, not the session (mimic reset the session).

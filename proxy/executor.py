@@ -29,6 +29,7 @@ from proxy.errors import (
     ER_NO_DB_ERROR,
     ER_NO_SUCH_TABLE,
     ER_NOT_SUPPORTED_YET,
+    ER_SP_DOES_NOT_EXIST,
     ProxyError,
     ShardError,
 )
@@ -72,6 +73,11 @@ _VEXPLAIN = re.compile(r"^vexplain(?:\s+(?:all|queries|plan)\b)?", re.I)
 _BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
 _COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
 _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
+_SAVEPOINT_NAME = r"(?:`(?P<quoted>(?:[^`]|``)+)`|(?P<name>[\w$]+))\s*;?$"
+_ROLLBACK_TO = re.compile(r"^rollback(?:\s+work)?\s+to\s+(?:savepoint\s+)?" + _SAVEPOINT_NAME, re.I)
+_SAVEPOINT = re.compile(r"^savepoint\s+" + _SAVEPOINT_NAME, re.I)
+_RELEASE = re.compile(r"^release\s+savepoint\s+" + _SAVEPOINT_NAME, re.I)
+_SAVEPOINT_VERBS = ((_SAVEPOINT, "savepoint"), (_ROLLBACK_TO, "rollback_to"), (_RELEASE, "release"))
 _USE = re.compile(r"^use\s+(?P<target>.+?)\s*;?$", re.I | re.S)
 # The first table name a DDL statement acts on, with its keyspace qualifier if any.
 _DDL_TARGET = re.compile(
@@ -388,8 +394,26 @@ class Executor:
 
     async def _rollback(self, session: ProxySession, sql: str) -> Outcome | None:
         if not _ROLLBACK.match(sql):
-            return None  # ROLLBACK TO SAVEPOINT goes to the shards
+            return await self._savepoints(session, sql)
         await session.rollback()
+        return Result()
+
+    async def _savepoints(self, session: ProxySession, sql: str) -> Outcome | None:
+        """SAVEPOINT / ROLLBACK TO / RELEASE SAVEPOINT on every shard of the transaction
+        (``proxy.transaction``). Outside one (autocommit), a savepoint is gone at once:
+        SAVEPOINT succeeds, the others are MySQL's 1305."""
+        found = next(((m, verb) for pattern, verb in _SAVEPOINT_VERBS if (m := pattern.match(sql)) is not None), None)
+        if found is None:
+            return None
+        m, verb = found
+        name = m.group("name") or m.group("quoted").replace("``", "`")
+        if session.tx is None and not session.autocommit:
+            session.begin_transaction()  # autocommit=0: this statement opens the transaction
+        if session.tx is None:
+            if verb == "savepoint":
+                return Result()
+            raise ProxyError(ER_SP_DOES_NOT_EXIST, f"SAVEPOINT {name} does not exist")
+        await getattr(session.tx, verb)(name)
         return Result()
 
     async def _set(self, session: ProxySession, sql: str) -> Outcome | None:
@@ -453,6 +477,8 @@ _HANDLERS: dict[str, Handler] = {
     "start": Executor._begin,
     "commit": Executor._commit,
     "rollback": Executor._rollback,
+    "savepoint": Executor._savepoints,
+    "release": Executor._savepoints,
     "set": Executor._set,
     "select": Executor._select,
     "show": Executor._show,

@@ -3,6 +3,7 @@ and text-protocol values re-encoded for the binary result protocol."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import io
@@ -37,6 +38,7 @@ from proxy.errors import (
     ER_WRONG_ARGUMENTS,
     ProxyError,
 )
+from rewriter.context import select_item_texts
 from sqltext.lexer import code_chars
 from sqltext.quoting import sql_literal
 
@@ -182,13 +184,20 @@ def read_execute(
 
 
 class BinaryRowEncoder:
-    """Text-protocol row values -> binary-protocol row packets for one result."""
+    """Text-protocol row values -> binary-protocol row packets for one result.
 
-    def __init__(self) -> None:
+    ``prepared``/``bound``: the statement as prepared (with ``?``) and as run (values in
+    place): a column MySQL names after its select-list text is named by the prepared text
+    (``? + qty``, not ``1.5 + qty``)."""
+
+    def __init__(self, prepared: str = "", bound: str = "") -> None:
         self.fields: list[Field] = []
+        self.prepared, self.bound = prepared, bound
 
-    def set_fields(self, fields: list[Field]) -> None:
+    def set_fields(self, fields: list[Field]) -> list[Field]:
+        """Keep ``fields`` for encoding rows; returns them as the client is told them."""
         self.fields = fields
+        return _named_as_prepared(fields, self.prepared, self.bound)
 
     def encode_row(self, row: tuple[bytes | None, ...]) -> bytes:
         bitmap = NullBitmap.new(len(row), offset=2)
@@ -234,3 +243,24 @@ class BinaryRowEncoder:
             us = int(frac.ljust(6, "0")) if frac else 0
             return bytes((12,)) + struct.pack("<BIBBBI", neg, h // 24, h % 24, mi, sec, us)
         return uint_len(len(v)) + v
+
+
+def _named_as_prepared(fields: list[Field], prepared: str, bound: str) -> list[Field]:
+    if not prepared or "?" not in prepared[:_select_list_end(prepared)]:
+        return fields
+    texts = select_item_texts(prepared, len(fields))
+    bound_texts = select_item_texts(bound, len(fields))
+    if texts is None or bound_texts is None:
+        return fields
+    out = list(fields)
+    for i, f in enumerate(fields):
+        # a lone string parameter's column is named by its value ('lit'), not its text
+        if texts[i] != bound_texts[i] and (f.name == bound_texts[i] or texts[i] == "?") and len(texts[i]) <= 256:
+            out[i] = dataclasses.replace(f, name=texts[i])
+    return out
+
+
+def _select_list_end(sql: str) -> int:
+    """Where the select list ends at the latest (its first FROM); the whole text if none."""
+    at = sql.lower().find("from")
+    return len(sql) if at < 0 else at

@@ -26,11 +26,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
+from proxy.errors import ER_QUERY_INTERRUPTED, ER_SP_DOES_NOT_EXIST, ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
 from proxy.twopc import MULTI, SINGLE, TWOPC, TwoPCManager
 from proxy.twopc import coordinator as twopc_coordinator
 from proxy.twopc.xid import xid_sql
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,10 @@ class ShardTransaction:
         # only read); a branch that only read needs no prepare.
         self.writing = True
         self.written: set[ShardKey] = set()
+        # SAVEPOINT names in order (as Vitess keeps them in the session): set on every shard
+        # in the transaction, and on a shard joining later right after its BEGIN, so that
+        # ROLLBACK TO undoes what that shard did since too
+        self.savepoints: list[str] = []
 
     def set_mode(self, mode: str, twopc: TwoPCManager | None) -> None:
         """Choose how this transaction commits; only before it touched a shard."""
@@ -113,6 +118,8 @@ class ShardTransaction:
                     if self.next_isolation:
                         await sc.execute(f"set transaction {self.next_isolation}")
                     await sc.execute(self._begin_statement(key))
+                    for name in self.savepoints:
+                        await sc.execute(f"savepoint {quote_identifier(name)}")
                 if self.aborted:  # refused meanwhile (single mode, a concurrent request):
                     raise self._refusal()  # closed below, the server rolls its transaction back
             except BaseException:
@@ -125,6 +132,34 @@ class ShardTransaction:
         if plain:
             self.plain.add(key)
         return sc
+
+    async def savepoint(self, name: str) -> None:
+        """SAVEPOINT ``name`` (one of the same name is replaced, as MySQL does)."""
+        await self._on_every_shard(f"savepoint {quote_identifier(name)}")
+        self.savepoints = [s for s in self.savepoints if s.lower() != name.lower()] + [name]
+
+    async def rollback_to(self, name: str) -> None:
+        """ROLLBACK TO SAVEPOINT ``name``: the savepoints set after it are gone."""
+        i = self._savepoint_index(name)
+        await self._on_every_shard(f"rollback to savepoint {quote_identifier(name)}")
+        del self.savepoints[i + 1:]
+
+    async def release(self, name: str) -> None:
+        """RELEASE SAVEPOINT ``name``: it and the savepoints set after it are gone."""
+        i = self._savepoint_index(name)
+        await self._on_every_shard(f"release savepoint {quote_identifier(name)}")
+        del self.savepoints[i:]
+
+    def _savepoint_index(self, name: str) -> int:
+        for i, s in enumerate(self.savepoints):
+            if s.lower() == name.lower():
+                return i
+        raise ProxyError(ER_SP_DOES_NOT_EXIST, f"SAVEPOINT {name} does not exist")
+
+    async def _on_every_shard(self, sql: str) -> None:
+        for key, sc in list(self.conns.items()):
+            if key not in self.plain:
+                await sc.execute(sql)
 
     def _begin_statement(self, key: ShardKey) -> str:
         if self.mode != TWOPC:

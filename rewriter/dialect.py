@@ -398,6 +398,18 @@ def _prepare(tokens: list[Token], sql: str) -> tuple[list[Token], dict[str, Any]
     }
 
 
+# Tokens after which a FROM starts sqlglot's FROM-first query (DuckDB's ``FROM t``, read
+# as ``SELECT * FROM t``): MySQL has no such syntax, so ``SELECT a FROM FROM t`` is its 1064.
+_BEFORE_FROM_FIRST = frozenset({TokenType.FROM, TokenType.JOIN, TokenType.L_PAREN, TokenType.COMMA})
+
+
+def _refuse_from_first(tokens: list[Token], sql: str) -> None:
+    for i, t in enumerate(tokens):
+        if t.token_type is TokenType.FROM and (i == 0 or tokens[i - 1].token_type in _BEFORE_FROM_FIRST):
+            raise errors.ParseError("You have an error in your SQL syntax; check the manual that corresponds "
+                                    f"to your MySQL server version for the right syntax to use near {_near(sql, t)}")
+
+
 def _refuse_known(tokens: list[Token]) -> None:
     """sqlglot could not parse the statement: name a construct MySQL accepts that we do
     not plan (1235) instead of reporting a syntax error."""
@@ -609,6 +621,7 @@ class ShardgateMySQL(MySQL):
 
     def parse(self, sql: str, **opts: Any) -> list[exp.Expression | None]:  # type: ignore[override]  # forwards sqlglot's keyword options unchanged
         tokens, todo, text = self._tokens(sql)
+        _refuse_from_first(tokens, text)
         try:
             trees = self.parser(**opts).parse(tokens, text)
         except SqlglotParseError:

@@ -92,7 +92,10 @@ def sql_literal(value: Any) -> str:
     if t is float:
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError(f"MySQL has no literal for {value!r}")
-        return repr(value)
+        text = repr(value)
+        # with an exponent: MySQL reads '1.5' as a DECIMAL, '1.5e0' as the DOUBLE it is (a
+        # prepared statement's DOUBLE parameter keeps its type, as on MySQL)
+        return text if "e" in text else text + "e0"
     if t is bytes or t is bytearray or t is memoryview:
         return "X'" + bytes(value).hex() + "'"
     if t is list or t is tuple:

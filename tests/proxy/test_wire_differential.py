@@ -20,6 +20,8 @@ import datetime
 import json
 import math
 import os
+import random
+import re
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -31,6 +33,7 @@ from typing import Any
 import mysql.connector
 import MySQLdb
 import pymysql
+import pymysql.constants
 import pytest
 
 from rewriter.collation import general_ci_key
@@ -54,8 +57,12 @@ COUNT = int(os.environ.get("SHARDGATE_WIRE_COUNT", "60"))
 ORACLE_DB = "wire_oracle"
 QTY_LABELS_DDL = "CREATE TABLE IF NOT EXISTS qty_labels (qty INT PRIMARY KEY, label VARCHAR(20))"
 GRP_LABELS_DDL = "CREATE TABLE IF NOT EXISTS grp_labels (grp VARCHAR(20) PRIMARY KEY, label VARCHAR(20))"
+NOTES_DDL = """CREATE TABLE IF NOT EXISTS notes (
+  id BIGINT NOT NULL PRIMARY KEY, owner VARCHAR(20), n INT NOT NULL DEFAULT 0, amount DECIMAL(8,2),
+  body VARCHAR(40), UNIQUE KEY notes_owner_body (owner, body)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"""
 COMMERCE_TABLES = {"items": ITEMS_DDL, "grp_labels": GRP_LABELS_DDL, "accounts": ACCOUNTS_DDL,
-                   "entries": ENTRIES_DDL, "regions": REGIONS_DDL}
+                   "entries": ENTRIES_DDL, "regions": REGIONS_DDL, "notes": NOTES_DDL}
 
 
 def _vschema_files(config_path: Path, into: Path) -> Path:
@@ -67,11 +74,17 @@ def _vschema_files(config_path: Path, into: Path) -> Path:
         docs[ks] = json.loads(f.read_text())
     docs["commerce"]["tables"]["items"] = {"column_vindexes": [{"column": "id", "name": "hash"}]}
     docs["commerce"]["tables"]["grp_labels"] = {"type": "reference"}
+    docs["commerce"]["tables"]["notes"] = {"column_vindexes": [{"column": "id", "name": "hash"}]}
     docs["lookup"]["tables"]["qty_labels"] = {}
     add_to_vschema(docs)
     for ks, doc in docs.items():
         (into / f"{ks}_vschema.json").write_text(json.dumps(doc, indent=1))
-    return into / config_path.name
+    # The live vschema (proxy/live_vschema.py) is kept in the cluster and wins over the
+    # files once seeded: this proxy keeps its own on another shard, so that the session's
+    # other proxies never see these tables, nor this one theirs.
+    cluster_file = into / config_path.name
+    cluster_file.write_text(cluster_file.read_text() + '\nvschema_store: {keyspace: lookup, shard: "0"}\n')
+    return cluster_file
 
 
 def _direct(ep: Any, database: str | None = None) -> pymysql.connections.Connection:
@@ -398,6 +411,242 @@ def test_generated_statements_answer_through_every_client_as_mariadb(clients):
     assert refused <= 0.1 * COUNT
 
 
+def mutant(sql: str, rnd: random.Random) -> str | None:
+    """``sql`` made invalid one way MySQL names by number: an unknown column (1054), an
+    unknown table (1146), a syntax error (1064); None when it has nothing to change."""
+    kind = rnd.choice(["column", "table", "syntax"])
+    if kind == "column":
+        cols = [m for m in re.finditer(r"\b(qty|grp|price|amount|balance|kind|region)\b", sql)]
+        if cols:
+            m = rnd.choice(cols)
+            return sql[:m.start()] + m.group(1) + "_x" + sql[m.end():]
+    if kind == "table":
+        tabs = [m for m in re.finditer(r"\b(from|join) (items|accounts|entries|regions)\b", sql)]
+        if tabs:
+            m = rnd.choice(tabs)
+            return sql[:m.start(2)] + m.group(2) + "_x" + sql[m.end(2):]
+    words = [m for m in re.finditer(r" (where|from|order by|group by) ", sql)]
+    if words:
+        m = rnd.choice(words)
+        return sql[:m.start()] + " " + m.group(1) + " " + m.group(1) + sql[m.end() - 1:]
+    return None
+
+
+@pytest.mark.filterwarnings("ignore::Warning")
+def test_generated_statements_made_invalid_fail_with_mysqls_error_number(clients):
+    rnd = random.Random(SEED)
+    offset = sorted(CLIENTS).index(clients[0]) * COUNT
+    cases = [m for i in range(COUNT // 2) if (m := mutant(generate(SEED + 1, offset + i).sql, rnd)) is not None]
+    failures, _refused = _run_cases(clients, [(sql, False) for sql in cases])
+    assert not failures, f"{len(failures)} differences (seed {SEED}):\n\n" + "\n\n".join(failures)
+
+
 def test_values_normalise_as_the_collation_compares():
     assert _norm("Éva") == _norm("eva ") and _norm(b"B ") == _norm("b")
     assert _norm(Decimal("1.50")) == Decimal("1.5") and _norm(datetime.date(2020, 1, 1)) == datetime.date(2020, 1, 1)
+
+
+PARAMETERISED = [
+    ("select id, qty, price from items where id = ?", (17,)),
+    ("select id, qty from items where id in (?, ?, ?) order by id", (3, 2999, 77777)),
+    ("select code, balance from accounts where code = ?", ("ACC5",)),
+    ("select id, amount from entries where account_code = ? order by id", ("acc10",)),
+    ("select id, amount from entries where customer_id = ? and amount > ? order by id", (7, Decimal("-10.5"))),
+    ("select count(*) from accounts where opened > ?", (datetime.date(2021, 6, 1),)),
+    ("select count(*) from accounts where last_seen < ?", (datetime.datetime(2023, 9, 1, 12, 30),)),
+    ("select id from items where grp = ? order by id limit ?", ("b", 5)),
+    ("select id from items where name <=> ? order by id limit 3", (None,)),
+    ("select ? + qty as a, concat(?, grp) as b from items where id = ?", (1.5, "x", 9)),
+    # unaliased: MySQL names the column by the prepared text ('? + qty'; was '1.5 + qty')
+    ("select ? + qty, concat(?, grp), qty from items where id = ?", (1.5, "x", 9)),
+    ("select customer_id, count(*) from items where qty between ? and ? group by customer_id order by 2 desc, 1 "
+     "limit 4", (3, 5)),
+    ("select e.id, a.region from entries e join accounts a on a.code = e.account_code where e.customer_id = ? "
+     "order by e.id", (12,)),
+]
+
+
+@pytest.mark.filterwarnings("ignore::Warning")
+def test_prepared_statements_with_parameters_answer_as_mariadb(wire):
+    ep = wire.lookup_ep
+    conns = [mysql.connector.connect(host=h, port=p, user=u, password=pw, database=db, autocommit=True,
+                                     use_pure=True, charset="utf8mb4", collation="utf8mb4_general_ci")
+             for h, p, u, pw, db in ((wire.proxy.host, wire.proxy.port, "root", "", "commerce"),
+                                     (ep.host, ep.port, ep.user, ep.password, ORACLE_DB))]
+    failures = []
+    try:
+        for sql, params in PARAMETERISED:
+            answers: list[Answer | Failure] = []
+            for conn in conns:
+                cur = conn.cursor(prepared=True)
+                try:
+                    cur.execute(sql, params)
+                    desc = cur.description or ()
+                    answers.append(Answer([d[0] for d in desc], [(d[1], None) for d in desc],
+                                          [tuple(r) for r in cur.fetchall()]))
+                except mysql.connector.Error as e:
+                    answers.append(Failure(e.errno))
+                finally:
+                    cur.close()
+            diff = differs(answers[0], answers[1], " order by " in sql)
+            if diff is not None:
+                failures.append(f"{sql} {params}\n  {diff}")
+    finally:
+        for c in conns:
+            c.close()
+    assert not failures, "\n\n".join(failures)
+
+
+# each statement runs through the proxy and on the oracle; the affected-row counts and
+# then the whole table must be equal (``notes`` starts empty, sharded by id)
+DML_STATEMENTS = [
+    "insert into notes (id, owner, n, amount, body) values (1, 'ann', 1, 10.5, 'a'), (2, 'bob', 2, -3, 'b'), "
+    "(3, 'Ann', 3, null, 'c'), (40, 'cy', 0, 7.25, 'd'), (41, null, 5, 1, null)",
+    "insert into notes (id, owner, body) values (5, 'dee', 'e')",
+    "insert ignore into notes (id, owner, body) values (5, 'x', 'dup'), (6, 'eve', 'f')",
+    "insert into notes (id, owner, n, body) values (2, 'bob', 9, 'b') on duplicate key update n = n + 10",
+    "insert into notes (id, owner, n, body) values (7, 'fay', 1, 'g'), (1, 'ann', 1, 'a') "
+    "on duplicate key update n = values(n) + 100, amount = amount * 2",
+    "replace into notes (id, owner, n, body) values (3, 'ANN', 33, 'c2'), (8, 'gus', 8, 'h')",
+    "update notes set n = n + 1 where owner = 'ann'",
+    "update notes set amount = coalesce(amount, 0) + 0.5, body = concat(body, '!') where n > 4",
+    "update notes set n = 0 where id = 999",
+    "update notes set n = n where id = 1",
+    "update notes set owner = upper(owner) where id in (1, 2, 40)",
+    "delete from notes where amount is null",
+    "update notes set n = n + 1000 where id in (select customer_id from items where qty = 24 and id < 200)",
+    "insert into notes (id, owner, n, body) select id + 100, grp, qty, name from items where id between 10 and 30",
+    "delete from notes where id > 100 and n is not null and n % 2 = 0",
+    "update notes set amount = 1 order by id limit 2",
+    "delete from notes where owner = 'GUS' or body = 'e'",
+    "delete from notes order by id desc limit 3",
+    "insert into notes (id, owner, n, body) values (60, 'hal', 1, 'x'), (61, 'ivy', 2, 'y'), (62, 'jo', 3, 'z'), "
+    "(63, 'kim', 4, 'w')",
+    "update notes t join items i on i.id = t.id set t.amount = i.price where t.id > 50",
+    "delete t from notes t join items i on i.id = t.id where i.qty > 10",
+    "update notes set n = n * 2 where id in (select id from items where grp = 'a')",
+    "insert into notes (id, owner, n, body) values (60, 'dup', 1, 'x')",  # 1062
+    "insert into notes (id, owner, n, body) values (70, 'nul', null, 'x')",  # 1048
+    "insert into notes (id, owner, n) values (71, 'few')",
+    "insert into notes (id, owner) values (72)",  # 1136
+    "update notes set nosuch = 1 where id = 1",  # 1054
+    "insert into notes values (73, 'all', 7, 7.7, 'cols')",
+    "update notes set body = 'ten' where body <=> null",
+    "delete from notes where owner in ('HAL', 'ivy ', 'Kim')",
+]
+
+
+def test_dml_changes_the_same_rows_and_counts_them_as_mariadb(wire):
+    ep = wire.lookup_ep
+    failures = []
+    with wire.proxy.connect("commerce", autocommit=True) as pc, pc.cursor() as pcur, \
+            _direct(ep, ORACLE_DB) as oc, oc.cursor() as ocur:
+        ocur.execute(NOTES_DDL)
+        for cur in (pcur, ocur):
+            cur.execute("delete from notes")
+        for sql in DML_STATEMENTS:
+            counts = []
+            for cur in (pcur, ocur):
+                try:
+                    counts.append(cur.execute(sql))
+                except pymysql.err.MySQLError as e:
+                    counts.append(f"error {e.args[0]}")
+            tables = []
+            for cur in (pcur, ocur):
+                cur.execute("select id, owner, n, amount, body from notes order by id")
+                tables.append(list(cur.fetchall()))
+            refused = counts[0] == "error 1235"  # naming the construct (multi-shard UPDATE ... LIMIT)
+            if counts[0] != counts[1] and not refused:
+                failures.append(f"{sql}\n  affected rows: proxy {counts[0]}, oracle {counts[1]}")
+            if tables[0] != tables[1]:
+                if not refused:
+                    failures.append(f"{sql}\n  table differs (affected {counts}): proxy {tables[0]}\n"
+                                    f"  oracle {tables[1]}")
+                for cur, table in ((pcur, tables[1]), (ocur, tables[1])):  # realign for the next statement
+                    cur.execute("delete from notes")
+                    for row in table:
+                        cur.execute("insert into notes (id, owner, n, amount, body) values (%s, %s, %s, %s, %s)", row)
+    assert not failures, "\n\n".join(failures)
+
+
+def test_several_statements_in_one_query_answer_each_result_as_mariadb(wire):
+    # CLIENT_MULTI_STATEMENTS: each result set in turn, the column names of each
+    sql = ("select id, qty from items where id in (4, 5) order by id; "
+           "select code, region from accounts where code = 'acc7'; "
+           "(select id from entries where customer_id = 3 order by id limit 2) union all (select 0); "
+           "select count(*) as n from regions")
+    ep = wire.lookup_ep
+    answers = []
+    for host, port, user, password, db in ((wire.proxy.host, wire.proxy.port, "root", "", "commerce"),
+                                           (ep.host, ep.port, ep.user, ep.password, ORACLE_DB)):
+        conn = pymysql.connect(host=host, port=port, user=user, password=password, database=db, autocommit=True,
+                               client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                sets = [([d[0] for d in cur.description], cur.fetchall())]
+                while cur.nextset():
+                    sets.append(([d[0] for d in cur.description], cur.fetchall()))
+            answers.append(sets)
+        finally:
+            conn.close()
+    assert answers[0] == answers[1]
+
+
+TRANSACTION_STEPS = [
+    "delete from notes where id >= 500",
+    "begin",
+    "insert into notes (id, owner, n, body) values (500, 'tx', 1, 'a'), (501, 'tx', 2, 'b'), (502, 'tx', 3, 'c')",
+    "select id, n from notes where owner = 'tx' order by id",  # the transaction's own rows, on both shards
+    "update notes set n = n * 10 where owner = 'tx'",
+    "select sum(n), count(*) from notes where owner = 'tx'",
+    "rollback",
+    "select count(*) from notes where owner = 'tx'",
+    "start transaction",
+    "insert into notes (id, owner, n, body) values (503, 'tx', 4, 'd'), (504, 'tx', 5, 'e')",
+    "savepoint s1",
+    "delete from notes where id = 503",
+    "rollback to savepoint s1",
+    "select id from notes where owner = 'tx' order by id for update",
+    "commit",
+    "select id, n from notes where owner = 'tx' order by id",
+    "set autocommit = 0",
+    "update notes set n = 0 where id = 504",
+    "rollback",
+    "select n from notes where id = 504",
+    "set autocommit = 1",
+    # savepoints: shards joining after one get it too (ROLLBACK TO undoes their rows)
+    "savepoint outside",  # autocommit, no transaction: succeeds, gone at once
+    "rollback to savepoint outside",  # 1305
+    "begin",
+    "savepoint a",
+    "insert into notes (id, owner, n, body) values (510, 'sp', 1, 'a')",
+    "savepoint `b c`",
+    "insert into notes (id, owner, n, body) values (511, 'sp', 2, 'b'), (512, 'sp', 3, 'c'), (513, 'sp', 4, 'd')",
+    "rollback to `b c`",
+    "select id from notes where owner = 'sp' order by id",
+    "release savepoint a",
+    "rollback to savepoint `b c`",  # 1305: released with a
+    "insert into notes (id, owner, n, body) values (514, 'sp', 5, 'e')",
+    "commit",
+    "select id from notes where owner = 'sp' order by id",
+]
+
+
+def test_transactions_see_and_undo_their_writes_as_mariadb(wire):
+    ep = wire.lookup_ep
+    failures = []
+    with wire.proxy.connect("commerce", autocommit=True) as pc, pc.cursor() as pcur, \
+            _direct(ep, ORACLE_DB) as oc, oc.cursor() as ocur:
+        ocur.execute(NOTES_DDL)
+        for sql in TRANSACTION_STEPS:
+            got = []
+            for cur in (pcur, ocur):
+                try:
+                    cur.execute(sql)
+                    got.append(cur.fetchall() if cur.description else None)
+                except pymysql.err.MySQLError as e:
+                    got.append(f"error {e.args[0]}")
+            if got[0] != got[1]:
+                failures.append(f"{sql}: proxy {got[0]} / oracle {got[1]}")
+    assert not failures, "\n".join(failures)

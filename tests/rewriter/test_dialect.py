@@ -302,3 +302,16 @@ def test_mariadb_reads_the_text_generated_from_the_normalized_shape(mariadb: Any
     shape, bindvars = normalize(sql)
     generated = sqlglot.parse_one(shape.replace("::", " :"), read=DIALECT).sql(dialect=DIALECT)
     assert _run(mariadb, parse_template(generated).render(bindvars)) == _run(mariadb, reference or sql), generated
+
+
+def test_a_from_clause_with_no_select_before_it_is_mysqls_syntax_error() -> None:
+    # sqlglot reads 'FROM t' as DuckDB's FROM-first 'SELECT * FROM t': MySQL has no such
+    # syntax ('select a from from t' answered 1054 instead of 1064)
+    from rewriter import errors
+    from rewriter.planner import parse
+
+    for sql in ("select a from from t", "select a from t join from u on 1", "select a, from t", "from t"):
+        with pytest.raises(errors.ParseError) as e:
+            parse(sql)
+        assert e.value.code == 1064 and "near 'from" in str(e.value)
+    assert parse("select extract(year from d), trim(leading 'x' from a) from t") is not None

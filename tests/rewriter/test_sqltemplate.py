@@ -17,7 +17,7 @@ from sqltext.quoting import sql_literal
     (-7, "-7"),
     (Decimal("1.50"), "1.50"),
     (True, "1"),
-    (0.25, "0.25"),
+    (0.25, "0.25e0"),  # a DOUBLE literal: "0.25" is a DECIMAL
     ("plain", "'plain'"),
     ("\0'\"\b\n\r\t\x1a\\", "'\\0\\'\\\"\\b\\n\\r\\t\\Z\\\\'"),
     (b"\x00\xffA", "X'00ff41'"),

@@ -72,3 +72,10 @@ def test_text_protocol_values_render_by_their_columns_kind() -> None:
 ])
 def test_a_double_reads_as_mariadb_prints_it(value, text):
     assert double_text(value) == text
+
+
+def test_a_float_renders_as_a_double_literal() -> None:
+    # MySQL types '1.5' DECIMAL and '1.5e0' DOUBLE: a DOUBLE parameter keeps its type
+    assert sql_literal(1.5) == "1.5e0"
+    assert sql_literal(-3.0) == "-3.0e0"
+    assert sql_literal(1e20) == "1e+20"
