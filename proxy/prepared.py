@@ -39,7 +39,7 @@ from proxy.errors import (
     ProxyError,
 )
 from rewriter.context import select_item_texts
-from sqltext.lexer import code_chars
+from sqltext.lexer import code_chars, first_keyword
 from sqltext.quoting import sql_literal
 
 _STRING_TYPES = {
@@ -245,8 +245,15 @@ class BinaryRowEncoder:
         return uint_len(len(v)) + v
 
 
+def names_items_by_parameters(prepared: str) -> bool:
+    """Whether a column of ``prepared``'s result may be named after a select item holding a
+    ``?`` (``? + qty``): its column definitions are then renamed (``_named_as_prepared``),
+    so the shard's cannot be relayed as they are."""
+    return first_keyword(prepared) == "select" and "?" in prepared[:_select_list_end(prepared)]
+
+
 def _named_as_prepared(fields: list[Field], prepared: str, bound: str) -> list[Field]:
-    if not prepared or "?" not in prepared[:_select_list_end(prepared)]:
+    if not prepared or not names_items_by_parameters(prepared):
         return fields
     texts = select_item_texts(prepared, len(fields))
     bound_texts = select_item_texts(bound, len(fields))

@@ -43,7 +43,12 @@ from proxy.fast_path.routing import FastRoute, fast_route
 from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink, lenenc
 from proxy.mysql_mimic_internals import buffered_input
 from proxy.observability.metrics import record_error, record_statement
-from proxy.prepared import PreparedStatement, bind_parameters, read_execute
+from proxy.prepared import (
+    PreparedStatement,
+    bind_parameters,
+    names_items_by_parameters,
+    read_execute,
+)
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
 
@@ -187,6 +192,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         stmt = connection.prepared_stmts.get(int.from_bytes(payload[:4], "little"))
         if not isinstance(stmt, PreparedStatement) or stmt.param_buffers:
             return False  # unknown (the loop's error), or long data read_execute would consume
+        if names_items_by_parameters(stmt.sql):
+            return False  # its columns are named by the prepared text (? + qty): the loop renames them
         try:
             stmt, params = read_execute(io.BytesIO(payload), connection.prepared_stmts, connection.capabilities)
             sql = bind_parameters(stmt.sql, params)

@@ -625,3 +625,26 @@ def test_a_multi_row_insert_to_one_shard_answers_as_on_the_normal_path(session, 
         text = text.replace(str(a), str(b))
     assert text == repr(normal_answers)
     assert counted == 4, counted
+
+
+def test_a_prepared_select_item_holding_a_parameter_is_named_by_the_prepared_text_on_either_path(
+    metered_proxy, normal_proxy
+) -> None:
+    # MySQL names an unaliased `? + tenant_id` by the prepared text; the fast path relays the
+    # shard's column definitions (named by the bound value), so such a statement goes to the loop
+    proxy, _ = metered_proxy
+    statements = [("select customer_id, ? + tenant_id from customer where customer_id = ?", (1.5, _fresh_id()))]
+
+    def connect(p: ProxyProcess) -> Any:
+        return mysql.connector.connect(host=p.host, port=p.port, user="root", password="", database="commerce",
+                                       autocommit=True, use_pure=True)
+
+    fast, normal = connect(proxy), connect(normal_proxy)
+    try:
+        got = [_prepared_answers(fast, statements) for _ in range(3)]  # the plan is cached after the first
+        reference = _prepared_answers(normal, statements)
+    finally:
+        fast.close()
+        normal.close()
+    assert [d[0] for d in reference[0][0]] == ["customer_id", "? + tenant_id"]
+    assert all(g == reference for g in got), (got, reference)
