@@ -25,11 +25,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from proxy.errors import ER_QUERY_INTERRUPTED, ER_UNKNOWN_ERROR, ProxyError
+from proxy.errors import ER_QUERY_INTERRUPTED, ER_SP_DOES_NOT_EXIST, ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
 from proxy.twopc import MULTI, SINGLE, TWOPC, TwoPCManager
 from proxy.twopc import coordinator as twopc_coordinator
 from proxy.twopc.xid import xid_sql
+from sqltext.quoting import quote_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class ShardTransaction:
         # only read); a branch that only read needs no prepare.
         self.writing = True
         self.written: set[ShardKey] = set()
+        # SAVEPOINT names in the order made; a shard joining later makes them all first (it
+        # did nothing before them), so ROLLBACK TO undoes its work too, as Vitess replays them
+        self.savepoints: list[str] = []
 
     def set_mode(self, mode: str, twopc: TwoPCManager | None) -> None:
         """Choose how this transaction commits; only before it touched a shard."""
@@ -112,6 +116,8 @@ class ShardTransaction:
                     if self.next_isolation:
                         await sc.execute(f"set transaction {self.next_isolation}")
                     await sc.execute(self._begin_statement(key))
+                    for name in self.savepoints:
+                        await sc.execute(f"savepoint {quote_identifier(name)}")
                 if self.aborted:  # refused meanwhile (single mode, a concurrent request):
                     raise self._refusal()  # closed below, the server rolls its transaction back
             except BaseException:
@@ -124,6 +130,26 @@ class ShardTransaction:
         if plain:
             self.plain.add(key)
         return sc
+
+    async def savepoint(self, verb: str, name: str) -> None:
+        """``SAVEPOINT n`` / ``ROLLBACK TO n`` / ``RELEASE SAVEPOINT n`` on every shard of
+        the transaction; an unknown name is MySQL's 1305 and changes nothing."""
+        key = name.lower()  # savepoint names are case-insensitive
+        known = [n.lower() for n in self.savepoints]
+        if verb != "savepoint" and key not in known:
+            raise ProxyError(ER_SP_DOES_NOT_EXIST, f"SAVEPOINT {name} does not exist")
+        sql = {"savepoint": "savepoint", "rollback": "rollback to savepoint",
+               "release": "release savepoint"}[verb] + " " + quote_identifier(name)
+        for sc in list(self.conns.values()):
+            await sc.execute(sql)
+        if verb == "savepoint":
+            if key in known:  # made again: moves to the end
+                del self.savepoints[known.index(key)]
+            self.savepoints.append(name)
+        elif verb == "rollback":  # the later ones are gone
+            del self.savepoints[known.index(key) + 1:]
+        else:
+            del self.savepoints[known.index(key):]
 
     def _begin_statement(self, key: ShardKey) -> str:
         if self.mode != TWOPC:

@@ -472,7 +472,58 @@ def _fix_tree(tree: exp.Expression, todo: dict[str, Any]) -> exp.Expression:
                 v.replace(exp.var("DEFAULT"))
     if todo.get("chains"):
         tree = _balance_chains(tree)
+    _unwrap_parenthesised_joins(tree)
     return tree
+
+
+def _unwrap_parenthesised_joins(tree: exp.Expression) -> None:
+    """``FROM (a JOIN b ON x) JOIN c ...`` -> ``FROM a JOIN b ON x JOIN c ...``: joins
+    associate left to right, so the parentheses around the first FROM item change
+    nothing; sqlglot reads them as a derived table holding a join, which the planner
+    took for its first table alone (the join was lost)."""
+    for sel in list(tree.find_all(exp.Select)):
+        src = sel.args.get("from_")
+        if not isinstance(src, exp.From):
+            continue
+        while True:
+            table = _parenthesised_join(src.this)
+            if table is None:
+                break
+            joins = list(table.args["joins"])
+            table.set("joins", None)
+            src.set("this", table)
+            sel.set("joins", joins + list(sel.args.get("joins") or []))
+        # ``a JOIN (b JOIN c ON p) ON q`` of inner joins only: ``a JOIN b JOIN c ON p AND q``
+        out: list[exp.Expression] = []
+        for j in sel.args.get("joins") or []:
+            table = _parenthesised_join(j.this)
+            inner = list(table.args["joins"]) if table is not None else []
+            if table is None or not all(_inner(x) for x in [j, *inner]) or j.args.get("using"):
+                out.append(j)
+                continue
+            table.set("joins", None)
+            out.append(exp.Join(this=table))
+            out.extend(inner)
+            q = j.args.get("on")
+            if q is not None:
+                last = out[-1]
+                p = last.args.get("on")
+                last.set("on", exp.and_(p, q) if p is not None else q)
+        if sel.args.get("joins"):
+            sel.set("joins", out)
+
+
+def _parenthesised_join(node: exp.Expression | None) -> exp.Table | None:
+    """The table holding the joins of ``(t JOIN u ...)`` (any number of parentheses)."""
+    while isinstance(node, exp.Subquery) and not node.alias:
+        node = node.this
+        if isinstance(node, exp.Table) and node.args.get("joins"):
+            return node
+    return None
+
+
+def _inner(j: exp.Join) -> bool:
+    return not j.side and str(j.kind or "").upper() in ("", "INNER", "CROSS") and not j.method
 
 
 def _balance_chains(tree: exp.Expression) -> exp.Expression:
