@@ -30,6 +30,7 @@ from proxy.set_statement import literal_value, parse_set
 from proxy.twopc import MODES as TRANSACTION_MODES
 from proxy.twopc import TWOPC, manager_for
 from proxy.user_variables import with_user_variables
+from sqltext.lexer import masked_code
 from sqltext.quoting import quote_identifier, sql_literal
 
 _SYSVAR_SELECT = re.compile(
@@ -130,11 +131,17 @@ async def _assign(
     return name, value_sql
 
 
+_SUBQUERY_WORD = re.compile(r"\bselect\b", re.I)
+
+
 async def _evaluate_user_value(session: ProxySession, value_sql: str) -> Any:
     """The value of ``SET @v = <expression>``, evaluated once on a shard connection with the
     session's settings (user variables it reads written in as their values), so later
     reads see the value, not the expression evaluated again."""
     expr = with_user_variables(value_sql, session.user_vars)
+    if _SUBQUERY_WORD.search(masked_code(expr)):
+        # one shard holds only its part of a table: a subquery would answer from that part
+        raise UnsupportedError("a subquery in SET @variable is not supported through the proxy")
     state = session.state
     try:
         async with state.pools.get(*state.default_shard(session.keyspace, session.target)).connection() as sc:
