@@ -57,6 +57,7 @@ from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.tokens import Token, TokenType
 
 from rewriter import errors
+from sqltext.lexer import masked_code
 
 # -- limits ------------------------------------------------------------------------------
 
@@ -92,6 +93,23 @@ _GROUPING_CONTEXT = frozenset({
 })
 
 _VERSIONED = re.compile(r"/\*!(\d{5,6})?")
+
+
+_VINDEX_HINT = re.compile(r"\b(?:use|ignore)\s+vindex\s*\([^)]*\)", re.I)
+
+
+def without_vindex_hints(sql: str) -> str:
+    """Vitess's ``t USE VINDEX (v)`` / ``t IGNORE VINDEX (v)`` table hints taken out of the
+    text (blanked, offsets hold): they only steer which vindex routes the table, the
+    planner already picks the best one it can use, and the shards (MySQL) would not
+    parse them. Done on the text because a one-route plan sends the client's text."""
+    if "vindex" not in sql.lower():  # the common case first: this runs for every plan
+        return sql
+    code = masked_code(sql)
+    out = sql
+    for m in _VINDEX_HINT.finditer(code):
+        out = out[:m.start()] + " " * (m.end() - m.start()) + out[m.end():]
+    return out
 
 
 def _unsupported(what: str) -> errors.Unsupported:
