@@ -84,6 +84,13 @@ _DESCRIBE_COLUMN = re.compile(
     r"^(?:describe|desc|explain)\s+(?!(?:select|with|insert|update|delete|replace|table|values|format|extended|"
     r"partitions|analyze|for)\b)(?P<table>(?:`(?:[^`]|``)+`|[\w$]+)(?:\.(?:`(?:[^`]|``)+`|[\w$]+))?)\s+"
     r"(?P<wild>`(?:[^`]|``)+`|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|[\w$%]+)\s*;?\s*$", re.I | re.S)
+_DESCRIBE_TABLE = re.compile(
+    r"^(?:describe|desc|explain)\s+(?!(?:select|with|insert|update|delete|replace|table|values|format|extended|"
+    r"partitions|analyze|for)\b)(?P<table>(?:`(?:[^`]|``)+`|[\w$]+)(?:\.(?:`(?:[^`]|``)+`|[\w$]+))?)\s*;?\s*$",
+    re.I | re.S)
+_EXPLAIN_STATEMENT = re.compile(
+    r"^(?:explain|describe|desc)\s+(?:extended\s+|partitions\s+|format\s*=\s*\w+\s+)?"
+    r"(?:select|with|insert|update|delete|replace|\()", re.I)
 _COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
 _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
 _USE = re.compile(r"^use\s+(?P<target>.+?)\s*;?$", re.I | re.S)
@@ -461,6 +468,12 @@ class Executor:
     async def _describe(self, session: ProxySession, sql: str) -> Outcome | None:
         """``DESCRIBE t col`` / ``DESCRIBE t 'c%'``: SHOW COLUMNS FROM t LIKE ..., as MySQL
         defines it; other DESCRIBE / EXPLAIN forms go on as before."""
+        m = _DESCRIBE_TABLE.match(sql)
+        if m is not None:
+            return await handle_show(session, f"show columns from {m.group('table')}")
+        if _EXPLAIN_STATEMENT.match(sql) and session.keyspace is not None:
+            # the plan of one shard for its part of the data, as Vitess answers EXPLAIN
+            return await self._route(session, sql, "explain", any_shard=True)
         m = _DESCRIBE_COLUMN.match(sql)
         if m is None:
             return None

@@ -208,7 +208,7 @@ CORPUS: list[tuple[str, str]] = [
     (OK, "SET autocommit = 1"),
     # -- SHOW and other statements tools send
     (OK, f"SHOW FULL COLUMNS FROM {A}"),
-    (OK, f"SHOW COLUMNS FROM {A} LIKE 'n%'"),
+    (ROWS, f"SHOW COLUMNS FROM {A} LIKE 'n%'"),
     (OK, f"SHOW FIELDS FROM {A}"),
     (OK, f"SHOW INDEX FROM {A}"),
     (OK, f"SHOW KEYS FROM {A}"),
@@ -250,9 +250,9 @@ CORPUS: list[tuple[str, str]] = [
     (OK, "SHOW PRIVILEGES"),
     (OK, "SHOW MASTER STATUS"),
     (OK, "SHOW BINARY LOGS"),
-    (OK, f"DESCRIBE {A}"),
+    (ROWS, f"DESCRIBE {A}"),
     (OK, f"DESC {A}"),
-    (OK, f"DESCRIBE {A} name"),
+    (ROWS, f"DESCRIBE {A} name"),
     (OK, f"EXPLAIN {A}"),
     (OK, f"EXPLAIN SELECT id FROM {A} WHERE id = 1"),
     (OK, f"EXPLAIN EXTENDED SELECT id FROM {A}"),
@@ -618,7 +618,7 @@ def test_a_statement_mariadb_accepts_is_answered_the_same_or_refused_by_name(sid
 
 
 def test_the_proxy_is_alive_after_the_corpus(sides: Sides) -> None:
-    logging.getLogger(__name__).info("refused by name", extra={"count": len(REFUSED), "statements": REFUSED})
+    logging.getLogger(__name__).info("refused by name: %d %s", len(REFUSED), REFUSED)
     with sides.process.connect() as c, c.cursor() as cur:
         cur.execute("SELECT 1")
         assert cur.fetchall() == ((1,),)
