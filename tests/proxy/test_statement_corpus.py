@@ -617,6 +617,14 @@ def test_a_statement_mariadb_accepts_is_answered_the_same_or_refused_by_name(sid
         assert Counter(got.rows) == Counter(oracle.rows)
 
 
+def test_a_user_variable_keeps_its_value_type_and_column_name(sides: Sides) -> None:
+    with sides.proxy.cursor() as cur:
+        cur.execute("SET @n = 2, @s = 'b'")
+        cur.execute(f"SELECT @n, @s, id FROM {A} WHERE id IN (1, 2, 3) ORDER BY @n, id DESC")
+        assert [d[0] for d in cur.description] == ["@n", "@s", "id"]
+        assert cur.fetchall() == ((2, "b", 3), (2, "b", 2), (2, "b", 1))
+
+
 def test_the_proxy_is_alive_after_the_corpus(sides: Sides) -> None:
     logging.getLogger(__name__).info("refused by name: %d %s", len(REFUSED), REFUSED)
     with sides.process.connect() as c, c.cursor() as cur:
