@@ -458,6 +458,13 @@ class Executor:
             raise UnsupportedError("DO with a subquery is not supported through the proxy")
         return await self._route(session, sql, "do", any_shard=True)
 
+    async def _constant(self, session: ProxySession, sql: str) -> Outcome | None:
+        """A statement that reads no table (``VALUES (1, 'a'), (2, 'b')``, ``HELP 'x'``): any
+        shard answers it as MySQL would (one naming tables goes through the planner)."""
+        if _FROM_WORD.search(masked_code(sql)):
+            return None
+        return await self._route(session, sql, first_keyword(sql), any_shard=True)
+
     async def _load(self, session: ProxySession, sql: str) -> Outcome | None:
         raise UnsupportedError("LOAD DATA / LOAD XML is not supported through the proxy")
 
@@ -557,6 +564,8 @@ _HANDLERS: dict[str, Handler] = {
     "release": Executor._savepoint,
     "do": Executor._do,
     "load": Executor._load,
+    "values": Executor._constant,
+    "help": Executor._constant,
     "check": Executor._table_maintenance,
     "checksum": Executor._table_maintenance,
     "repair": Executor._table_maintenance,
