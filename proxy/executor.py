@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from proxy import engine
 from proxy.cluster_state import ClusterState
-from proxy.engine.result import Result
+from proxy.engine.result import Result, decode_value
 from proxy.engine.statement_steps import reaches_shards_at_once
 from proxy.errors import (
     ER_ACCESS_DENIED,
@@ -30,8 +30,11 @@ from proxy.errors import (
     ER_NO_SUCH_TABLE,
     ER_NOT_SUPPORTED_YET,
     ER_SP_DOES_NOT_EXIST,
+    ER_TOO_MANY_ROWS,
+    ER_WRONG_NUMBER_OF_COLUMNS_IN_SELECT,
     ProxyError,
     ShardError,
+    UnsupportedError,
 )
 from proxy.messaging.dml import MessageDml, acked_ids, message_dml
 from proxy.messaging.queue_ddl import is_create_queue, translate_create_queue
@@ -50,10 +53,18 @@ from proxy.system_variables import (
 from proxy.topics.service import PlanWithTopics
 from proxy.topics.statement import is_topic_ddl
 from proxy.twopc import MULTI, TWOPC
+from proxy.user_variables import split_into_variables, with_user_variables
 from proxy.vschema_statements import alter_vschema
 from proxy.vstream_statement import vstream
+from rewriter.dialect import EMULATED_VERSION
 from rewriter.nodes import Insert, InsertSelect, Update
-from sqltext.lexer import first_keyword, strip_leading_comments
+from sqltext.lexer import (
+    executable_comment_statement,
+    first_keyword,
+    masked_code,
+    strip_leading_comments,
+)
+from sqltext.quoting import sql_literal
 from vschema.ddl import is_vschema_ddl
 
 logger = logging.getLogger(__name__)
@@ -71,6 +82,18 @@ _READS = {"select", "show", "describe", "desc", "explain"}
 
 _VEXPLAIN = re.compile(r"^vexplain(?:\s+(?:all|queries|plan)\b)?", re.I)
 _BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
+_FROM_WORD = re.compile(r"\b(?:from|select)\b", re.I)
+_DESCRIBE_COLUMN = re.compile(
+    r"^(?:describe|desc|explain)\s+(?!(?:select|with|insert|update|delete|replace|table|values|format|extended|"
+    r"partitions|analyze|for)\b)(?P<table>(?:`(?:[^`]|``)+`|[\w$]+)(?:\.(?:`(?:[^`]|``)+`|[\w$]+))?)\s+"
+    r"(?P<wild>`(?:[^`]|``)+`|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|[\w$%]+)\s*;?\s*$", re.I | re.S)
+_DESCRIBE_TABLE = re.compile(
+    r"^(?:describe|desc|explain)\s+(?!(?:select|with|insert|update|delete|replace|table|values|format|extended|"
+    r"partitions|analyze|for)\b)(?P<table>(?:`(?:[^`]|``)+`|[\w$]+)(?:\.(?:`(?:[^`]|``)+`|[\w$]+))?)\s*;?\s*$",
+    re.I | re.S)
+_EXPLAIN_STATEMENT = re.compile(
+    r"^(?:explain|describe|desc)\s+(?:extended\s+|partitions\s+|format\s*=\s*\w+\s+)?"
+    r"(?:select|with|insert|update|delete|replace|\()", re.I)
 _COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
 _ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
 _SAVEPOINT_NAME = r"(?:`(?P<quoted>(?:[^`]|``)+)`|(?P<name>[\w$]+))\s*;?$"
@@ -103,7 +126,15 @@ class Executor:
 
     async def execute(self, session: ProxySession, sql: str) -> Outcome:
         """Run one statement; returns a whole Result or a stream of Result chunks."""
+        if "/*!" in sql:  # cheap test first
+            sql = executable_comment_statement(sql, EMULATED_VERSION)
         kw = first_keyword(sql)
+        if kw in ("select", "with", "(") and "@" in sql:
+            into = split_into_variables(sql)
+            if into is not None:
+                return await self._select_into(session, *into)
+        if kw != "set":  # SET evaluates its own values (proxy.system_variables)
+            sql = with_user_variables(sql, session.user_vars)
         session.statement_keyword, session.route, session.written_table = kw, None, None
         session.only_reads = kw == "select"
         if not kw:
@@ -131,6 +162,25 @@ class Executor:
         if kw in _WRITES:
             self._wrote(session, sql)
         return out
+
+    async def _select_into(self, session: ProxySession, sql: str, names: list[str]) -> Outcome:
+        """``SELECT ... INTO @a, @b``: the SELECT runs as any other, its one row goes into
+        the session's user variables (MySQL: more rows 1172, no row leaves them as they
+        were, with warning 1329)."""
+        out = await self.execute(session, sql)
+        chunks = [out] if isinstance(out, Result) else [c async for c in out]
+        fields = chunks[0].fields if chunks else []
+        rows = [r for c in chunks for r in c.rows]
+        if len(fields) != len(names):
+            raise ProxyError(ER_WRONG_NUMBER_OF_COLUMNS_IN_SELECT,
+                             "The used SELECT statements have a different number of columns")
+        if len(rows) > 1:
+            raise ProxyError(ER_TOO_MANY_ROWS, "Result consisted of more than one row")
+        if not rows:
+            return Result(warnings=1)
+        for name, f, raw in zip(names, fields, rows[0], strict=True):
+            session.user_vars[name] = decode_value(f, raw)
+        return Result()
 
     async def _routed(self, session: ProxySession, sql: str, kw: str) -> Outcome:
         try:
@@ -416,6 +466,46 @@ class Executor:
         await getattr(session.tx, verb)(name)
         return Result()
 
+    async def _do(self, session: ProxySession, sql: str) -> Outcome | None:
+        """``DO expr, ...``: evaluated on one shard, its result dropped (a statement naming
+        tables goes through the planner as usual)."""
+        if _FROM_WORD.search(masked_code(sql)):
+            raise UnsupportedError("DO with a subquery is not supported through the proxy")
+        return await self._route(session, sql, "do", any_shard=True)
+
+    async def _constant(self, session: ProxySession, sql: str) -> Outcome | None:
+        """A statement that reads no table (``VALUES (1, 'a'), (2, 'b')``, ``HELP 'x'``): any
+        shard answers it as MySQL would (one naming tables goes through the planner)."""
+        if _FROM_WORD.search(masked_code(sql)):
+            return None
+        return await self._route(session, sql, first_keyword(sql), any_shard=True)
+
+    async def _load(self, session: ProxySession, sql: str) -> Outcome | None:
+        raise UnsupportedError("LOAD DATA / LOAD XML is not supported through the proxy")
+
+    async def _table_maintenance(self, session: ProxySession, sql: str) -> Outcome | None:
+        word = first_keyword(sql).upper()
+        raise UnsupportedError(f"{word} TABLE is not supported through the proxy")
+
+    async def _describe(self, session: ProxySession, sql: str) -> Outcome | None:
+        """``DESCRIBE t col`` / ``DESCRIBE t 'c%'``: SHOW COLUMNS FROM t LIKE ..., as MySQL
+        defines it; other DESCRIBE / EXPLAIN forms go on as before."""
+        m = _DESCRIBE_TABLE.match(sql)
+        if m is not None:
+            return await handle_show(session, f"show columns from {m.group('table')}")
+        if _EXPLAIN_STATEMENT.match(sql) and session.keyspace is not None:
+            # the plan of one shard for its part of the data, as Vitess answers EXPLAIN
+            return await self._route(session, sql, "explain", any_shard=True)
+        m = _DESCRIBE_COLUMN.match(sql)
+        if m is None:
+            return None
+        wild = m.group("wild")
+        if wild[0] in "'\"":
+            like = wild
+        else:
+            like = sql_literal(wild.strip("`").replace("``", "`"))
+        return await handle_show(session, f"show columns from {m.group('table')} like {like}")
+
     async def _set(self, session: ProxySession, sql: str) -> Outcome | None:
         return await set_statement(session, sql)
 
@@ -487,6 +577,16 @@ _HANDLERS: dict[str, Handler] = {
     "stream": Executor._stream,
     "vstream": Executor._vstream,
     "kill": Executor._kill,
+    "do": Executor._do,
+    "load": Executor._load,
+    "values": Executor._constant,
+    "help": Executor._constant,
+    "check": Executor._table_maintenance,
+    "checksum": Executor._table_maintenance,
+    "repair": Executor._table_maintenance,
+    "describe": Executor._describe,
+    "desc": Executor._describe,
+    "explain": Executor._describe,
     "reshard": Executor._reshard,
 }
 

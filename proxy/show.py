@@ -137,7 +137,11 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
                 ks = fm.group("ks")
             ks, shard = state.table_shard(table, ks or session.keyspace, session.target)
             full = (m.group("full") + " ") if m.group("full") else ""
-            q = f"show {full}{tm.group('head').strip()} `{table}`"
+            tail = tm.group("tail") or ""
+            if fm:  # the keyspace is this proxy's name; the shard's database is its own
+                tail = tail[:fm.start()] + tail[fm.end():]
+            # LIKE / WHERE go along (SHOW COLUMNS FROM t LIKE 'n%', DESCRIBE t col)
+            q = f"show {full}{tm.group('head').strip()} `{table}`{tail}"
             return await session.vcursor.execute_shard(ks, shard, q)
     # Everything else (VARIABLES, STATUS, WARNINGS, ENGINES, ...) is answered by a shard.
     ks, shard = state.default_shard(session.keyspace, session.target)

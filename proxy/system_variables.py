@@ -29,6 +29,8 @@ from proxy.session import SERVER_VERSION, ProxySession
 from proxy.set_statement import literal_value, parse_set
 from proxy.twopc import MODES as TRANSACTION_MODES
 from proxy.twopc import TWOPC, manager_for
+from proxy.user_variables import with_user_variables
+from sqltext.lexer import masked_code
 from sqltext.quoting import quote_identifier, sql_literal
 
 _SYSVAR_SELECT = re.compile(
@@ -57,11 +59,14 @@ async def set_statement(session: ProxySession, sql: str) -> Result:
         if st.transaction_scope == "next":
             session.next_tx_isolation = st.transaction
             return Result()
-        level = st.transaction.removeprefix("isolation level ").strip()
-        if level == st.transaction:  # SET SESSION TRANSACTION READ ONLY / READ WRITE
-            await _set_settings(session, {"tx_read_only": "1" if "read only" in level else "0"})
-        else:
-            await _set_settings(session, {"tx_isolation": "'" + level.upper().replace(" ", "-") + "'"})
+        tx_changes: dict[str, str | None] = {}
+        for part in (p.strip() for p in st.transaction.split(",")):  # ISOLATION LEVEL x, READ WRITE
+            level = part.removeprefix("isolation level ").strip()
+            if level == part:  # SET SESSION TRANSACTION READ ONLY / READ WRITE
+                tx_changes["tx_read_only"] = "1" if "read only" in level else "0"
+            else:
+                tx_changes["tx_isolation"] = "'" + level.upper().replace(" ", "-") + "'"
+        await _set_settings(session, tx_changes)
         return Result()
     if st.names is not None:
         return Result()  # shards always talk utf8mb4 to the proxy
@@ -81,7 +86,7 @@ async def _assign(
     """Apply a variable the proxy keeps itself; return a shard session variable's
     change (name, SQL literal or None for DEFAULT) for ``_set_settings``."""
     if scope == "user":
-        session.user_vars[name] = literal if literal is not ... else value_sql
+        session.user_vars[name] = literal if literal is not ... else await _evaluate_user_value(session, value_sql)
         return None
     if scope == "global":
         raise UnsupportedError(f"SET GLOBAL {name} is not supported through the proxy")
@@ -120,10 +125,31 @@ async def _assign(
         # An expression (the JDBC driver's concat(@@sql_mode, ...)): evaluated once,
         # on a shard, against this session's settings, so it reads back as a value.
         try:
-            return name, await _evaluate_setting(session, name, value_sql)
+            return name, await _evaluate_setting(session, name, with_user_variables(value_sql, session.user_vars))
         except ShardError as e:
             raise ProxyError(e.code, e.shard_message) from e
     return name, value_sql
+
+
+_SUBQUERY_WORD = re.compile(r"\bselect\b", re.I)
+
+
+async def _evaluate_user_value(session: ProxySession, value_sql: str) -> Any:
+    """The value of ``SET @v = <expression>``, evaluated once on a shard connection with the
+    session's settings (user variables it reads written in as their values), so later
+    reads see the value, not the expression evaluated again."""
+    expr = with_user_variables(value_sql, session.user_vars)
+    if _SUBQUERY_WORD.search(masked_code(expr)):
+        # one shard holds only its part of a table: a subquery would answer from that part
+        raise UnsupportedError("a subquery in SET @variable is not supported through the proxy")
+    state = session.state
+    try:
+        async with state.pools.get(*state.default_shard(session.keyspace, session.target)).connection() as sc:
+            await sc.apply_settings(session.settings)
+            res = await sc.execute(f"select {expr}")
+    except ShardError as e:
+        raise ProxyError(e.code, e.shard_message) from e
+    return decode_value(res.fields[0], res.rows[0][0])
 
 
 async def _evaluate_setting(session: ProxySession, name: str, value_sql: str) -> str:

@@ -29,6 +29,7 @@ import re
 from typing import Any
 
 from rewriter.cache import PlanCache, vschema_version
+from rewriter.dialect import without_vindex_hints
 from rewriter.dml_planner import parse_replace, replace_verb
 from rewriter.errors import ParseError, PlanningError, TableNotFound, Unsupported
 from rewriter.nodes import (
@@ -104,6 +105,7 @@ def plan_query(sql: str, vschema: Any, keyspace: str | None,
         return VExplainRun(kind, inner, describe(inner)), {}
     if cache is None:
         cache = DEFAULT_CACHE
+    sql = without_vindex_hints(sql)
     try:
         shape, bindvars = normalize_cached(sql)
     except ValueError as e:

@@ -83,6 +83,9 @@ def _check_computable(stmt: exp.Expression) -> None:
             raise unsupported("user variables in a query that spans shards")
         if isinstance(node, exp.Into):
             raise unsupported("SELECT INTO")
+        if (isinstance(node, exp.Subquery) and not node.alias and isinstance(node.this, exp.Table)
+                and node.this.args.get("joins")):
+            raise unsupported("a parenthesised join nested in an outer join across shards")
         if isinstance(node, exp.Anonymous) and node.name.lower() in _SESSION_FUNCTIONS:
             raise unsupported(f"{node.name.upper()}() in a query that spans shards")
 

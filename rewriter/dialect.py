@@ -57,6 +57,7 @@ from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.tokens import Token, TokenType
 
 from rewriter import errors
+from sqltext.lexer import masked_code
 
 # -- limits ------------------------------------------------------------------------------
 
@@ -92,6 +93,23 @@ _GROUPING_CONTEXT = frozenset({
 })
 
 _VERSIONED = re.compile(r"/\*!(\d{5,6})?")
+
+
+_VINDEX_HINT = re.compile(r"\b(?:use|ignore)\s+vindex\s*\([^)]*\)", re.I)
+
+
+def without_vindex_hints(sql: str) -> str:
+    """Vitess's ``t USE VINDEX (v)`` / ``t IGNORE VINDEX (v)`` table hints taken out of the
+    text (blanked, offsets hold): they only steer which vindex routes the table, the
+    planner already picks the best one it can use, and the shards (MySQL) would not
+    parse them. Done on the text because a one-route plan sends the client's text."""
+    if "vindex" not in sql.lower():  # the common case first: this runs for every plan
+        return sql
+    code = masked_code(sql)
+    out = sql
+    for m in _VINDEX_HINT.finditer(code):
+        out = out[:m.start()] + " " * (m.end() - m.start()) + out[m.end():]
+    return out
 
 
 def _unsupported(what: str) -> errors.Unsupported:
@@ -484,7 +502,58 @@ def _fix_tree(tree: exp.Expression, todo: dict[str, Any]) -> exp.Expression:
                 v.replace(exp.var("DEFAULT"))
     if todo.get("chains"):
         tree = _balance_chains(tree)
+    _unwrap_parenthesised_joins(tree)
     return tree
+
+
+def _unwrap_parenthesised_joins(tree: exp.Expression) -> None:
+    """``FROM (a JOIN b ON x) JOIN c ...`` -> ``FROM a JOIN b ON x JOIN c ...``: joins
+    associate left to right, so the parentheses around the first FROM item change
+    nothing; sqlglot reads them as a derived table holding a join, which the planner
+    took for its first table alone (the join was lost)."""
+    for sel in list(tree.find_all(exp.Select)):
+        src = sel.args.get("from_")
+        if not isinstance(src, exp.From):
+            continue
+        while True:
+            table = _parenthesised_join(src.this)
+            if table is None:
+                break
+            joins = list(table.args["joins"])
+            table.set("joins", None)
+            src.set("this", table)
+            sel.set("joins", joins + list(sel.args.get("joins") or []))
+        # ``a JOIN (b JOIN c ON p) ON q`` of inner joins only: ``a JOIN b JOIN c ON p AND q``
+        out: list[exp.Expression] = []
+        for j in sel.args.get("joins") or []:
+            table = _parenthesised_join(j.this)
+            inner = list(table.args["joins"]) if table is not None else []
+            if table is None or not all(_inner(x) for x in [j, *inner]) or j.args.get("using"):
+                out.append(j)
+                continue
+            table.set("joins", None)
+            out.append(exp.Join(this=table))
+            out.extend(inner)
+            q = j.args.get("on")
+            if q is not None:
+                last = out[-1]
+                p = last.args.get("on")
+                last.set("on", exp.and_(p, q) if p is not None else q)
+        if sel.args.get("joins"):
+            sel.set("joins", out)
+
+
+def _parenthesised_join(node: exp.Expression | None) -> exp.Table | None:
+    """The table holding the joins of ``(t JOIN u ...)`` (any number of parentheses)."""
+    while isinstance(node, exp.Subquery) and not node.alias:
+        node = node.this
+        if isinstance(node, exp.Table) and node.args.get("joins"):
+            return node
+    return None
+
+
+def _inner(j: exp.Join) -> bool:
+    return not j.side and str(j.kind or "").upper() in ("", "INNER", "CROSS") and not j.method
 
 
 def _balance_chains(tree: exp.Expression) -> exp.Expression:

@@ -122,7 +122,7 @@ def parse_replace(text: str) -> exp.Insert | None:
     try:
         stmt = sqlglot.parse_one(as_insert, read=DIALECT)
     except sqlglot.errors.ParseError as e:
-        raise errors.ParseError(f"You have an error in your SQL syntax; {str(e).splitlines()[0]}") from None
+        raise errors.syntax_error(e) from None
     if not isinstance(stmt, exp.Insert):
         raise errors.ParseError("You have an error in your SQL syntax; REPLACE expects INTO, VALUES or SELECT")
     if stmt.args.get("conflict") is not None:

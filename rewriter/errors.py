@@ -38,6 +38,18 @@ class ParseError(PlanningError):
     code = 1064
 
 
+def syntax_error(e: Exception) -> ParseError:
+    """MySQL's 1064 text for a statement sqlglot could not parse: ``... to use near
+    '<the text from where parsing stopped>' at line N`` -- never sqlglot's own description
+    (it names Python classes, ``<class 'sqlglot.expressions.query.Where'>``)."""
+    found = getattr(e, "errors", None) or [{}]
+    first = found[0] if isinstance(found[0], dict) else {}
+    near = (str(first.get("highlight") or "") + str(first.get("end_context") or ""))[:80]
+    line = first.get("line") or 1
+    return ParseError("You have an error in your SQL syntax; check the manual that corresponds to your MySQL "
+                      f"server version for the right syntax to use near '{near}' at line {line}")
+
+
 class TableNotFound(PlanningError):
     code = 1146
 

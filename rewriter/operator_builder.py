@@ -331,6 +331,12 @@ def _join_predicates(join: exp.Join, left: Operator, right: TableRef,
                 return None
             left_cols.extend(cols)
         names = [c for c in right_cols if c in left_cols]
+        if names:
+            # as ``USING`` of the common columns from here on (same rows, same ``*``): the
+            # later steps carry USING's columns across shards, NATURAL's would be lost (a
+            # cross join between two routes)
+            join.set("method", None)
+            join.set("using", [exp.to_identifier(n) for n in names])
     elif join.args.get("using"):
         names = [i.name.lower() for i in join.args["using"]]
     else:

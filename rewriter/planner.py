@@ -37,8 +37,7 @@ def parse(sql: str) -> exp.Expression:
     try:
         stmt = sqlglot.parse_one(sql, read=DIALECT)
     except sqlglot.errors.SqlglotError as e:  # ParseError, TokenError (an unterminated quote)
-        raise errors.ParseError(
-            f"You have an error in your SQL syntax; {str(e).splitlines()[0]}") from None
+        raise errors.syntax_error(e) from None
     except RecursionError:  # not expected past the dialect's nesting guard; never a 1105
         raise errors.StackOverrun(DIALECT.max_nesting + 1, DIALECT.max_nesting) from None
     if stmt is None:

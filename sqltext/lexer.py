@@ -136,11 +136,46 @@ def first_keyword(sql: str) -> str:
     return m.group(0).lower() if m else ""
 
 
+_VERSION_DIGITS = re.compile(r"\d{5,6}")
+
+
+def executable_comment_statement(sql: str, version: int) -> str:
+    """A statement that opens with MySQL's executable comment ``/*!NNNNN code */`` (what
+    mysqldump writes: ``/*!40101 SET NAMES utf8mb4 */;``) as the code MySQL runs: ``code``
+    when NNNNN is absent or <= ``version``, else nothing (the comment is ignored). Any
+    other statement comes back unchanged. MariaDB's ``/*M!`` is a plain comment to MySQL."""
+    text = sql.lstrip()
+    if not text.startswith("/*!"):
+        return sql
+    end = comment_end(text, 0)
+    if end is None or end < 0:
+        return sql
+    body = text[3:end - 2]
+    m = _VERSION_DIGITS.match(body)
+    if m is not None:
+        if int(m.group(0)) > version:
+            body = ""
+        else:
+            body = body[m.end():]
+    return body + " " + text[end:]
+
+
+def masked_code(text: str) -> str:
+    """``text`` with quoted strings, quoted identifiers and comments blanked (same length,
+    same offsets): for patterns that must only match code."""
+    out = [" "] * len(text)
+    for i, c in code_chars(text):
+        out[i] = c
+    return "".join(out)
+
+
 __all__ = [
     "QUOTES",
     "code_chars",
     "comment_end",
+    "executable_comment_statement",
     "first_keyword",
+    "masked_code",
     "quoted_end",
     "split_parenthesised",
     "split_statements",

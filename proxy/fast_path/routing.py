@@ -6,7 +6,8 @@ query to one shard and relay the answer unchanged:
 - the session: autocommit, no transaction, no statement timeout, OLTP, a keyspace
   selected. Its shard session variables (SET sql_mode, time_zone...) go with it: the
   statement runs on a shard link carrying exactly those (``FastRoute.settings``);
-- the text: one SELECT or INSERT (no ``;``), no ``@@`` variable, no proxy function
+- the text: one SELECT or INSERT (no ``;``), no ``@@`` variable (no ``@`` once the session
+  has set a user variable), no proxy function
   the session answers itself, no ``/*vt+`` hint, no topic named but as an INSERT's target;
 - a shard-targeted session (``USE ks:-80``) or an unsharded keyspace: the statement as
   written, to that one shard (an INSERT's table read as the normal path reads it, for
@@ -79,6 +80,8 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
         return None
     if ";" in sql or "@@" in sql or "/*vt+" in sql:
         return None
+    if session.user_vars and "@" in sql:
+        return None  # the normal path writes the session's user variables into it (proxy/user_variables.py)
     kw = first_keyword(sql)
     if kw == "select":
         if "(" in sql and " from " not in sql.lower():

@@ -648,3 +648,20 @@ def test_a_prepared_select_item_holding_a_parameter_is_named_by_the_prepared_tex
         normal.close()
     assert [d[0] for d in reference[0][0]] == ["customer_id", "? + tenant_id"]
     assert all(g == reference for g in got), (got, reference)
+
+
+def test_a_statement_reading_a_user_variable_the_session_set_answers_with_its_value(metered_proxy) -> None:
+    # the fast path's shard links never hold the session's user variables: once the session set
+    # one, a statement naming `@` takes the normal path, which writes the value into it
+    proxy, _ = metered_proxy
+    customer_id = _fresh_id()
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        query(conn, f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, 'v@x', 3)")
+        sql = "select customer_id, tenant_id from customer where customer_id = @cid"
+        assert _answer(conn, sql)["rows"] == ()  # never set: NULL, no row (either path)
+        query(conn, f"set @cid = {customer_id}")
+        for _ in range(3):  # the plan is cached after the first
+            assert _answer(conn, sql)["rows"] == ((customer_id, 3),)
+    finally:
+        conn.close()

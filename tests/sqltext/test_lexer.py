@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from sqltext.lexer import (
     comment_end,
+    executable_comment_statement,
     first_keyword,
+    masked_code,
     quoted_end,
     split_parenthesised,
     split_statements,
@@ -63,3 +65,19 @@ def test_the_first_keyword_of_a_parenthesised_query_expression_is_inside_the_par
     assert first_keyword(" ( /* c */ (SELECT 1))") == "select"
     assert first_keyword("(with a as (select 1) select * from a)") == "with"
     assert first_keyword("(") == ""
+
+
+def test_a_statement_in_an_executable_comment_is_its_code_when_the_version_allows() -> None:
+    assert executable_comment_statement("/*!40101 SET NAMES utf8mb4 */", 80031).split() == ["SET", "NAMES", "utf8mb4"]
+    assert executable_comment_statement("  /*! SET x = 1 */;", 80031).split() == ["SET", "x", "=", "1", ";"]
+    assert executable_comment_statement("/*!99999 SET x = 1 */", 80031).strip() == ""
+    assert executable_comment_statement("/*M!100100 SET x = 1 */", 80031) == "/*M!100100 SET x = 1 */"
+    assert executable_comment_statement("SELECT /*!40101 1 */", 80031) == "SELECT /*!40101 1 */"
+
+
+def test_masked_code_blanks_strings_identifiers_and_comments_keeping_offsets() -> None:
+    sql = "select '@a', `@b`, @c /* @d */ -- @e"
+    masked = masked_code(sql)
+    assert len(masked) == len(sql)
+    assert "@c" in masked and "@a" not in masked and "@b" not in masked and "@d" not in masked
+    assert "@e" not in masked
