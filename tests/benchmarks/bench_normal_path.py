@@ -100,8 +100,10 @@ def main() -> None:
                           + (f"  errors {r.errors}" if r.errors else "") + f"  load {os.getloadavg()[0]:.1f}",
                           flush=True)
         if os.environ.get("BENCH_HOLD"):
-            # Keep the proxies up under load for a profiler: BENCH_HOLD=<seconds> of the first kind.
-            closed_loop(connector(paths["this"]), ops[chosen[0]], clients, float(os.environ["BENCH_HOLD"]))
+            # Keep a proxy under load for a profiler: BENCH_HOLD=<seconds> of the first kind, on
+            # BENCH_HOLD_PATH (this, or base).
+            held = paths[os.environ.get("BENCH_HOLD_PATH", "this")]
+            closed_loop(connector(held), ops[chosen[0]], clients, float(os.environ["BENCH_HOLD"]))
 
 
 if __name__ == "__main__":
