@@ -74,6 +74,16 @@ SERVER_CAPABILITIES = (
     | Capabilities.CLIENT_FOUND_ROWS
 )
 
+# ProxyConnection.status_flags by (autocommit, in a transaction).
+_STATUS = {
+    (autocommit, in_tx): ServerStatus(
+        (ServerStatus.SERVER_STATUS_AUTOCOMMIT if autocommit else 0) | (ServerStatus.SERVER_STATUS_IN_TRANS if in_tx else 0)
+    )
+    for autocommit in (False, True)
+    for in_tx in (False, True)
+}
+_MORE_RESULTS = int(ServerStatus.SERVER_MORE_RESULTS_EXISTS)
+
 # How often a long-lived stream checks whether its client has gone away while no
 # rows are flowing (a STREAM waiting for messages, say).
 CLIENT_GONE_POLL_S = 0.2
@@ -105,15 +115,15 @@ class ProxyConnection(MimicConnection):
         self.executor = executor  # runs every statement; the session only holds state
 
     # mimic reads and writes ``status_flags``; ours reflect the session live.
+    # The four possible values are built once: composing a Flag enum per statement (``|=``,
+    # ``ServerStatus(0)``) was ~5% of the normal path's CPU in a py-spy profile of
+    # BEGIN/SELECT/UPDATE/COMMIT transactions (BENCHMARKS.md, "Normal path").
     @property  # type: ignore[override]
     def status_flags(self) -> ServerStatus:
-        s = ServerStatus(0)
         sess = getattr(self, "session", None)
-        if sess is None or sess.autocommit:
-            s |= ServerStatus.SERVER_STATUS_AUTOCOMMIT
-        if sess is not None and sess.in_transaction:
-            s |= ServerStatus.SERVER_STATUS_IN_TRANS
-        return s
+        if sess is None:
+            return _STATUS[True, False]
+        return _STATUS[sess.autocommit, sess.tx is not None]
 
     @status_flags.setter
     def status_flags(self, value: ServerStatus) -> None:
@@ -287,9 +297,9 @@ class ProxyConnection(MimicConnection):
 
     # -- result writing --------------------------------------------------------------
     def _status(self, more: bool) -> int:
-        s = int(self.status_flags)
+        s = self.status_flags.value
         if more:
-            s |= ServerStatus.SERVER_MORE_RESULTS_EXISTS
+            s |= _MORE_RESULTS
         return s
 
     def _terminator(self, more: bool) -> bytes:

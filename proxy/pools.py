@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -172,6 +172,39 @@ class ShardConnection:
         self.broken = False
         self.settled = False  # an abandoned response was read to its end (_first_packet_keeping_connection)
         self._rows: RowPacketReader | None = None
+        # A transaction's BEGIN not sent yet: it goes with the first statement (``defer_begin``).
+        self._deferred_begin: str | None = None
+        self._begin_failed: Callable[[], None] | None = None
+
+    def defer_begin(self, begin_sql: str, failed: Callable[[], None]) -> None:
+        """Send ``begin_sql`` together with this connection's next statement, as one
+        multi-statement COM_QUERY (``begin;<statement>``): one round trip instead of two.
+        The server runs the statement only if the BEGIN succeeded (a multi-statement stops
+        at its first error), so the statement never runs outside the transaction; if the
+        BEGIN fails (or its answer cannot be read), ``failed`` is called (the transaction
+        drops this connection, as it would have had BEGIN failed on its own) and the error
+        raised. Measured: a BEGIN of its own cost ~60 µs of proxy CPU per transaction
+        (BENCHMARKS.md, "Normal path")."""
+        self._deferred_begin, self._begin_failed = begin_sql, failed
+
+    async def begin_deferred(self) -> None:
+        """Send a deferred BEGIN now, on its own (for callers that write commands
+        themselves: ``proxy.twopc.wire.pipeline``)."""
+        begin_sql = self._deferred_begin
+        if begin_sql is None:
+            return
+        self._deferred_begin = None
+        try:
+            await self.execute(begin_sql)
+        except BaseException:
+            self._failed_begin()
+            raise
+
+    def _failed_begin(self) -> None:
+        failed, self._begin_failed = self._begin_failed, None
+        self.broken = True
+        if failed is not None:
+            failed()
 
     @property
     def keyspace(self) -> str:
@@ -246,13 +279,17 @@ class ShardConnection:
         statement = running_statement.current()
         if statement is not None:
             statement.shard_query_started(self)  # raises if that statement was killed
+        begin_sql, self._deferred_begin = self._deferred_begin, None
         try:
             try:
+                if begin_sql is not None:
+                    # No newline: a syntax error in the statement still says "at line 1".
+                    sql = f"{begin_sql};{sql}"
                 await aiomysql_wire.send_query(conn, sql)
                 if keep_on_abandon:
-                    first = await self._first_packet_keeping_connection(conn)
+                    first = await self._first_packet_keeping_connection(conn, begin_sql is not None)
                 else:
-                    first = await aiomysql_wire.read_packet(conn)
+                    first = await self._first_packet(conn, begin_sql is not None)
                 if first.is_ok_packet():
                     pending = False
                     ok = OKPacketWrapper(first)
@@ -298,13 +335,28 @@ class ShardConnection:
                     # Abandoned or cancelled mid-response: the connection is unusable.
                     self.broken = True
 
-    async def _first_packet_keeping_connection(self, conn: aiomysql.Connection) -> Any:
+    async def _first_packet(self, conn: aiomysql.Connection, after_begin: bool) -> Any:
+        """The first packet of the statement's answer; with ``after_begin``, the deferred
+        BEGIN's OK is read first (its failure detaches the connection from the transaction)."""
+        if after_begin:
+            try:
+                ok = await aiomysql_wire.read_packet(conn)
+            except BaseException:
+                self._failed_begin()
+                raise
+            if not ok.is_ok_packet():  # BEGIN answers OK or an error, nothing else
+                self._failed_begin()
+                raise pymysql.err.OperationalError(CR_SERVER_LOST, "unexpected answer to BEGIN")
+        self._begin_failed = None
+        return await aiomysql_wire.read_packet(conn)
+
+    async def _first_packet_keeping_connection(self, conn: aiomysql.Connection, after_begin: bool = False) -> Any:
         """The first packet of the response, on a connection that must survive its statement
         being abandoned (a transaction's). aiomysql closes a connection whose read is
         cancelled, so the read is shielded: on cancellation (a killed statement, a failed
         sibling of a scatter) the query is stopped with KILL QUERY and its response read
         to the end, then the cancellation goes on with the connection clean."""
-        read = asyncio.ensure_future(aiomysql_wire.read_packet(conn))
+        read = asyncio.ensure_future(self._first_packet(conn, after_begin))
         try:
             return await asyncio.shield(read)
         except asyncio.CancelledError:

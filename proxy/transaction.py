@@ -117,8 +117,15 @@ class ShardTransaction:
                 if not plain:
                     if self.next_isolation:
                         await sc.execute(f"set transaction {self.next_isolation}")
-                    await sc.execute(self._begin_statement(key))
-                    for name in self.savepoints:
+                    begin = self._begin_statement(key)
+                    if begin is self.begin_sql:
+                        # Sent with the statement this connection is opened for (one round
+                        # trip; ShardConnection.defer_begin says why it is safe). XA START
+                        # goes alone: a twopc branch must exist before anything prepares it.
+                        sc.defer_begin(begin, lambda: self._begin_failed(key, sc))
+                    else:
+                        await sc.execute(begin)
+                    for name in self.savepoints:  # after the BEGIN (deferred or sent)
                         await sc.execute(f"savepoint {quote_identifier(name)}")
                 if self.aborted:  # refused meanwhile (single mode, a concurrent request):
                     raise self._refusal()  # closed below, the server rolls its transaction back
@@ -160,6 +167,15 @@ class ShardTransaction:
         for key, sc in list(self.conns.items()):
             if key not in self.plain:
                 await sc.execute(sql)
+
+    def _begin_failed(self, key: ShardKey, sc: ShardConnection) -> None:
+        """A deferred BEGIN failed: the transaction goes on without this connection, as
+        when a BEGIN sent on its own fails in ``connection``."""
+        if self.conns.get(key) is sc:
+            del self.conns[key]
+            self.plain.discard(key)
+            sc.broken = True
+            sc.pool.release(sc)
 
     def _begin_statement(self, key: ShardKey) -> str:
         if self.mode != TWOPC:

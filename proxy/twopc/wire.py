@@ -42,6 +42,7 @@ async def pipeline(
     """Run ``statements`` in one round trip; the first statement error is raised (or, with
     ``return_exceptions``, returned in its place). Connection failures always raise."""
     conn = sc.conn
+    await sc.begin_deferred()  # the MM's BEGIN, if no statement has carried it yet
     try:
         # One write for all: one TCP segment on the wire, whatever the socket's options.
         data = b"".join(_packet(sql.encode()) for sql in statements)

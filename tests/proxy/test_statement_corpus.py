@@ -503,7 +503,12 @@ def _vschema_files(config_path: Path, into: Path) -> Path:
     doc["tables"]["corpus_a"] = {"column_vindexes": [{"column": "id", "name": "hash"}]}
     doc["tables"]["corpus_b"] = {"column_vindexes": [{"column": "a_id", "name": "hash"}]}
     f.write_text(json.dumps(doc, indent=1))
-    return into / config_path.name
+    # The live vschema (proxy/live_vschema.py) is kept in the cluster and, once seeded, wins
+    # over the files: the session's other proxies seed the default store (commerce/-80) and
+    # the wire differential lookup/0, so this one keeps its own where neither looks.
+    cluster_file = into / config_path.name
+    cluster_file.write_text(cluster_file.read_text() + '\nvschema_store: {keyspace: commerce, shard: "80-"}\n')
+    return cluster_file
 
 
 @dataclass

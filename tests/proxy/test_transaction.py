@@ -95,3 +95,46 @@ def test_disconnect_mid_transaction_rolls_back(proxy, probe_table) -> None:
         c.execute(f"insert into {probe_table} values (40, 4)")
     conn.close()
     assert _count(proxy, probe_table, "80-") == before
+
+
+def test_first_statement_error_keeps_the_transaction_open(proxy, probe_table) -> None:
+    """A transaction's BEGIN travels with its first statement on a shard (one round trip):
+    when that statement fails, the transaction is still open there (later writes roll back
+    with it) and a syntax error still names line 1."""
+    import pymysql
+
+    conn = proxy.connect()
+    try:
+        with conn.cursor() as c:
+            c.execute("use `commerce:-80`")
+            c.execute("begin")
+            with pytest.raises(pymysql.err.ProgrammingError) as e:
+                c.execute(f"selec * from {probe_table}")
+            assert e.value.args[0] == 1064 and "at line 1" in e.value.args[1]
+            c.execute(f"insert into {probe_table} values (11, 1)")
+            with pytest.raises(pymysql.err.IntegrityError):
+                c.execute(f"insert into {probe_table} values (11, 2)")
+            c.execute(f"insert into {probe_table} values (12, 2)")
+            c.execute("rollback")
+            c.execute(f"select count(*) from {probe_table} where id in (11, 12)")
+            assert c.fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_first_statement_of_a_transaction_reads_rows(proxy, probe_table) -> None:
+    """A SELECT carrying the transaction's BEGIN answers its rows as any other."""
+    conn = proxy.connect()
+    try:
+        with conn.cursor() as c:
+            c.execute("use `commerce:80-`")
+            c.execute(f"insert into {probe_table} values (21, 7), (22, 8)")
+            c.execute("begin")
+            c.execute(f"select id, v from {probe_table} where id in (21, 22) order by id")
+            assert c.fetchall() == ((21, 7), (22, 8))
+            c.execute(f"delete from {probe_table} where id in (21, 22)")
+            c.execute("commit")
+            c.execute(f"select count(*) from {probe_table} where id in (21, 22)")
+            assert c.fetchone()[0] == 0
+    finally:
+        conn.close()
