@@ -234,6 +234,19 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
     predicate = None
     if having is not None:
         predicate = compile_condition(expand_computed_aliases(having.this), resolve_or_add)
+    def hidden_computed(e: exp.Expression) -> int:
+        """An ORDER BY expression that is no select item (``sum(a) / count(*)``,
+        ``datediff(max(d), min(d))``): computed at the proxy into a hidden column (the
+        aggregates it reads added as hidden outputs), sorted on, then truncated."""
+        expr = expand_computed_aliases(e)
+        fn = compile_expr(expr, resolve_or_add)
+        kind = compile_kind(expr, resolve_or_add)
+        b.specs.append(AggSpec(AGG_COMPUTED, 0, to_sql(e)))
+        b.names.append(to_sql(e))
+        hidden_exprs.append(e)
+        computed.append(Computed(len(b.specs) - 1, fn, kind, to_sql(e), to_sql(e)))
+        return len(b.specs) - 1
+
     order_keys: list[OrderKey] = []
     order = sel.args.get("order")
     for o in (order.expressions if order else []):
@@ -248,7 +261,7 @@ def _plan_aggregation(sel: exp.Select, items: list[SelectItem], info: RouteInfo 
             if idx is None:
                 idx = resolve_or_add(e)
             if idx is None:
-                raise unsupported(f"ORDER BY {to_sql(e)} in an aggregated query across shards")
+                idx = hidden_computed(e)  # raises Unsupported for what the evaluator cannot compute
         order_keys.append(OrderKey(idx, bool(o.args.get("desc")), to_sql(e)))
 
     # the pushed query: partials, grouped and ordered by the group keys (+ distinct column)

@@ -131,6 +131,15 @@ QUERIES = {
     "order_by_computed_alias": (
         "select customer_id, round(sum(amount), -1) r from fn_orders group by customer_id "
         "order by r desc, customer_id limit 10", "ordered"),
+    "order_by_an_expression_over_aggregates_that_is_no_select_item": (
+        "select customer_id, count(*) from fn_orders group by customer_id "
+        "order by sum(amount) / count(*) desc, customer_id limit 12", "ordered"),
+    "order_by_a_date_function_of_aggregates_not_selected": (
+        "select region, max(placed) from fn_orders group by region "
+        "order by datediff(max(placed), min(placed)), region", "ordered"),
+    "order_by_a_function_of_the_group_key": (
+        "select customer_id, count(*) c from fn_orders group by customer_id "
+        "order by customer_id % 7, c desc, customer_id", "ordered"),
     "order_by_date_of_aggregate": (
         "select customer_id, date_format(max(placed), '%d.%m.%Y') d, max(placed) + interval 1 day nxt "
         "from fn_orders group by customer_id order by nxt, customer_id", "ordered"),
