@@ -420,6 +420,7 @@ class TopicService:
         feed.join()
         logger.info("topic follower joined", extra={"keyspace": info.keyspace, "topic": info.name,
                                                    "start": start.after_id, "followers": rt.followers})
+        shared = own = 0  # chunks taken from the feed, reads of its own (logged when it leaves)
         try:
             position = start
             sent_fields = False
@@ -432,6 +433,7 @@ class TopicService:
                 if chunk is not None:
                     position = StartPosition(chunk.last, inclusive=False)
                     out, next_seq = _relayed(chunk.result, next_seq, chunk.renumbered)
+                    shared += 1
                     yield out
                     continue
                 waiter, changed = feed.waiter(), rt.changed()
@@ -444,6 +446,7 @@ class TopicService:
                     condition = f"{condition} AND message_id <= '{label}'"
                 try:
                     res = await self._shared_read(rt, store, info.name, condition, batch, self.settings.max_poll_bytes)
+                    own += 1
                 except ProxyError as e:
                     if e.code == ER_NO_SUCH_TABLE:  # dropped before this process uninstalled it
                         raise TopicNotFound(info.keyspace, info.name) from e
@@ -467,6 +470,8 @@ class TopicService:
         finally:
             rt.followers -= 1
             feed.leave()
+            logger.info("topic follower left", extra={"keyspace": info.keyspace, "topic": info.name,
+                                                     "feed_chunks": shared, "own_reads": own, "followers": rt.followers})
 
     @staticmethod
     async def _shared_read(rt: TopicRuntime, store: ShardTopicStore, name: str, condition: str, batch: int,
