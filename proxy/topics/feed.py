@@ -86,8 +86,14 @@ class TopicFeed:
     # -- users --------------------------------------------------------------------------------
     def join(self) -> None:
         self.users += 1
-        if self._task is None:
+        if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"topic-feed:{self.where}")
+            self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:  # followers read on their own now
+            logger.error("topic feed stopped", extra={"topic": self.where, "error": repr(task.exception())})
+            self._wake()
 
     def leave(self) -> None:
         """A follower is gone; the last one stops the reader (without waiting: this runs in
