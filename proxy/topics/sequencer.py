@@ -43,10 +43,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxy.errors import ER_NO_SUCH_TABLE, ProxyError
 from proxy.topics.store import PASS_LIMIT, ShardTopicStore
+
+if TYPE_CHECKING:
+    from proxy.topics.feed import TopicFeed
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +107,8 @@ class TopicRuntime:
         self._purge_task: asyncio.Task[None] | None = None
         # Reads of followers at one position, shared (proxy.topics.service.TopicService.follow).
         self.shared_reads: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        # The followers' shared reader of the log (proxy.topics.feed), made by the first follower.
+        self.feed: TopicFeed | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -119,6 +124,8 @@ class TopicRuntime:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.feed is not None:
+            await self.feed.stop()
         self._bump()  # followers wake, read, and find the topic gone
 
     # -- signals ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
 from proxy.topics import routing, statement
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
+from proxy.topics.feed import TopicFeed
 from proxy.topics.http import add_topic_routes
 from proxy.topics.names import LOG_PREFIX, check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
@@ -94,6 +95,39 @@ def _last_first_column(block: PacketBlock) -> bytes | None:
         return None
     length = payload[0]  # message ids are 20 bytes: a one-byte length
     return bytes(payload[1 : 1 + length])
+
+
+def _last_id(res: Result) -> str:
+    """The id of a read's last row (a read that returned rows)."""
+    last = _last_first_column(res.block) if res.block is not None else res.rows[-1][0]
+    assert last is not None
+    return last.decode() if isinstance(last, bytes) else str(last)
+
+
+def _relayed(res: Result, next_seq: int | None, cache: dict[int, PacketBlock] | None) -> tuple[Result, int | None]:
+    """A read's rows to send to a follower whose client expects packet ``next_seq`` next, and
+    the sequence id after them. A block is renumbered to continue the client's sequence, so it
+    goes out whole (the connection checks; it re-frames every packet otherwise); ``cache``
+    keeps the renumbered copies of a shared chunk for the other followers."""
+    block = res.block
+    if block is None:
+        return Result(rows=list(res.rows)), next_seq
+    if next_seq is not None and block.first_seq != next_seq:
+        copy = cache.get(next_seq) if cache is not None else None
+        if copy is None:
+            copy = _renumbered(block, next_seq)
+            if cache is not None:
+                cache[next_seq] = copy
+        block = copy
+    return Result(block=block), (block.first_seq + block.count) % 256
+
+
+async def _wait(event: asyncio.Event) -> None:
+    try:
+        async with asyncio.timeout(FOLLOW_MAX_WAIT_S):
+            await event.wait()
+    except TimeoutError:
+        pass
 
 
 def _renumbered(block: PacketBlock, first_seq: int) -> PacketBlock:
@@ -368,56 +402,76 @@ class TopicService:
         """A broadcast subscription: the view's fields, then every message from ``start`` on, in
         order, as passes make them visible, until the consumer stops or the topic is dropped.
 
-        Followers at the same position share one read (after a pass, every caught-up follower
-        wakes at once and asks for the same rows), and rows are relayed as the shard's packets,
-        never decoded: only the last row's id is read, to continue from."""
+        Followers of a topic share one reader of its log (``proxy.topics.feed``): a follower at
+        one of the feed's labels takes its chunks without a read; one elsewhere reads on its own
+        up to the next label and joins there. Rows are relayed as the shard's packets, never
+        decoded: only the last row's id is read, to continue from."""
         rt = self.runtime(info)
         store = self.stores[(info.keyspace, info.shard)]
+        feed = rt.feed
+        if feed is None:
+            max_bytes = self.settings.max_poll_bytes
+
+            def read(condition: str) -> Awaitable[Result]:
+                return store.read(info.name, condition, FOLLOW_BATCH, max_bytes)
+
+            feed = rt.feed = TopicFeed(f"{info.keyspace}.{info.name}", read, rt.changed, lambda: rt.last_id, _last_id)
         rt.followers += 1
+        feed.join()
         logger.info("topic follower joined", extra={"keyspace": info.keyspace, "topic": info.name,
                                                    "start": start.after_id, "followers": rt.followers})
+        shared = own = 0  # chunks taken from the feed, reads of its own (logged when it leaves)
         try:
             position = start
-            first = True
+            sent_fields = False
             next_seq: int | None = None  # the packet sequence id the client expects next
             while True:
-                changed = rt.changed()
                 if self.runtimes.get((info.keyspace, info.name)) is not rt:
                     raise TopicNotFound(info.keyspace, info.name)
+                serving = feed.serving
+                chunk = feed.chunk_after(position.after_id) if serving and sent_fields and not position.inclusive else None
+                if chunk is not None:
+                    position = StartPosition(chunk.last, inclusive=False)
+                    out, next_seq = _relayed(chunk.result, next_seq, chunk.renumbered)
+                    shared += 1
+                    yield out
+                    continue
+                waiter, changed = feed.waiter(), rt.changed()
+                label = feed.label_from(position.after_id, position.inclusive) if serving else None
+                if serving and sent_fields and label is None:  # at (or past) the feed's head
+                    await _wait(waiter)
+                    continue
+                condition = position.condition()
+                if label is not None:  # read up to the label, to join the feed there
+                    condition = f"{condition} AND message_id <= '{label}'"
                 try:
-                    res = await self._shared_read(rt, store, info.name, position.condition(), batch,
-                                                  self.settings.max_poll_bytes)
+                    res = await self._shared_read(rt, store, info.name, condition, batch, self.settings.max_poll_bytes)
+                    own += 1
                 except ProxyError as e:
                     if e.code == ER_NO_SUCH_TABLE:  # dropped before this process uninstalled it
                         raise TopicNotFound(info.keyspace, info.name) from e
                     raise
-                if first:
-                    first = False
+                if not sent_fields:
+                    sent_fields = True
                     yield Result(fields=[dataclasses.replace(f, db=info.keyspace) for f in res.fields])
-                block = res.block
-                count = block.count if block is not None else len(res.rows)
+                count = res.block.count if res.block is not None else len(res.rows)
                 if count:
-                    last = _last_first_column(block) if block is not None else res.rows[-1][0]
-                    assert last is not None
-                    position = StartPosition(last.decode(), inclusive=False)
-                    if block is not None:
-                        # Renumbered to continue the client's packet sequence, the block goes out
-                        # whole (the connection checks; it re-frames every packet otherwise).
-                        if next_seq is not None and block.first_seq != next_seq:
-                            block = _renumbered(block, next_seq)
-                        next_seq = (block.first_seq + block.count) % 256
-                        yield Result(block=block)
-                    else:
-                        yield Result(rows=list(res.rows))
-                    if count >= batch or (rt.last_id is not None and position.after_id < rt.last_id):
-                        continue  # a backlog (or a read cut short by the byte cap): read on at once
-                try:
-                    async with asyncio.timeout(FOLLOW_MAX_WAIT_S):
-                        await changed.wait()
-                except TimeoutError:
-                    pass
+                    position = StartPosition(_last_id(res), inclusive=False)
+                    out, next_seq = _relayed(res, next_seq, None)
+                    yield out
+                    if label is not None or count >= batch or (rt.last_id is not None and position.after_id < rt.last_id):
+                        continue  # more to read before the label (or a backlog, a read cut short by the byte cap)
+                elif label is not None:
+                    # Nothing visible up to the label, and everything up to it was visible when
+                    # the feed read it: the follower is at the label.
+                    position = StartPosition(label, inclusive=False)
+                    continue
+                await _wait(waiter if feed.serving else changed)
         finally:
             rt.followers -= 1
+            feed.leave()
+            logger.info("topic follower left", extra={"keyspace": info.keyspace, "topic": info.name,
+                                                     "feed_chunks": shared, "own_reads": own, "followers": rt.followers})
 
     @staticmethod
     async def _shared_read(rt: TopicRuntime, store: ShardTopicStore, name: str, condition: str, batch: int,
