@@ -33,13 +33,12 @@ from rewriter.functions.signature import (
     refuse,
     strict,
 )
-from rewriter.functions.values import as_number, to_text
+from rewriter.functions.values import as_number, integer_prefix, to_text
 from rewriter.nodes import ValueKind
 from sqltext import temporal as tv
 
 T = exp.DataType.Type
 _DECIMAL = decimal.Context(prec=65)
-_INT_PREFIX = re.compile(r"\s*[+-]?\d+")
 _DECIMAL_PREFIX = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _SIGNED = {T.BIGINT, T.INT}
 _TEXT = {T.CHAR, T.NCHAR, T.VARCHAR, T.NVARCHAR, T.TEXT}
@@ -57,9 +56,7 @@ def _params(e: exp.Expression) -> list[int]:
 
 def to_signed(v: Any) -> int:
     if isinstance(v, str | bytes):
-        text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-        m = _INT_PREFIX.match(text)
-        return int(m.group(0)) if m else 0
+        return integer_prefix(v)
     n = as_number(v)
     if isinstance(n, int):
         return n

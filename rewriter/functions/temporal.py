@@ -174,13 +174,8 @@ def _time(e: exp.Expression, c: Compile) -> Fn:
 
 
 def _time_kind(e: exp.Expression, k: CompileKind) -> KindFn:
-    arg, string_fsp = k(e.this), _string_fsp(e.this)
-
-    def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
-        name, scale = arg(kind_of, bv)
-        return ("time", scale if name in ("datetime", "time") else string_fsp if name == "string" else 0)
-
-    return kind
+    fsp = _temporal_fsp(e.this, k)
+    return lambda kind_of, bv: ("time", fsp(kind_of, bv))
 
 
 # --- EXTRACT -----------------------------------------------------------------------------
@@ -281,6 +276,18 @@ def add_interval(d: datetime.date, amount: int, unit: str) -> datetime.date | No
     if not isinstance(d, datetime.datetime) and unit in _DATE_UNITS:
         return out.date()
     return out
+
+
+def _temporal_fsp(arg: exp.Expression, k: CompileKind) -> Callable[[KindOf, Mapping[str, Any]], int]:
+    """Fractional digits of ``arg`` read as a date/time: a DATETIME's or TIME's own, a
+    string's (``_string_fsp``), none for anything else."""
+    arg_kind, string_fsp = k(arg), _string_fsp(arg)
+
+    def fsp(kind_of: KindOf, bv: Mapping[str, Any]) -> int:
+        name, scale = arg_kind(kind_of, bv)
+        return scale if name in ("datetime", "time") else string_fsp if name == "string" else 0
+
+    return fsp
 
 
 def _string_fsp(arg: exp.Expression) -> int:
@@ -764,11 +771,10 @@ def _time_to_sec(e: exp.Expression, c: Compile) -> Fn:
 
 
 def _time_to_sec_kind(e: exp.Expression, k: CompileKind) -> KindFn:
-    arg, string_fsp = k(_one_arg(e)), _string_fsp(_one_arg(e))
+    arg_fsp = _temporal_fsp(_one_arg(e), k)
 
     def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
-        name, scale = arg(kind_of, bv)
-        fsp = scale if name in ("datetime", "time") else string_fsp if name == "string" else 0
+        fsp = arg_fsp(kind_of, bv)
         return ("decimal", fsp) if fsp else INT
 
     return kind
@@ -815,13 +821,8 @@ def _timestamp(e: exp.Expression, c: Compile) -> Fn:
 
 
 def _timestamp_kind(e: exp.Expression, k: CompileKind) -> KindFn:
-    arg, string_fsp = k(e.this), _string_fsp(e.this)
-
-    def kind(kind_of: KindOf, bv: Mapping[str, Any]) -> ValueKind:
-        name, scale = arg(kind_of, bv)
-        return ("datetime", scale if name in ("datetime", "time") else string_fsp if name == "string" else 0)
-
-    return kind
+    fsp = _temporal_fsp(e.this, k)
+    return lambda kind_of, bv: ("datetime", fsp(kind_of, bv))
 
 
 def _weekday(e: exp.Expression, c: Compile) -> Fn:

@@ -99,15 +99,20 @@ def as_number(v: Any) -> Any:
     return v
 
 
+def integer_prefix(v: str | bytes) -> int:
+    """A string read as an integer: its longest integer prefix (``' 12abc'`` is 12), else 0."""
+    text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    m = _INT_PREFIX.match(text)
+    return int(m.group(0)) if m else 0
+
+
 def as_int(v: Any) -> int | None:
     """An integer argument (a length, a position, a count): numbers rounded half away from
     zero, a string's integer prefix, as MySQL reads them."""
     if v is None:
         return None
     if isinstance(v, str | bytes):
-        text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-        m = _INT_PREFIX.match(text)
-        return int(m.group(0)) if m else 0
+        return integer_prefix(v)
     n = as_number(v)
     if isinstance(n, int):
         return n

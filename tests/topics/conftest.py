@@ -127,11 +127,15 @@ class Follower:
     arrived: list[float] = field(default_factory=list)
     error: BaseException | None = None
     task: asyncio.Task[None] | None = None
+    # A slow reader: stops reading for ``pause_seconds`` once it has ``pause_after`` rows.
+    pause_after: int | None = None
+    pause_seconds: float = 0.0
 
     @classmethod
-    async def open(cls, p: TopicProxy, db: str, statement: str) -> Follower:
+    async def open(cls, p: TopicProxy, db: str, statement: str, *, pause_after: int | None = None,
+                   pause_seconds: float = 0.0) -> Follower:
         conn = await connect(p, db)
-        f = cls(conn)
+        f = cls(conn, pause_after=pause_after, pause_seconds=pause_seconds)
         try:
             async with conn.cursor() as cur:
                 await cur.execute("SET WORKLOAD = OLAP")
@@ -152,6 +156,8 @@ class Follower:
                     return
                 self.rows.append(tuple(row))
                 self.arrived.append(time.monotonic())
+                if len(self.rows) == self.pause_after:
+                    await asyncio.sleep(self.pause_seconds)
         except Exception as e:
             self.error = e
 
@@ -176,8 +182,8 @@ class Follower:
 async def follow(topic_proxy) -> AsyncIterator[Callable[..., Awaitable[Follower]]]:
     opened: list[Follower] = []
 
-    async def open_follower(db: str, statement: str, p: TopicProxy | None = None) -> Follower:
-        f = await Follower.open(p or topic_proxy, db, statement)
+    async def open_follower(db: str, statement: str, p: TopicProxy | None = None, **options: Any) -> Follower:
+        f = await Follower.open(p or topic_proxy, db, statement, **options)
         opened.append(f)
         return f
 
