@@ -652,16 +652,24 @@ def test_a_prepared_select_item_holding_a_parameter_is_named_by_the_prepared_tex
 
 def test_a_statement_reading_a_user_variable_the_session_set_answers_with_its_value(metered_proxy) -> None:
     # the fast path's shard links never hold the session's user variables: once the session set
-    # one, a statement naming `@` takes the normal path, which writes the value into it
+    # one, a statement naming `@` takes the normal path, which writes the value into it (a sharded
+    # session's statement is planned from that text; an unsharded one's would go as written)
     proxy, _ = metered_proxy
-    customer_id = _fresh_id()
-    conn = proxy.connect("commerce", autocommit=True)
-    try:
-        query(conn, f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, 'v@x', 3)")
-        sql = "select customer_id, tenant_id from customer where customer_id = @cid"
-        assert _answer(conn, sql)["rows"] == ()  # never set: NULL, no row (either path)
-        query(conn, f"set @cid = {customer_id}")
-        for _ in range(3):  # the plan is cached after the first
-            assert _answer(conn, sql)["rows"] == ((customer_id, 3),)
-    finally:
-        conn.close()
+    customer_id, sku = _fresh_id(), f"UV-{uuid.uuid4().hex[:12]}"
+    cases = [
+        ("commerce", f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, 'v@x', 3)",
+         f"set @key = {customer_id}", "select customer_id, tenant_id from customer where customer_id = @key",
+         ((customer_id, 3),)),
+        ("lookup", f"insert into product(sku, description, price) values ('{sku}', 'uv', 3)",
+         f"set @key = '{sku}'", "select sku, price from product where sku = @key", ((sku.encode(), 3),)),
+    ]
+    for target, insert, set_key, sql, row in cases:
+        conn = proxy.connect(target, autocommit=True)
+        try:
+            query(conn, insert)
+            assert _answer(conn, sql)["rows"] == ()  # never set: NULL, no row (either path)
+            query(conn, set_key)
+            for _ in range(3):  # the plan is cached after the first
+                assert _answer(conn, sql)["rows"] == row, target
+        finally:
+            conn.close()
