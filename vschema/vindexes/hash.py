@@ -6,12 +6,14 @@ ids are the same. The mapping is reversible: decrypting a keyspace id gives the 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from functools import lru_cache
 
 from Crypto.Cipher import DES
 
 from vschema.vindexes.base import IntegerVindex
+from vschema.vindexes.values import UINT64_MAX
 
 _CIPHER = DES.new(bytes(8), DES.MODE_ECB)
 # From this many values on, ``map`` enciphers them in one ECB call (each 8-byte block is
@@ -52,7 +54,13 @@ class HashVindex(IntegerVindex):
         A few values (a routed statement's) go through the cache of hot values instead."""
         if len(values) < _BATCH_FROM:
             return [self.keyspace_id(v) for v in values]
-        numbers = [self.uint64_of(v) for v in values]
+        # A plain non-negative int is its own uint64 (what uint64_of answers for it, without its
+        # three calls), and the blocks are packed and cut in one call each: 100 ids 66 -> 43 us
+        # (DES itself is 26 of them).
+        numbers = [v if type(v) is int and 0 <= v <= UINT64_MAX else self.uint64_of(v) for v in values]
+        if None not in numbers:
+            data = _CIPHER.encrypt(struct.pack(f">{len(numbers)}Q", *numbers))
+            return [data[i : i + 8] for i in range(0, len(data), 8)]
         data = _CIPHER.encrypt(b"".join(n.to_bytes(8, "big") for n in numbers if n is not None))
         blocks = iter(range(0, len(data), 8))
         return [None if n is None else data[(i := next(blocks)) : i + 8] for n in numbers]
