@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 _WS = " \t\r\n\f\v"
@@ -412,79 +413,146 @@ def _sign_context(s: _Scanner) -> bool:
 
 
 # -- the same answer for statements that differ only in their literals --------------------------
-# A plain integer or a simple single-quoted string (no escape, no doubled quote), standing
-# alone (no identifier character, '.', or charset prefix such as _utf8mb4 / N / X / B next
-# to it). Whatever else a statement holds stays in its template's text.
-_SIMPLE_LITERAL = re.compile(r"((?<![\w.$'\"`])(?:[0-9]+|'[^'\\]*')(?![\w.$'\"`]))")
+# A plain integer (no leading zero: equal values are equal texts) or a simple single-quoted
+# string (no escape, no doubled quote), standing alone (no identifier character, '.', or charset
+# prefix such as _utf8mb4 / N / X / B next to it). Whatever else a statement holds stays in its
+# template's text. Written to start with a character class (the regex engine then skips to the
+# candidates), the lookbehind checked from there: a 100-row INSERT split 78 -> 58 us.
+_SIMPLE_LITERAL = re.compile(
+    r"([0-9'](?<![\w.$'\"`][0-9'])(?:(?<=0)|(?<=[1-9])[0-9]*|(?<=')[^'\\]*')(?![\w.$'\"`]))"
+)
 _TEMPLATES_MAX = 10_000
-_BIND_MARK = re.compile(r"::?vtg\d+")
+_BIND_MARK = re.compile(r"(::?)(vtg\d+)")
+_FIRST = itemgetter(0)
+_KINDS = str.maketrans("0123456789", "0000000000")  # a literal's first character -> its kind ("0" or "'")
 
 
 class _Template:
-    """What ``normalize`` made of a statement template: its shape and the bind variable of
-    each literal (None: ``normalize`` kept a literal, or saw it otherwise; no shortcut)."""
+    """What ``normalize`` made of a statement template: its shape, and where each bind variable
+    comes from among the statement's simple literals (their texts, in order): ``order`` the
+    variables as ``normalize`` makes them, ``ints``/``strs`` the scalar ones (name, position),
+    ``lists`` an IN list's (name, first position, end)."""
 
-    __slots__ = ("shape", "names")
+    __slots__ = ("shape", "order", "int_names", "int_pos", "str_names", "str_pos", "lists")
 
-    def __init__(self, shape: str, names: tuple[str, ...]) -> None:
+    def __init__(self, shape: str, order: tuple[str, ...], ints: list[tuple[str, int]],
+                 strs: list[tuple[str, int]], lists: list[tuple[str, int, int]]) -> None:
         self.shape = shape
-        self.names = names
+        self.order = order
+        self.int_names = tuple(n for n, _ in ints)
+        self.int_pos = tuple(i for _, i in ints)
+        self.str_names = tuple(n for n, _ in strs)
+        self.str_pos = tuple(i for _, i in strs)
+        self.lists = tuple(lists)
+
+    def bindvars(self, literals: list[str]) -> dict[str, Any]:
+        # C-level maps over the literals (an int's text is its value's, a string's is between
+        # its quotes): a 100-row INSERT's 201 variables in 25 us, a Python loop took 70.
+        bv: dict[str, Any] = dict.fromkeys(self.order)
+        if self.int_names:
+            bv.update(zip(self.int_names, map(int, map(literals.__getitem__, self.int_pos)), strict=True))
+        if self.str_names:
+            bv.update(zip(self.str_names, [literals[i][1:-1] for i in self.str_pos], strict=True))
+        for name, i, j in self.lists:
+            bv[name] = [x[1:-1] if x[0] == "'" else int(x) for x in literals[i:j]]
+        return bv
 
 
-_TEMPLATES: dict[tuple[str, str, tuple[int, ...]], _Template | None] = {}
+_TEMPLATES: dict[tuple[str, str, Any], _Template | None] = {}
 
 
 def normalize_cached(sql: str) -> tuple[str, dict[str, Any]]:
     """``normalize(sql)``, faster for a statement seen before with other literal values.
 
-    The statement is split at its simple literals (one regex); the text around them and
-    which of them are equal (equal literals share a bind variable) is its template. The
-    first statement of a template goes through ``normalize``, and the template is kept
-    only if every simple literal became its own bind variable in order (so the shape
-    does not depend on their values: a kept ``ORDER BY 1``, a negative number, a
-    ``DATE '...'`` make the template go through ``normalize`` every time). Measured on a
-    point select: 2.4 times faster than ``normalize`` (9 µs instead of 22 on the shared
-    2-core machine)."""
+    The statement is split at its simple literals (one regex); the text around them, each
+    literal's kind and which of them are equal (equal literals share a bind variable; equal
+    values are equal texts) is its template. The first statement of a template goes through
+    ``normalize``, and the template is kept only if every simple literal became a bind variable
+    or an element of an IN list's, in order (so the shape does not depend on their values: a
+    kept ``ORDER BY 1``, a negative number, a ``DATE '...'`` make the template go through
+    ``normalize`` every time). Measured on a point select: 2.4 times faster than ``normalize``
+    (9 µs instead of 22 on the shared 2-core machine); an ack ``UPDATE ... WHERE id IN (50 ids)``
+    110 -> 30 us; a 100-row INSERT 160 -> 100 us."""
     parts = _SIMPLE_LITERAL.split(sql)
-    values: list[Any] = []
-    kinds = ""  # each literal's kind: a number after INTERVAL is kept, a string is not
-    for text in parts[1::2]:
-        if text[0] == "'":
-            values.append(text[1:-1])
-            kinds += "'"
-        else:
-            values.append(int(text))
-            kinds += "0"
-    if len(values) > 1:
-        firsts: dict[tuple[type, Any], int] = {}
-        pattern = tuple([firsts.setdefault((type(v), v), i) for i, v in enumerate(values)])
+    literals = parts[1::2]
+    n = len(literals)
+    if n > 1:
+        lasts = dict(zip(literals, range(n), strict=True))  # each distinct text's last position names its group
+        pattern: Any = n if len(lasts) == n else tuple(map(lasts.__getitem__, literals))
+        kinds = "".join(map(_FIRST, literals)).translate(_KINDS)
+    elif n:
+        pattern, kinds = 1, literals[0][0].translate(_KINDS)
     else:
-        pattern = (0,) if values else ()
+        pattern, kinds = 0, ""
     key = ("\0".join(parts[0::2]), kinds, pattern)
     template = _TEMPLATES.get(key, ...)
     if template is None:
         return normalize(sql)
     if template is not ...:
-        return template.shape, dict(zip(template.names, values, strict=True))  # type: ignore[union-attr]
+        return template.shape, template.bindvars(literals)  # type: ignore[union-attr]
     shape, bindvars = normalize(sql)
     if len(_TEMPLATES) >= _TEMPLATES_MAX:
         _TEMPLATES.clear()
-    _TEMPLATES[key] = _template_of(shape, bindvars, values, pattern)
+    _TEMPLATES[key] = _template_of(shape, bindvars, literals)
     return shape, bindvars
 
 
-def _template_of(shape: str, bindvars: dict[str, Any], values: list[Any], pattern: tuple[int, ...]) -> _Template | None:
-    names: list[str] = []
-    distinct = 0
-    for i, first in enumerate(pattern):
-        if first == i:
-            distinct += 1
-            names.append(f"vtg{distinct}")
+def _template_of(shape: str, bindvars: dict[str, Any], literals: list[str]) -> _Template | None:
+    """The template of a statement, from what ``normalize`` made of it: its bind marks, in
+    order, take its simple literals in order (a list mark as many as its list holds); None
+    unless that accounts for every literal and gives back exactly ``normalize``'s variables."""
+    ints: list[tuple[str, int]] = []
+    strs: list[tuple[str, int]] = []
+    lists: list[tuple[str, int, int]] = []
+    seen: set[str] = set()
+    pos = 0
+    for m in _BIND_MARK.finditer(shape):
+        name = m.group(2)
+        value = bindvars.get(name)
+        if m.group(1) == "::":
+            if name in seen or type(value) is not list:
+                return None
+            lists.append((name, pos, pos + len(value)))
+            pos += len(value)
         else:
-            names.append(names[first])
-    expected = dict(zip(names, values, strict=True))
-    if expected != bindvars or any(type(bindvars[n]) is not type(v) for n, v in expected.items()):
+            if pos >= len(literals):
+                return None
+            if name not in seen:
+                (strs if literals[pos][0] == "'" else ints).append((name, pos))
+            pos += 1
+        seen.add(name)
+    if pos != len(literals) or seen != bindvars.keys():
         return None
-    if len(_BIND_MARK.findall(shape)) != len(values) or "::" in shape:
+    template = _Template(shape, tuple(bindvars), ints, strs, lists)
+    # Every mark's literal gives its variable's value, of its type (and a shared variable's
+    # every literal the same): else a literal was kept, or a mark came from elsewhere.
+    again = template.bindvars(literals)
+    if not _same_values(again, bindvars):
         return None
-    return _Template(shape, tuple(names))
+    pos = 0
+    for m in _BIND_MARK.finditer(shape):
+        name = m.group(2)
+        if m.group(1) == "::":
+            pos += len(bindvars[name])
+            continue
+        value = _literal_value(literals[pos])
+        if value != bindvars[name] or type(value) is not type(bindvars[name]):
+            return None
+        pos += 1
+    return template
+
+
+def _literal_value(text: str) -> Any:
+    return text[1:-1] if text[0] == "'" else int(text)
+
+
+def _same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a != b:
+        return False
+    for name, x in a.items():
+        y = b[name]
+        if type(x) is not type(y):
+            return False
+        if type(x) is list and any(type(u) is not type(v) for u, v in zip(x, y, strict=True)):
+            return False
+    return True

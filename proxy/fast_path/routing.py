@@ -119,6 +119,7 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     if target is None:
         declined(sql)  # the normal path plans it with this normalisation (a 100-row INSERT's: 160 us)
         return None
+    assert isinstance(plan, Route | Insert)
     shard, query = target
     table = plan.table if type(plan) is Insert else None
     return FastRoute(

@@ -127,6 +127,15 @@ _TEMPLATES_TO_VARY = [
     "update t set a = {a} where b = '{s}' and c = {c} for update wait {c}",
     "select a from t group by {c} order by {c} desc",
     "select a from t where b = 'x{s}' and c = \"{s}\" and d = {b}",
+    # IN lists (a messaging ack), with scalars equal to their elements, strings, signs, nesting
+    "update customer_events set time_acked = {a}, time_next = null where id in ({a}, {b}, {c}) and time_acked is null",
+    "select * from t where a in ('{s}', {b}, '{s}') and b = '{s}' and c in ({b})",
+    "select * from t where a in ({a}) and b in ({b}, {c}) and c = {c} and d in ({c}, {a})",
+    "select * from t where a in (-{a}, {b}) and b in ({c}, {b}.5) and c in ({a}, 0x{b})",
+    "select * from t where a in (\"{s}\", '{s}') and b not in ({a},{a})",
+    "select * from t where (a, b) in (({a}, {b}), ({c}, {a})) and c in (select {a} from dual)",
+    # a number written with a leading zero equals the one without it
+    "insert into t (a, b, c) values (0{a}, {a}, 0), ({b}, 00{b}, 00), (0, '0{s}', {c})",
 ]
 
 
@@ -141,6 +150,8 @@ def test_normalize_cached_answers_as_normalize_for_any_literals(template):
         shape, bindvars = normalize_cached(sql)
         assert (shape, bindvars) == normalize(sql), sql
         assert {k: type(x) for k, x in bindvars.items()} == {k: type(x) for k, x in normalize(sql)[1].items()}, sql
+        assert {k: [type(e) for e in x] for k, x in bindvars.items() if isinstance(x, list)} == \
+            {k: [type(e) for e in x] for k, x in normalize(sql)[1].items() if isinstance(x, list)}, sql
 
 
 def test_normalize_cached_reports_a_syntax_error_as_normalize_does():

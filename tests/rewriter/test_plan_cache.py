@@ -6,6 +6,7 @@ from unittest import mock
 
 import sqlglot
 
+import rewriter
 from rewriter import PlanCache, plan_query
 from tests.rewriter.vschema_fixture import make_vschema
 
@@ -71,3 +72,43 @@ def test_vexplain_is_not_cached(vschema):
     cache = PlanCache()
     plan_query("vexplain plan select * from customer", vschema, None, cache)
     assert len(cache) == 0
+
+
+def _counting_normalize():
+    real = rewriter.normalize_cached
+    calls: list[str] = []
+
+    def normalize_cached(sql):
+        calls.append(sql)
+        return real(sql)
+
+    return calls, mock.patch.object(rewriter, "normalize_cached", normalize_cached)
+
+
+def test_a_statement_the_fast_path_declined_is_planned_from_its_normalisation(vschema):
+    sql = "insert into customer (customer_id, email) values (1, 'a'), (2, 'b'), (3, 'c')"
+    planned, _ = plan_query(sql, vschema, None)
+    found = rewriter.cached_plan(sql, vschema, None)
+    assert found is not None and found[0] is planned
+    rewriter.declined(sql)
+    calls, patch = _counting_normalize()
+    with patch:
+        again, bindvars = plan_query(sql, vschema, None)
+        assert calls == []  # the fast path's normalisation, taken once
+        assert again is planned and bindvars == found[1] and bindvars is not found[1]
+        plan_query(sql, vschema, None)
+    assert calls == [sql]
+
+
+def test_only_the_statement_last_looked_up_is_handed_over(vschema):
+    sql = "select * from customer where customer_id = 5"
+    plan_query(sql, vschema, None)
+    assert rewriter.cached_plan(sql, vschema, None) is not None
+    other = "select * from customer where customer_id = 6"
+    rewriter.declined(other)  # not the statement cached_plan answered: nothing handed over
+    rewriter.declined(sql)  # cached_plan's answer was forgotten by the call before
+    calls, patch = _counting_normalize()
+    with patch:
+        assert plan_query(sql, vschema, None)[1] == {"vtg1": 5}
+        assert plan_query(other, vschema, None)[1] == {"vtg1": 6}
+    assert calls == [sql, other]
