@@ -39,16 +39,16 @@ _BATCHED: dict[int, bytes] = {}
 _BATCHED_MAX = 65_536
 
 
-def _keyspace_ids(numbers: list[int]) -> list[bytes]:
+def _keyspace_ids(numbers: list[int]) -> list[bytes | None]:
     found = list(map(_BATCHED.get, numbers))
     if None not in found:
-        return found  # type: ignore[return-value]  # no None among them
+        return found
     missing = [n for n, k in zip(numbers, found, strict=True) if k is None]
     data = _CIPHER.encrypt(struct.pack(f">{len(missing)}Q", *missing))
-    new = [data[i : i + 8] for i in range(0, len(data), 8)]
+    new: list[bytes | None] = [data[i : i + 8] for i in range(0, len(data), 8)]
     if len(_BATCHED) + len(new) > _BATCHED_MAX:
         _BATCHED.clear()
-    _BATCHED.update(zip(missing, new, strict=True))
+    _BATCHED.update(zip(missing, new, strict=True))  # type: ignore[arg-type]  # new holds no None
     if len(new) == len(found):
         return new
     fresh = iter(new)
