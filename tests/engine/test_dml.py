@@ -95,6 +95,20 @@ async def test_multi_row_insert_is_split_per_shard(vcursor):
     assert sum(len(rs) for rs in rows.values()) == len(ids)
 
 
+async def test_multi_row_insert_rows_keep_their_values_on_each_shard(vcursor):
+    # a kept literal with braces around the values, a value shared by every row, and the same
+    # INSERT again with other values (its plan from the cache)
+    for base in (9301, 9401):
+        ids = list(range(base, base + 12))
+        values = ", ".join(f"({i}, concat(_utf8mb4'{{x}}', 'braces{i}', 'same'))" for i in ids)
+        res = await run(vcursor, f"insert into customer (customer_id, email) values {values}")
+        assert res.affected_rows == len(ids)
+        rows = await shard_rows(vcursor, "commerce", f"select customer_id, email from customer "
+                                                     f"where customer_id between {base} and {base + 11}")
+        got = {int(r[0]): (r[1], shard) for shard, rs in rows.items() for r in rs}
+        assert got == {i: (f"{{x}}braces{i}same".encode(), expected_shard(vcursor, i)) for i in ids}
+
+
 async def test_owned_lookup_rows_are_created_with_the_owner_rows(vcursor):
     await run(vcursor, "insert into corder (order_id, customer_id, sku, price) values (501, 7, 'a', 1), (502, 8, 'b', 2)")
     res = await vcursor.execute_shard("lookup", "0", "select order_id, keyspace_id from corder_order_id_idx "
