@@ -59,7 +59,6 @@ __all__ = [
     "TableNotFound",
     "Unsupported",
     "cached_plan",
-    "declined",
     "plan",
     "plan_query",
 ]
@@ -79,21 +78,22 @@ def _cache_key(shape: str, vschema: Any, keyspace: str | None, schema: TrackedSc
     return (shape, keyspace, vschema_version(vschema), schema.version if schema is not None else 0)
 
 
-# The normalisation ``cached_plan`` made last, and those of the statements the fast path declined
-# after it (``declined``), for ``plan_query`` to take instead of normalising the text again: a
-# 100-row INSERT whose rows go to two shards is normalised by the fast path, then by the normal
-# path (160 us each). Keyed by the text alone: the normalisation depends on nothing else.
-_last: tuple[str, str, dict[str, Any]] | None = None
-_DECLINED: dict[str, tuple[str, dict[str, Any]]] = {}
-_DECLINED_MAX = 64  # entries a statement that never reached plan_query leaves (an error before it)
+# The normalisations of long statements ``cached_plan`` found a plan for, for ``plan_query`` to
+# take instead of normalising the text again: the fast path finds a 100-row INSERT's plan, sees
+# its rows go to two shards and leaves it to the normal path, which planned it again (normalising
+# it took 160 us). Keyed by the text alone (the normalisation depends on nothing else); a few, for
+# the statements of other connections the fast path looks up meanwhile. A shorter statement
+# normalises again at less than keeping it costs (a point select: ~9 us).
+_RECENT: dict[str, tuple[str, dict[str, Any]]] = {}
+_RECENT_MAX = 16
+_RECENT_FROM = 1024  # characters
 
 
 def cached_plan(sql: str, vschema: Any, keyspace: str | None,
                 schema: TrackedSchema | None = None) -> tuple[Plan, dict[str, Any]] | None:
     """``plan_query``'s answer if the statement's plan is in ``DEFAULT_CACHE``, else None
     (never plans, never raises: a statement that does not normalise is None too).
-    ``sql`` must not be a VEXPLAIN."""
-    global _last
+    ``sql`` must not be a VEXPLAIN. The caller must not change the bind variables."""
     try:
         shape, bindvars = normalize_cached(sql)
     except ValueError:
@@ -101,29 +101,18 @@ def cached_plan(sql: str, vschema: Any, keyspace: str | None,
     cached = DEFAULT_CACHE.peek(_cache_key(shape, vschema, keyspace, schema))
     if cached is None:
         return None
-    _last = (sql, shape, bindvars)
+    if len(sql) >= _RECENT_FROM:
+        if len(_RECENT) >= _RECENT_MAX:
+            del _RECENT[next(iter(_RECENT))]
+        _RECENT[sql] = (shape, bindvars)
     return cached, bindvars
 
 
-def declined(sql: str) -> None:
-    """The caller of ``cached_plan(sql, ...)`` (the fast path) leaves the statement to
-    ``plan_query``, and did not change the bind variables it was given: ``plan_query`` takes
-    that normalisation instead of making it again."""
-    global _last
-    last = _last
-    _last = None
-    if last is None or last[0] is not sql:
-        return
-    if len(_DECLINED) >= _DECLINED_MAX:
-        del _DECLINED[next(iter(_DECLINED))]
-    _DECLINED[sql] = (last[1], last[2])
-
-
 def _normalized(sql: str) -> tuple[str, dict[str, Any]]:
-    if _DECLINED:
-        handed = _DECLINED.pop(sql, None)
-        if handed is not None:
-            return handed[0], dict(handed[1])  # a copy: the plan's execution may add to it
+    if _RECENT and len(sql) >= _RECENT_FROM:
+        recent = _RECENT.pop(sql, None)
+        if recent is not None:
+            return recent[0], dict(recent[1])  # a copy: the plan's execution may add to it
     return normalize_cached(sql)
 
 

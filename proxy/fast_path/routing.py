@@ -37,7 +37,7 @@ from proxy.fast_path.shard_link import NO_SETTINGS, Settings, settings_key
 from proxy.messaging.dml import inserted_table
 from proxy.observability.metrics import plan_label
 from proxy.twopc import TWOPC
-from rewriter import cached_plan, declined
+from rewriter import cached_plan
 from rewriter.nodes import DMLOpcode, Insert, Opcode, Route
 from sqltext.lexer import first_keyword
 
@@ -108,18 +108,17 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     if found is None:
         return None
     plan, bindvars = found
-    target = None
     try:
         if type(plan) is Route:
             target = _route_target(plan, session, bindvars)
         elif type(plan) is Insert and kw == "insert":
             target = _insert_target(plan, vschema, bindvars)
+        else:
+            return None
     except ProxyError:
-        pass  # the normal path reports it
+        return None  # the normal path reports it
     if target is None:
-        declined(sql)  # the normal path plans it with this normalisation (a 100-row INSERT's: 160 us)
         return None
-    assert isinstance(plan, Route | Insert)
     shard, query = target
     table = plan.table if type(plan) is Insert else None
     return FastRoute(
