@@ -34,8 +34,9 @@ Hence:
 
 When a commit through this process inserted into a topic, its sequencer runs a pass at once
 (``notify``), or, under load, ``MIN_PASS_INTERVAL_S`` after the previous pass began (the commits
-of the wait share it: the order argument above holds for a pass of any size); otherwise it probes every ``poll_seconds`` (rows inserted through other proxies
-or directly on the shard, and other proxies' passes, which wake this process's followers).
+of the wait share it: the order argument above holds for a pass of any size); otherwise it
+probes every ``poll_seconds`` (rows inserted through other proxies or directly on the shard,
+and other proxies' passes, which wake this process's followers).
 """
 
 from __future__ import annotations
