@@ -17,6 +17,7 @@ topic.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ _INSERT = re.compile(
     re.I,
 )
 _SELECT_WORD = re.compile(r"\bselect\b", re.I)
+# A column list of bare names and commas only (nothing quoted, no comment, no nesting).
+_PLAIN_LIST = re.compile(r"^[A-Za-z0-9_$\s,]*$")
 _ROUTED_KW = frozenset({"select", "with", "(", "insert", "replace", "update", "delete", "table", "values"})
 
 Lookup = Callable[[str | None, str], "TopicInfo | None"]
@@ -115,12 +118,27 @@ def _names_view_columns(rest: str, info: TopicInfo) -> bool:
     insert itself). Anything else (no column list, a column the view does not show, the
     generated ``message_id`` whose error names the table) goes through the view."""
     rest = rest.lstrip()
-    split = split_parenthesised(rest) if rest.startswith("(") else None
-    if split is None:
+    if not rest.startswith("("):
         return False
-    names = [unquote(c) for c in split_top_level(split[0])]
-    writable = {c.lower() for c in view_columns(info.columns)} - {"message_id"}
+    close = rest.find(")")
+    inner = rest[1:close]
+    if close > 0 and _PLAIN_LIST.match(inner):
+        # Bare names (the publish path's ``(payload)``): no lexer. Its 4.3 us per INSERT was
+        # ~45% of route_publish's cost (9.5 -> 6.0 us, timeit).
+        names = [c.strip() for c in inner.split(",")]
+    else:
+        split = split_parenthesised(rest)
+        if split is None:
+            return False
+        names = [unquote(c) for c in split_top_level(split[0])]
+    writable = _writable(tuple(info.columns))
     return bool(names) and all(n.lower() in writable for n in names)
+
+
+@functools.lru_cache(maxsize=256)
+def _writable(user_columns: tuple[str, ...]) -> frozenset[str]:
+    """The lower-cased view columns a publisher may name (a topic's user columns: few shapes)."""
+    return frozenset(c.lower() for c in view_columns(user_columns)) - {"message_id"}
 
 
 def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup,

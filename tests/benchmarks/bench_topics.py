@@ -6,7 +6,9 @@ the publishers' cost of fanning out to 8 followers.
 
 Publishers, the latency follower and the poller are asyncio tasks of this process (aiomysql); the 8
 fan-out followers run in another process and count row packets without decoding them; the proxy is one
-process (``shardgate worker``); all share the machine's cores with the MariaDB shards.
+process (``shardgate worker``); all share the machine's cores with the MariaDB shards. Beside the rates,
+each run prints the CPU time per message of the proxy process and of the topic's shard from the first
+publish until every message is visible (/proc/<pid>/stat: steadier than rates on a shared machine).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import aiomysql
 import pymysql
 
 from proxy.config import ShardEndpoint
-from tests.benchmarks.harness import local_cluster, machine, proxies
+from tests.benchmarks.harness import cpu_seconds, local_cluster, machine, proxies
 from tests.proxy_process import ProxyProcess
 
 KEYSPACE = "commerce"
@@ -43,6 +45,13 @@ class Run:
     messages: int
     publish_s: float
     visible_s: float
+    proxy_cpu_s: float = 0.0  # CPU of the proxy process, first publish to all visible
+    shard_cpu_s: float = 0.0  # CPU of the topic's shard, likewise
+
+    @property
+    def cpu(self) -> str:
+        return (f"CPU per message: proxy {self.proxy_cpu_s * 1e6 / self.messages:.0f} us,"
+                f" shard {self.shard_cpu_s * 1e6 / self.messages:.0f} us")
 
     @property
     def publish_rate(self) -> float:
@@ -118,17 +127,21 @@ async def _wait_sequenced(shard: aiomysql.Connection, topic: str, started: float
     return time.perf_counter() - started
 
 
-async def _topic_run(p: ProxyProcess, shard: aiomysql.Connection, topic: str, total: int, per_tx: int) -> Run:
+async def _topic_run(p: ProxyProcess, shard: aiomysql.Connection, topic: str, total: int, per_tx: int,
+                     shard_pid: int = 0) -> Run:
+    p0, s0 = cpu_seconds(p.proc.pid), cpu_seconds(shard_pid)
     started = time.perf_counter()
     publish_s = await _publish(lambda: _proxy_conn(p), topic, total, per_tx)
     visible_s = await _wait_sequenced(shard, topic, started)
-    return Run(total // PUBLISHERS // per_tx * PUBLISHERS * per_tx, publish_s, visible_s)
+    p1, s1 = cpu_seconds(p.proc.pid), cpu_seconds(shard_pid)
+    return Run(total // PUBLISHERS // per_tx * PUBLISHERS * per_tx, publish_s, visible_s, p1 - p0, s1 - s0)
 
 
-async def _raw_run(e: ShardEndpoint, table: str, total: int, per_tx: int) -> Run:
+async def _raw_run(e: ShardEndpoint, table: str, total: int, per_tx: int, shard_pid: int = 0) -> Run:
+    s0 = cpu_seconds(shard_pid)
     seconds = await _publish(lambda: _shard_conn(e), table, total, per_tx)
     n = total // PUBLISHERS // per_tx * PUBLISHERS * per_tx
-    return Run(n, seconds, seconds)
+    return Run(n, seconds, seconds, 0.0, cpu_seconds(shard_pid) - s0)
 
 
 class Follower:
@@ -290,8 +303,8 @@ def _followers_process(port: int, topic: str, count: int, expected: int, start_m
     out.put(min(counts))
 
 
-async def _fanout(p: ProxyProcess, shard: aiomysql.Connection, topic: str) -> tuple[Run, Run, int]:
-    base = await _topic_run(p, shard, topic, TX_MESSAGES // 2, TX_ROWS)
+async def _fanout(p: ProxyProcess, shard: aiomysql.Connection, topic: str, shard_pid: int) -> tuple[Run, Run, int]:
+    base = await _topic_run(p, shard, topic, TX_MESSAGES // 2, TX_ROWS, shard_pid)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     expected = TX_MESSAGES // 2 // PUBLISHERS // TX_ROWS * PUBLISHERS * TX_ROWS
@@ -300,7 +313,7 @@ async def _fanout(p: ProxyProcess, shard: aiomysql.Connection, topic: str) -> tu
     proc.start()
     try:
         assert await asyncio.to_thread(out.get, True, 60) == "ready"
-        fanned = await _topic_run(p, shard, topic, TX_MESSAGES // 2, TX_ROWS)
+        fanned = await _topic_run(p, shard, topic, TX_MESSAGES // 2, TX_ROWS, shard_pid)
         delivered = await asyncio.to_thread(out.get, True, 180)
     finally:
         await asyncio.to_thread(proc.join, 10)
@@ -309,7 +322,8 @@ async def _fanout(p: ProxyProcess, shard: aiomysql.Connection, topic: str) -> tu
     return base, fanned, delivered
 
 
-async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint]) -> None:
+async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint],
+                 shard_pid: Callable[[str, str], int | None]) -> None:
     admin = await _proxy_conn(p)
     topics = {}
     for name in ("bench_tx", "bench_single", "bench_latency", "bench_fanout"):
@@ -323,12 +337,15 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
     def shard_of(name: str) -> ShardEndpoint:
         return endpoints[(KEYSPACE, topics[name])]
 
+    def pid_of(name: str) -> int:
+        return shard_pid(KEYSPACE, topics[name]) or 0
+
     # the raw ceiling: the same INSERTs into a copy of the log table, directly on the shard
     raw_conn = await _shard_conn(shard_of("bench_tx"))
     await _exec(raw_conn, "DROP TABLE IF EXISTS raw_topic_log")
     await _exec(raw_conn, "CREATE TABLE raw_topic_log LIKE `_tms_bench_tx`")
-    raw_tx = await _raw_run(shard_of("bench_tx"), "raw_topic_log", TX_MESSAGES, TX_ROWS)
-    raw_single = await _raw_run(shard_of("bench_tx"), "raw_topic_log", SINGLE_MESSAGES, 1)
+    raw_tx = await _raw_run(shard_of("bench_tx"), "raw_topic_log", TX_MESSAGES, TX_ROWS, pid_of("bench_tx"))
+    raw_single = await _raw_run(shard_of("bench_tx"), "raw_topic_log", SINGLE_MESSAGES, 1, pid_of("bench_tx"))
     # the proxy's own floor: the same INSERTs of a plain table through the proxy (shard-targeted
     # session, sent verbatim: no topic, no sequencer)
     target = f"{KEYSPACE}:{topics['bench_tx']}"
@@ -339,12 +356,13 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
 
     tx_shard = await _shard_conn(shard_of("bench_tx"))
     single_shard = await _shard_conn(shard_of("bench_single"))
-    tx = await _topic_run(p, tx_shard, "bench_tx", TX_MESSAGES, TX_ROWS)
-    single = await _topic_run(p, single_shard, "bench_single", SINGLE_MESSAGES, 1)
+    tx = await _topic_run(p, tx_shard, "bench_tx", TX_MESSAGES, TX_ROWS, pid_of("bench_tx"))
+    single = await _topic_run(p, single_shard, "bench_single", SINGLE_MESSAGES, 1, pid_of("bench_single"))
     for label, raw, run in (("100 messages per transaction", raw_tx, tx), ("single-message transactions", raw_single, single)):
         print(f"{label}: raw {raw.publish_rate:,.0f} msg/s; through the proxy {run.publish_rate:,.0f} msg/s committed"
               f" ({run.publish_rate / raw.publish_rate:.2f} of raw), {run.visible_rate:,.0f} msg/s visible"
-              f" ({run.visible_rate / raw.publish_rate:.2f} of raw)", flush=True)
+              f" ({run.visible_rate / raw.publish_rate:.2f} of raw); raw shard CPU per message"
+              f" {raw.shard_cpu_s * 1e6 / raw.messages:.0f} us; topic {run.cpu}", flush=True)
     print(f"single-message INSERTs of a plain table through the proxy: {plain_rate:,.0f} msg/s"
           f" ({plain_rate / raw_single.publish_rate:.2f} of raw)", flush=True)
 
@@ -355,17 +373,17 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
           flush=True)
 
     fan_shard = await _shard_conn(shard_of("bench_fanout"))
-    base, fanned, delivered = await _fanout(p, fan_shard, "bench_fanout")
+    base, fanned, delivered = await _fanout(p, fan_shard, "bench_fanout", pid_of("bench_fanout"))
     print(f"fan-out to {FANOUT} followers (another process): publishers {base.publish_rate:,.0f} -> {fanned.publish_rate:,.0f} msg/s"
           f" (cost {1 - fanned.publish_rate / base.publish_rate:.0%}); every follower got {delivered:,} of"
-          f" {fanned.messages:,}", flush=True)
+          f" {fanned.messages:,}; {base.cpu} without followers, {fanned.cpu} with them", flush=True)
     for c in (tx_shard, single_shard, fan_shard):
         c.close()
 
 
 def main() -> None:
     with local_cluster() as cluster, proxies(cluster) as p:
-        asyncio.run(_bench(p, cluster.endpoints))
+        asyncio.run(_bench(p, cluster.endpoints, cluster.pid))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import time
 
 import pymysql
 
+from proxy.topics.sequencer import MIN_PASS_INTERVAL_S
 from tests.topics.conftest import Follower, connect, eventually, read_all, run
 
 
@@ -307,3 +308,40 @@ async def test_stream_starts_from_an_id_or_a_time_and_ends_when_the_topic_is_dro
 
     await eventually(ended, what="the follower's stream ended by the drop")
     assert by_time.error is not None and "topic" in str(by_time.error).lower()
+
+
+async def test_commits_arriving_while_passes_run_share_paced_passes(topic_proxy, topics):
+    """Under load a pass begins at most every MIN_PASS_INTERVAL_S and takes every commit of the
+    wait: 4 publishers' single-message commits share passes (a pass gives its rows one
+    millisecond: distinct publish times bound the passes), each publisher's messages stay in its
+    commit order, and all become visible."""
+    topic = await topics.create("commerce")
+    per_publisher = 60
+    committed: list[list[bytes]] = [[] for _ in range(4)]
+
+    async def publisher(i: int) -> None:
+        conn = await connect(topic_proxy, "commerce")
+        try:
+            async with conn.cursor() as cur:
+                for k in range(per_publisher):
+                    await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s)", (f"p{i}-{k}",))
+                    committed[i].append(f"p{i}-{k}".encode())
+        finally:
+            conn.close()
+
+    started = time.monotonic()
+    await asyncio.gather(*(publisher(i) for i in range(4)))
+
+    async def all_visible() -> bool:
+        return len(await read_all(topic_proxy, "commerce", topic)) == 4 * per_publisher
+
+    await eventually(all_visible, within=10)
+    elapsed = time.monotonic() - started
+    rows = await read_all(topic_proxy, "commerce", topic)
+    for i in range(4):
+        assert [r[2] for r in rows if r[2].startswith(f"p{i}-".encode())] == committed[i]
+    passes = len({r[1] for r in rows})
+    # Paced passes (one per 4 ms at most), plus the probes of this and any other proxy of the
+    # session (every 0.2 s): back to back, passes came every ~1.5 ms.
+    assert passes <= elapsed / MIN_PASS_INTERVAL_S + 2 * elapsed / 0.2 + 3, (passes, elapsed)
+    assert passes < 4 * per_publisher
