@@ -10,6 +10,7 @@ how the CPU split between the workers.
 
     python -m tests.benchmarks workers
     # BENCH_GROUPS=1:asyncio,2:asyncio,1:uvloop,2:uvloop BENCH_ROUNDS=3 BENCH_SECONDS=3 BENCH_CLIENTS=8
+    # BENCH_STATEMENTS=select,insert; a group "2:asyncio+SHARDGATE_PIN_WORKERS=0" adds environment entries
 """
 
 from __future__ import annotations

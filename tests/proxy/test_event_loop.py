@@ -4,6 +4,7 @@ asyncio's own by default, uvloop when asked, a clear refusal for anything else."
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import subprocess
 import sys
@@ -18,10 +19,13 @@ from proxy.event_loop import EVENT_LOOP_ENV, EventLoopError, loop_factory, run
 from tests.proxy.sessions_support import dsn_cluster_file
 from tests.proxy_process import REPO, ProxyProcess, free_port, start_proxy, stop_proxy
 
-uvloop = pytest.importorskip("uvloop")
+needs_uvloop = pytest.mark.skipif(importlib.util.find_spec("uvloop") is None, reason="uvloop is not installed")
 
 
+@needs_uvloop
 def test_asyncio_is_the_default_and_uvloop_is_chosen_by_name(monkeypatch) -> None:
+    import uvloop
+
     monkeypatch.delenv(EVENT_LOOP_ENV, raising=False)
     assert loop_factory() is None
     assert loop_factory(" AsyncIO ") is None
@@ -59,6 +63,7 @@ def uvloop_proxy(local_cluster, tmp_path_factory) -> Iterator[ProxyProcess]:
         stop_proxy(proxy)
 
 
+@needs_uvloop
 def test_a_proxy_on_uvloop_answers_reads_writes_and_transactions(uvloop_proxy: ProxyProcess) -> None:
     assert "event loop loop=uvloop" in uvloop_proxy.log_text()
     conn = uvloop_proxy.connect("commerce", autocommit=True)
@@ -82,6 +87,7 @@ def test_a_proxy_on_uvloop_answers_reads_writes_and_transactions(uvloop_proxy: P
         conn.close()
 
 
+@needs_uvloop
 def test_serve_workers_run_on_the_loop_their_parent_was_given(local_cluster, tmp_path: Path) -> None:
     cfg = dsn_cluster_file(local_cluster, tmp_path)
     port = free_port()
