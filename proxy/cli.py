@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,17 @@ async def _run_until_signal(main: Any) -> None:
         logger.info("shutting down")
 
 
+def _serve_loop(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a serving process's ``main()`` on the event loop ``proxy.event_loop`` picks."""
+    from proxy.event_loop import EventLoopError, loop_factory, run
+
+    try:
+        factory = loop_factory()
+    except EventLoopError as e:
+        raise CliError(str(e)) from e
+    run(main(), factory)
+
+
 def _load(args: argparse.Namespace) -> Any:
     from proxy.config import ConfigError, load_config
     from proxy.errors import ProxyError
@@ -94,7 +106,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             await cluster.stop()
 
     try:
-        asyncio.run(_run_until_signal(main()))
+        _serve_loop(lambda: _run_until_signal(main()))
     except ClusterError as e:
         raise CliError(str(e)) from e
     return 0
@@ -115,7 +127,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 return 2
             endpoints[(name, shard)] = ep
 
-    asyncio.run(_run_until_signal(_serve_with_reshard_host(config, serve_proxy(config, endpoints, workers=args.workers))))
+    _serve_loop(
+        lambda: _run_until_signal(_serve_with_reshard_host(config, serve_proxy(config, endpoints, workers=args.workers)))
+    )
     return 0
 
 
@@ -162,7 +176,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     config = _load(args)
     endpoints = endpoints_from_json(os.environ["SHARDGATE_ENDPOINTS"])
     slot = WorkerSlot.from_environment()  # None: a proxy process on its own
-    asyncio.run(_run_until_signal(serve_proxy(config, endpoints, worker=slot)))
+    _serve_loop(lambda: _run_until_signal(serve_proxy(config, endpoints, worker=slot)))
     return 0
 
 
