@@ -58,6 +58,27 @@ def expect_new_answer(conn: aiomysql.Connection) -> None:
     conn._next_seq_id = 1
 
 
+def transport_of(conn: aiomysql.Connection) -> asyncio.Transport | None:
+    """The connection's socket transport (None once closed)."""
+    writer = conn._writer
+    if writer is None:
+        return None
+    transport: asyncio.Transport = writer.transport
+    return transport
+
+
+def has_unread(conn: aiomysql.Connection) -> bool:
+    """Whether bytes the shard sent wait unread in the connection's reader."""
+    reader = conn._reader
+    return reader is None or bool(reader._buffer)
+
+
+def set_server_status(conn: aiomysql.Connection, status: int) -> None:
+    """The status flags of the last answer read on the connection past aiomysql (the pool
+    closes a connection released while they say it is in a transaction)."""
+    conn.server_status = status
+
+
 def settings_of(conn: aiomysql.Connection) -> Mapping[str, str]:
     """The session variables ``conn`` was last set to (``NO_SETTINGS``: none, or unknown)."""
     settings: Mapping[str, str] = getattr(conn, "_shardgate_settings", NO_SETTINGS)
@@ -72,12 +93,15 @@ __all__ = [
     "NO_SETTINGS",
     "Packet",
     "expect_new_answer",
+    "has_unread",
     "packet_payload",
     "read_packet",
     "record_settings",
     "send_query",
+    "set_server_status",
     "settings_of",
     "socket_reader",
     "text_encoding",
+    "transport_of",
     "write_commands",
 ]

@@ -200,6 +200,24 @@ class ShardConnection:
             self._failed_begin()
             raise
 
+    @property
+    def begin_pending(self) -> bool:
+        """A deferred BEGIN waits for this connection's next statement."""
+        return self._deferred_begin is not None
+
+    def take_deferred_begin(self) -> str | None:
+        """The deferred BEGIN, for a caller that sends it with the next statement itself as
+        ``begin;<statement>`` (``proxy.fast_path``); ``begin_answered`` must follow."""
+        begin_sql, self._deferred_begin = self._deferred_begin, None
+        return begin_sql
+
+    def begin_answered(self, ok: bool) -> None:
+        """The answer to a BEGIN taken by ``take_deferred_begin``: OK, or failed (or unread)."""
+        if ok:
+            self._begin_failed = None
+        else:
+            self._failed_begin()
+
     def _failed_begin(self) -> None:
         failed, self._begin_failed = self._begin_failed, None
         self.broken = True

@@ -3,8 +3,8 @@
 A statement qualifies when the normal path would do nothing for it but send one
 query to one shard and relay the answer unchanged:
 
-- the session: autocommit, no transaction, no statement timeout, OLTP, a keyspace
-  selected. Its shard session variables (SET sql_mode, time_zone...) go with it: the
+- the session: autocommit, no transaction (or the transaction the caller runs it in), no
+  statement timeout, OLTP, a keyspace selected. Its shard session variables (SET sql_mode, time_zone...) go with it: the
   statement runs on a shard link carrying exactly those (``FastRoute.settings``);
 - the text: one SELECT or INSERT (no ``;``), no ``@@`` variable (no ``@`` once the session
   has set a user variable), no proxy function
@@ -66,11 +66,12 @@ class FastRoute:
     topic: tuple[str, str] | None = None
 
 
-def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
-    """The shard query for ``sql`` if the fast path can answer it, else None."""
+def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) -> FastRoute | None:
+    """The shard query for ``sql`` if the fast path can answer it, else None. ``in_transaction``:
+    the caller runs it in the session's transaction (``proxy.fast_path.protocol`` checked the
+    transaction may take it), else only an autocommit session outside one qualifies."""
     if (
-        session.tx is not None
-        or not session.autocommit
+        (not in_transaction and (session.tx is not None or not session.autocommit))
         or session.max_execution_time
         or session.workload != "oltp"
     ):
@@ -145,7 +146,7 @@ def _verbatim(session: ProxySession, keyspace: str, sql: str, kw: str, settings:
 
 
 def _publish_target(session: ProxySession, sql: str, settings: Settings) -> FastRoute | None:
-    """An autocommit INSERT into a topic: routed by the topics service from the text alone
+    """An INSERT into a topic: routed by the topics service from the text alone
     (no parse, no plan), to the topic's shard."""
     routed = session.state.topics.fast_publish(session, sql)
     if routed is None or routed.insert_into is None:

@@ -37,7 +37,8 @@ from pymysql._auth import scramble_native_password
 from pymysql.charset import charset_by_name
 from pymysql.constants import CLIENT
 
-from proxy.pools import ShardPool, ShardPools
+from proxy import aiomysql_wire
+from proxy.pools import ShardConnection, ShardPool, ShardPools
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,11 @@ _CHARSET_ID = charset_by_name("utf8mb4").id  # type: ignore[attr-defined]  # the
 _MAX_PACKET = (1 << 24) - 1
 _NATIVE_PASSWORD = b"mysql_native_password"
 _CONNECT_TIMEOUT_S = 5.0
-# The proxy's status flags in a fast-path answer's EOF packets: autocommit, no transaction.
-_STATUS_AUTOCOMMIT = 0x0002
+# The proxy's status flags in a fast-path answer's EOF packets: autocommit, no transaction
+# (``ShardLink.query`` takes others for a statement inside a transaction).
+STATUS_AUTOCOMMIT = 0x0002
+# A multi-statement's answer that is not its last (``begin;<statement>``).
+_MORE_RESULTS = 0x0008
 # Errors after which the shard closes the connection (killed, shutting down).
 _CONNECTION_ENDING = {1053, 1927}
 # Links of one shard being opened at once (statements meanwhile take the normal path).
@@ -150,6 +154,15 @@ class ShardLink(asyncio.BufferedProtocol):
         self._relay: Relay | None = None
         # The sequence id the next packet of the response relayed so far would carry.
         self.next_seq = 1
+        # The status flags the answer's OK / EOF packets carry to the client, and the shard's own
+        # (those of the last OK or EOF packet framed).
+        self.status = STATUS_AUTOCOMMIT
+        self.shard_status = 0
+        # ``begin;<statement>`` (``query(after_begin=True)``): the BEGIN's OK is left out of the
+        # answer and the packets after it numbered one less; ``began``: that OK was there.
+        self._skip_begin = False
+        self._seq_shift = 0
+        self.began = False
         self._login: asyncio.Future[None] | None = None
         self._login_seq = 0
         self._salt = b""
@@ -247,13 +260,20 @@ class ShardLink(asyncio.BufferedProtocol):
             self._login_seq += 1
 
     # -- queries -------------------------------------------------------------------------
-    def query(self, sql: bytes, relay: Relay) -> None:
-        """Send COM_QUERY ``sql`` (shorter than 2^24 - 1 bytes); ``relay`` gets the response."""
+    def query(self, sql: bytes, relay: Relay, status: int = STATUS_AUTOCOMMIT, after_begin: bool = False) -> None:
+        """Send COM_QUERY ``sql`` (shorter than 2^24 - 1 bytes); ``relay`` gets the response,
+        its OK / EOF packets carrying ``status``. ``after_begin``: ``sql`` is ``begin;<statement>``
+        and the response relayed is the statement's (the BEGIN's OK left out; an ERR first: the
+        BEGIN failed, ``began`` stays False)."""
         assert self.transport is not None and self._state == _IDLE
         self._relay = relay
         self._state = _FIRST
         self._rows = 0
         self.next_seq = 1
+        self.status = status
+        self._skip_begin = after_begin
+        self._seq_shift = 0
+        self.began = False
         n = len(sql) + 1
         self.transport.write(n.to_bytes(3, "little") + b"\x00\x03" + sql)
 
@@ -281,6 +301,8 @@ class ShardLink(asyncio.BufferedProtocol):
             end = pos + 4 + length
             if end > n:
                 break
+            if self._seq_shift:
+                buf[pos + 3] = (buf[pos + 3] - 1) & 0xFF
             if self._continued:  # the middle of a huge row: not a packet to interpret
                 self._continued = length == 0xFFFFFF
                 pos = end
@@ -289,7 +311,8 @@ class ShardLink(asyncio.BufferedProtocol):
             head = buf[pos + 4] if length else 0
             if state == _ROWS:
                 if head == 0xFE and length < 9:  # EOF: the end of the result
-                    buf[pos + 5 : pos + 9] = b"\x00\x00" + _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                    self.shard_status = buf[pos + 7] | buf[pos + 8] << 8
+                    buf[pos + 5 : pos + 9] = b"\x00\x00" + self.status.to_bytes(2, "little")
                     self._done(end, None)
                     return
                 if head == 0xFF:
@@ -301,7 +324,19 @@ class ShardLink(asyncio.BufferedProtocol):
                 if head == 0x00:  # OK
                     _, p = lenenc(buf, pos + 5)
                     _, p = lenenc(buf, p)
-                    buf[p : p + 2] = _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                    self.shard_status = buf[p] | buf[p + 1] << 8
+                    if self._skip_begin:  # the BEGIN's OK: left out, the statement's answer follows
+                        self._skip_begin = False
+                        if not self.shard_status & _MORE_RESULTS:
+                            self.broken = True
+                            self._done(end, ShardErr(2027, "Malformed packet: no answer after BEGIN", pos))
+                            return
+                        self.began = True
+                        self._seq_shift = 1
+                        del buf[pos:end]
+                        n = len(buf)
+                        continue
+                    buf[p : p + 2] = self.status.to_bytes(2, "little")
                     self._done(end, None)
                     return
                 if head == 0xFF:
@@ -318,7 +353,7 @@ class ShardLink(asyncio.BufferedProtocol):
                 if self._columns_left == 0:
                     state = _COLUMNS_EOF
             else:  # _COLUMNS_EOF
-                buf[pos + 5 : pos + 9] = b"\x00\x00" + _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                buf[pos + 5 : pos + 9] = b"\x00\x00" + self.status.to_bytes(2, "little")
                 state = _ROWS
             pos = end
         self._state = state
@@ -349,8 +384,12 @@ class ShardLink(asyncio.BufferedProtocol):
         relay, self._relay = self._relay, None
         if buf:  # more than one response: the connection is out of step
             self.broken = True
+        self._response_over()
         assert relay is not None
         relay.response_done(self, data, self._rows, error)
+
+    def _response_over(self) -> None:
+        """The response is complete (or the connection lost), before the relay hears of it."""
 
     def _read_login(self) -> None:
         buf = self._buf
@@ -379,6 +418,7 @@ class ShardLink(asyncio.BufferedProtocol):
             login.set_exception(LinkError(str(exc) if exc else "connection closed during login"))
         relay, self._relay = self._relay, None
         self._state = _IDLE
+        self._response_over()
         if relay is not None:
             relay.link_lost(self, str(exc) if exc else "Lost connection to MySQL server during query")
 
@@ -399,6 +439,74 @@ class ShardLink(asyncio.BufferedProtocol):
     def resume_reading(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
+
+
+# One receive buffer for every PinnedLink: ``buffer_updated`` hands what a read put there on
+# at once (ShardLink.data_received copies it), so no two reads ever share it.
+_PINNED_READ = ReadBuffer()
+
+
+class PinnedLink(ShardLink):
+    """A link over the socket of a pooled ``ShardConnection`` (a transaction's, pinned to its
+    session), for one query at a time: the fast path sends a statement of the transaction on
+    the very connection the normal path uses for it, so either path can run the next one.
+
+    ``attach`` puts the link in place of the aiomysql connection's protocol on its transport;
+    the response over, the aiomysql protocol is back (and the connection's ``server_status``
+    is the shard's, which the pool reads to close a connection released inside a
+    transaction). A lost connection is the aiomysql connection's too: it hears of it."""
+
+    def __init__(self, sc: ShardConnection) -> None:
+        self.sc = sc
+        super().__init__(sc.pool)
+        self.thread_id = sc.thread_id
+        self._read = _PINNED_READ
+        self._inner: asyncio.BaseProtocol | None = None
+
+    @property  # type: ignore[override]
+    def broken(self) -> bool:
+        return self.sc.broken
+
+    @broken.setter
+    def broken(self, value: bool) -> None:
+        if value:  # what breaks the link breaks the connection; a new link repairs nothing
+            self.sc.broken = True
+
+    def attach(self) -> bool:
+        """Take the connection's socket for a query; False when it is not idle and clean."""
+        transport = aiomysql_wire.transport_of(self.sc.conn)
+        if transport is None or transport.is_closing() or self.sc.broken or aiomysql_wire.has_unread(self.sc.conn):
+            return False
+        self._inner = transport.get_protocol()
+        self.transport = transport
+        self.shard_status = self.sc.conn.server_status
+        transport.set_protocol(self)
+        return True
+
+    def detach(self) -> None:
+        """Give the socket back without a query (attached, then not used)."""
+        self._response_over()
+
+    def _response_over(self) -> None:
+        inner, self._inner = self._inner, None
+        if inner is None:
+            return
+        aiomysql_wire.set_server_status(self.sc.conn, self.shard_status)
+        if self.transport is not None:
+            self.transport.set_protocol(inner)
+        self.transport = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        inner = self._inner
+        super().connection_lost(exc)  # restores the aiomysql protocol, tells the relay
+        if inner is not None:
+            inner.connection_lost(exc)
+
+    def close(self) -> None:
+        self.sc.broken = True
+        transport = aiomysql_wire.transport_of(self.sc.conn)
+        if transport is not None:
+            transport.close()
 
 
 class _Applied:

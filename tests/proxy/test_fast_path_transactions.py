@@ -1,0 +1,350 @@
+"""Explicit transactions on the fast path (proxy.fast_path.protocol): BEGIN, COMMIT and
+ROLLBACK answered there, the transaction's one-shard statements run on its own shard
+connections, and whatever the fast path does not take runs on the normal path in the same
+transaction. Checked against real shards with several client libraries, beside a proxy
+with the fast path off (the reference answers)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import aiomysql
+import MySQLdb
+import pymysql
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from proxy.cluster_state import ClusterState
+from proxy.fast_path.routing import fast_route
+from proxy.planning import plan_statement
+from proxy.session import ProxySession
+from tests.proxy.sessions_support import commerce_endpoints, query, shard_connection, wait_for
+from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
+
+
+@pytest.fixture(scope="module")
+def metered(local_cluster, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
+    """A proxy with its HTTP listener: /metrics counts the statements the fast path sent."""
+    base = local_cluster.config.path
+    http_port = free_port()
+    cfg = base.parent / "fast-path-tx-metered.yaml"
+    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n")
+    p = start_proxy(cfg, local_cluster.endpoints, tmp_path_factory.mktemp("fast-tx") / "proxy.log")
+    try:
+        yield p, f"http://127.0.0.1:{http_port}/metrics"
+    finally:
+        stop_proxy(p)
+
+
+@pytest.fixture(scope="module")
+def reference(local_cluster, tmp_path_factory) -> Iterator[ProxyProcess]:
+    """The same proxy with the fast path off."""
+    log = tmp_path_factory.mktemp("fast-tx-reference") / "proxy.log"
+    p = start_proxy(local_cluster.config.path, local_cluster.endpoints, log, extra_env={"SHARDGATE_FAST_PATH": "0"})
+    try:
+        yield p
+    finally:
+        stop_proxy(p)
+
+
+@pytest.fixture(scope="module")
+def shard_of(local_cluster) -> Callable[[int], str]:
+    """The commerce shard a customer id lives on."""
+    session = ProxySession(ClusterState(local_cluster.config, local_cluster.endpoints))
+    session.use_target("commerce")
+
+    def shard(customer_id: int) -> str:
+        sql = f"select customer_id from customer where customer_id = {customer_id}"
+        plan_statement(session.state, session.database, sql)
+        route = fast_route(session, sql)
+        assert route is not None
+        return route.shard
+
+    return shard
+
+
+def _fast_statements(url: str) -> float:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = r.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(body)
+        if family.name == "shardgate_fast_path_statements"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+
+
+def _fresh_id() -> int:
+    return 400_000_000 + uuid.uuid4().int % 100_000_000
+
+
+def _ids_on_two_shards(shard_of: Callable[[int], str]) -> tuple[int, int]:
+    first = _fresh_id()
+    other = next(i for i in range(first + 1, first + 1000) if shard_of(i) != shard_of(first))
+    return first, other
+
+
+def _insert(customer_id: int, email: str = "tx") -> str:
+    return f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, '{email}', 7)"
+
+
+def _point(customer_id: int) -> str:
+    return f"select customer_id, email from customer where customer_id = {customer_id}"
+
+
+def _committed(local_cluster: Any, customer_ids: list[int]) -> set[int]:
+    """The ids among ``customer_ids`` any commerce shard holds, read on the shards themselves."""
+    found: set[int] = set()
+    ids = ", ".join(str(i) for i in customer_ids)
+    for e in commerce_endpoints(local_cluster):
+        conn = shard_connection(e)
+        try:
+            found |= {r[0] for r in query(conn, f"select customer_id from customer where customer_id in ({ids})")}
+        finally:
+            conn.close()
+    return found
+
+
+def _answer(conn: pymysql.connections.Connection, sql: str) -> dict[str, Any]:
+    """Everything a client sees of a statement's answer."""
+    try:
+        with conn.cursor() as c:
+            c.execute(sql)
+            return {
+                "description": c.description, "rows": c.fetchall(), "rowcount": c.rowcount,
+                "warnings": conn._result.warning_count, "status": conn.server_status, "info": conn._result.message,
+            }
+    except pymysql.err.MySQLError as e:
+        return {"error": e.args, "status": conn.server_status}
+
+
+def _warm(conn: pymysql.connections.Connection, customer_id: int) -> None:
+    """Plan the statements' shapes (a plan-cache miss takes the normal path)."""
+    query(conn, _point(customer_id))
+    query(conn, f"delete from customer where customer_id = {customer_id}")
+    query(conn, _insert(customer_id))
+    query(conn, f"delete from customer where customer_id = {customer_id}")
+
+
+def _transaction_answers(conn: pymysql.connections.Connection, a: int, b: int) -> list[dict[str, Any]]:
+    statements = [
+        "begin", _insert(a), _point(a), _insert(a),  # 1062: the transaction goes on
+        _insert(b), _point(b), "commit",
+        "start transaction", _insert(a + 2000), _point(a + 2000), "rollback", _point(a + 2000),
+        "commit", "rollback",  # nothing open
+    ]
+    return [_answer(conn, s) for s in statements]
+
+
+def test_a_transaction_answers_as_on_the_normal_path_and_its_statements_take_the_fast_path(
+    metered, reference, shard_of, local_cluster
+) -> None:
+    proxy, metrics = metered
+    fast, normal = proxy.connect("commerce", autocommit=True), reference.connect("commerce", autocommit=True)
+    try:
+        ids = {}
+        for name, conn in (("fast", fast), ("normal", normal)):
+            a, b = _ids_on_two_shards(shard_of)
+            _warm(conn, a)
+            _warm(conn, b)
+            _warm(conn, a + 2000)
+            ids[name] = (a, b)
+        before = _fast_statements(metrics)
+        fast_answers = _transaction_answers(fast, *ids["fast"])
+        sent = _fast_statements(metrics) - before
+        normal_answers = _transaction_answers(normal, *ids["normal"])
+    finally:
+        fast.close()
+        normal.close()
+
+    def without_ids(answers: list[dict[str, Any]], a: int, b: int) -> str:
+        text = repr(answers)
+        for i in (a, a + 2000, b):
+            text = text.replace(str(i), "<id>")
+        return text.replace(shard_of(a), "<shard>").replace(shard_of(b), "<shard>")
+
+    assert fast_answers[1]["status"] == 3  # in a transaction, autocommit
+    assert fast_answers[3]["error"][0] == 1062
+    assert fast_answers[11]["rows"] == ()  # rolled back
+    assert without_ids(fast_answers, *ids["fast"]) == without_ids(normal_answers, *ids["normal"])
+    # Every statement that reached a shard went on the fast path: 7 statements, a COMMIT and a ROLLBACK.
+    assert sent >= 9
+    a, b = ids["fast"]
+    assert _committed(local_cluster, [a, b, a + 2000]) == {a, b}
+
+
+def test_a_transaction_moving_to_a_second_shard_and_an_unplanned_statement_stays_atomic(
+    metered, shard_of, local_cluster
+) -> None:
+    proxy, _ = metered
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        for outcome in ("rollback", "commit"):
+            a, b = _ids_on_two_shards(shard_of)
+            _warm(conn, a)
+            _warm(conn, b)
+            query(conn, "begin")
+            query(conn, _insert(a))  # the fast path
+            query(conn, _insert(b))  # a second shard joins the transaction, on the fast path
+            # The normal path, in the same transaction: a scatter UPDATE and a statement it plans.
+            query(conn, f"update customer set email = 'updated' where customer_id in ({a}, {b})")
+            assert query(conn, _point(a)) == ((a, b"updated"),)  # its own writes, back on the fast path
+            assert query(conn, f"select count(*) from customer where customer_id in ({a}, {b})") == ((2,),)
+            assert _committed(local_cluster, [a, b]) == set()  # nothing visible outside yet
+            query(conn, outcome)
+            assert _committed(local_cluster, [a, b]) == ({a, b} if outcome == "commit" else set())
+    finally:
+        conn.close()
+
+
+def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered, shard_of, local_cluster) -> None:
+    proxy, metrics = metered
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        a, b = _ids_on_two_shards(shard_of)
+        for i in (a, a + 2000, b):
+            _warm(conn, i)
+        query(conn, "set autocommit = 0")
+        before = _fast_statements(metrics)
+        assert _answer(conn, _insert(a))["status"] == 1  # in a transaction, no autocommit
+        assert query(conn, _point(a)) == ((a, b"tx"),)
+        query(conn, "commit")
+        assert conn.server_status & 1 == 0
+        query(conn, _insert(a + 2000))
+        query(conn, _insert(b))
+        query(conn, "rollback")
+        assert _fast_statements(metrics) - before >= 6
+        assert _committed(local_cluster, [a, a + 2000, b]) == {a}
+    finally:
+        conn.close()
+
+
+def _insert_directly(local_cluster: Any, shard: str, customer_id: int) -> bool:
+    """Insert the customer on its shard, bypassing the proxy; False while a transaction holds
+    the row's lock (an insert of it not committed nor rolled back yet)."""
+    conn = shard_connection(local_cluster.endpoints[("commerce", shard)])
+    try:
+        query(conn, "set session innodb_lock_wait_timeout = 1")
+        query(conn, _insert(customer_id, "direct"))
+        return True
+    except pymysql.err.OperationalError as e:
+        if e.args[0] != 1205:  # lock wait timeout: the proxy's transaction still holds it
+            raise
+        return False
+    finally:
+        conn.close()
+
+
+def test_a_client_gone_mid_transaction_leaves_nothing_on_the_shard(metered, shard_of, local_cluster) -> None:
+    proxy, _ = metered
+    a, b = _ids_on_two_shards(shard_of)
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        _warm(conn, a)
+        _warm(conn, b)
+        query(conn, "begin")
+        query(conn, _insert(a))
+        query(conn, _insert(b))
+    finally:
+        conn._sock.shutdown(socket.SHUT_RDWR)  # no COM_QUIT, no ROLLBACK: the client is just gone
+        conn._sock.close()
+        conn._sock = None
+    # The rows are locked until the transaction ends: inserting them directly waits, and
+    # succeeds (no duplicate: nothing was committed) once the proxy rolled it back.
+    for customer_id in (a, b):
+        shard = shard_of(customer_id)
+        assert wait_for(lambda c=customer_id, s=shard: _insert_directly(local_cluster, s, c), timeout=15)
+
+
+def test_a_client_gone_while_its_statement_runs_rolls_the_transaction_back(metered, shard_of, local_cluster) -> None:
+    proxy, _ = metered
+    a = _fresh_id()
+    conn = proxy.connect("commerce", autocommit=True)
+    _warm(conn, a)
+    query(conn, "begin")
+    query(conn, _insert(a))
+    query(conn, _point(a))
+    sock = conn._sock
+    sql = f"select customer_id, sleep(3) from customer where customer_id = {a}".encode()
+    query(conn, sql.decode().replace("sleep(3)", "sleep(0)"))  # planned: the next one takes the fast path
+    sock.sendall(struct.pack("<I", len(sql) + 1)[:3] + b"\x00\x03" + sql)  # its answer never read
+    time.sleep(0.3)
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+    conn._sock = None
+    assert wait_for(lambda: _insert_directly(local_cluster, shard_of(a), a), timeout=15)
+
+
+def test_transactions_of_mysqlclient_and_aiomysql_commit_and_roll_back(metered, shard_of, local_cluster) -> None:
+    proxy, metrics = metered
+    a, b = _ids_on_two_shards(shard_of)
+    warm = proxy.connect("commerce", autocommit=True)
+    try:
+        for i in (a, b, a + 2000, b + 2000):
+            _warm(warm, i)
+    finally:
+        warm.close()
+    before = _fast_statements(metrics)
+
+    # mysqlclient: autocommit off by default, commit() / rollback() send COMMIT / ROLLBACK.
+    conn = MySQLdb.connect(host=proxy.host, port=proxy.port, user="root", passwd="", db="commerce")
+    try:
+        cur = conn.cursor()
+        cur.execute(_insert(a))
+        cur.execute(_point(a))
+        assert cur.fetchall() == ((a, b"tx"),)  # its own write
+        conn.commit()
+        cur.execute(_insert(a + 2000))
+        conn.rollback()
+    finally:
+        conn.close()
+
+    async def with_aiomysql() -> None:
+        c = await aiomysql.connect(host=proxy.host, port=proxy.port, user="root", password="", db="commerce",
+                                   autocommit=True)
+        try:
+            await c.begin()
+            async with c.cursor() as cur:
+                await cur.execute(_insert(b))
+                await cur.execute(_point(b))
+                assert await cur.fetchall() == ((b, b"tx"),)
+            await c.commit()
+            await c.begin()
+            async with c.cursor() as cur:
+                await cur.execute(_insert(b + 2000))
+            await c.rollback()
+        finally:
+            c.close()
+
+    asyncio.run(with_aiomysql())
+    assert _fast_statements(metrics) - before >= 8
+    assert _committed(local_cluster, [a, a + 2000, b, b + 2000]) == {a, b}
+
+
+def test_a_single_mode_transaction_refuses_a_second_shard_as_on_the_normal_path(
+    metered, reference, shard_of
+) -> None:
+    proxy, _ = metered
+    answers = []
+    for p in (proxy, reference):
+        conn = p.connect("commerce", autocommit=True)
+        try:
+            a, b = _ids_on_two_shards(shard_of)
+            _warm(conn, a)
+            _warm(conn, b)
+            query(conn, "set transaction_mode = 'single'")
+            out = [_answer(conn, s) for s in ("begin", _insert(a), _insert(b), _point(a), "commit")]
+            answers.append(repr(out).replace(str(a), "<a>").replace(str(b), "<b>")
+                           .replace(shard_of(a), "<shard>").replace(shard_of(b), "<shard>"))
+        finally:
+            conn.close()
+    assert "multi-db transaction attempted" in answers[0]
+    assert answers[0] == answers[1]
