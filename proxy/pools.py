@@ -233,6 +233,10 @@ class ShardConnection:
         """The shard's id for this connection (what its KILL and processlist name)."""
         return int(self.conn.server_thread_id[0])
 
+    def has_settings(self, settings: Mapping[str, str]) -> bool:
+        """Whether this connection carries exactly ``settings`` (``apply_settings`` sends nothing)."""
+        return aiomysql_wire.settings_of(self.conn) == settings
+
     async def apply_settings(self, settings: Mapping[str, str]) -> None:
         """Make this connection's session variables exactly ``settings`` (name -> SQL
         literal), changing only what differs from what it had: pooled connections
@@ -524,11 +528,22 @@ class ShardPool:
             self.wait_seconds += time.perf_counter() - started
         return ShardConnection(self, conn)
 
+    def acquire_nowait(self) -> ShardConnection | None:
+        """An idle connection at once (``proxy.fast_path``, which has no task to wait in), or
+        None: ``acquire`` must wait or open one."""
+        if self._pool is None:
+            return None
+        conn = aiomysql_wire.take_idle(self._pool)
+        return None if conn is None else ShardConnection(self, conn)
+
     def release(self, sc: ShardConnection) -> None:
         assert self._pool is not None
         if sc.broken:
             sc.conn.close()
-        self._pool.release(sc.conn)
+        # aiomysql's release starts a task to wake a waiting acquire even when none waits:
+        # ~10 us of a one-statement transaction's proxy CPU (BENCHMARKS.md, "Fast path: transactions").
+        if not aiomysql_wire.give_back(self._pool, sc.conn):
+            self._pool.release(sc.conn)
 
     async def close(self) -> None:
         if self._pool is not None:

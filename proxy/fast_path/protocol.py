@@ -454,10 +454,15 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if sc is not None and link is not None:
             if tx.writing:
                 tx.written.add(key)
-            self._send_pinned(link, sc, False)
+            self._send_pinned(link, sc)
             return True
-        # A shard new to the transaction: its connection (a pooled one, the session's settings,
-        # SET TRANSACTION, the BEGIN deferred, savepoints) as the normal path opens it.
+        # A shard new to the transaction: its connection as the normal path opens it (a pooled
+        # one with the session's settings, its BEGIN deferred), at once when one is idle ...
+        sc = tx.connection_nowait(*key)
+        if sc is not None:
+            self._run_on_joined(sc, key)
+            return True
+        # ... else in a task (SET TRANSACTION, savepoints, a connection to open or wait for).
         joining = asyncio.get_running_loop().create_task(tx.connection(*key))
         self._joining = joining
         joining.add_done_callback(lambda task: self._joined(task, tx, key))
@@ -489,29 +494,28 @@ class ClientFastPath(asyncio.BufferedProtocol):
                 error = ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(error).__name__}: {error}")
             self._fail(error)
             return
-        sc = task.result()
+        self._run_on_joined(task.result(), key)
+
+    def _run_on_joined(self, sc: ShardConnection, key: ShardKey) -> None:
+        """Send the statement on the connection that joined the transaction for it."""
         link = self._pinned_link(key, sc)
-        statement = self._statement
-        assert statement is not None
         if not link.attach():  # not idle (never seen): the normal path runs the statement on it
             self._buf[:0] = self._command
             self.slow = True
             self._finish(None, 0, True, record=False)
             self._to_command_loop()
             return
+        self._send_pinned(link, sc, joined_now=True)
+
+    def _send_pinned(self, link: PinnedLink, sc: ShardConnection, joined_now: bool = False) -> None:
+        statement, route = self._statement, self._route
+        assert statement is not None and route is not None
         try:
-            statement.shard_query_started(sc)  # killed meanwhile: it fails
+            statement.shard_query_started(sc)  # killed while its connection was opened: it fails
         except ProxyError as e:
             link.detach()
             self._fail(e)
             return
-        self._send_pinned(link, sc, True)
-
-    def _send_pinned(self, link: PinnedLink, sc: ShardConnection, joined_now: bool) -> None:
-        statement, route = self._statement, self._route
-        assert statement is not None and route is not None
-        if not joined_now:
-            statement.shard_query_started(sc)  # begin_now's statement: not killed yet
         begin = sc.take_deferred_begin()
         self._link, self._sc, self._sent_begin, self._joined_now = link, sc, begin is not None, joined_now
         # No newline after the BEGIN: a syntax error in the statement still says "at line 1".
