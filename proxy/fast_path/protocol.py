@@ -86,8 +86,10 @@ _IN_TRANS = 0x0001
 _AUTOCOMMIT = 0x0002
 # First letters of BEGIN, START TRANSACTION, COMMIT, ROLLBACK (a cheap test before the patterns).
 _CONTROL_INITIALS = frozenset("bBsScCrR")
-# Characters of a comment, hint or variable: such a transaction statement takes the normal path.
-_NOT_PLAIN = ("/", "#", "-", "@")
+# Characters of a comment, hint, variable or further statement (a multi-statement COM_QUERY
+# reaches the fast path whole: "start transaction; insert ..." is no START TRANSACTION):
+# such a transaction statement takes the normal path.
+_NOT_PLAIN = ("/", "#", "-", "@", ";")
 
 ShardKey = tuple[str, str]
 
@@ -682,7 +684,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             record_statement(self.session, self._sql, self._started, 0 if failed else rows, failed)
         if self._writing_paused and link is not None:
             link.resume_reading()
-        if self._buf:
+        if self._buf and not self.transport.is_closing():
             self._serve()
 
     # -- the transport's other calls: the StreamReaderProtocol keeps hearing them ----------

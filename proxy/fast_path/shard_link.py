@@ -138,7 +138,7 @@ class ShardLink(asyncio.BufferedProtocol):
     """One connection to a shard's primary. What ``RunningStatement.kill`` needs of a
     shard connection (``pool``, ``thread_id``, ``keyspace``, ``shard``, ``broken``) it has."""
 
-    def __init__(self, pool: ShardPool, settings: Settings = NO_SETTINGS) -> None:
+    def __init__(self, pool: ShardPool, settings: Settings = NO_SETTINGS, read: ReadBuffer | None = None) -> None:
         self.pool = pool
         self.settings = settings
         self.thread_id = 0
@@ -166,7 +166,7 @@ class ShardLink(asyncio.BufferedProtocol):
         self._login: asyncio.Future[None] | None = None
         self._login_seq = 0
         self._salt = b""
-        self._read = ReadBuffer()
+        self._read = read if read is not None else ReadBuffer()
 
     @property
     def keyspace(self) -> str:
@@ -458,9 +458,8 @@ class PinnedLink(ShardLink):
 
     def __init__(self, sc: ShardConnection) -> None:
         self.sc = sc
-        super().__init__(sc.pool)
+        super().__init__(sc.pool, read=_PINNED_READ)
         self.thread_id = sc.thread_id
-        self._read = _PINNED_READ
         self._inner: asyncio.BaseProtocol | None = None
 
     @property  # type: ignore[override]
@@ -507,6 +506,18 @@ class PinnedLink(ShardLink):
         transport = aiomysql_wire.transport_of(self.sc.conn)
         if transport is not None:
             transport.close()
+
+    # The connection's socket, attached or not: a read paused for a slow client is resumed
+    # after the response (ClientFastPath._finish), when the aiomysql protocol has it back.
+    def pause_reading(self) -> None:
+        transport = aiomysql_wire.transport_of(self.sc.conn)
+        if transport is not None and not transport.is_closing():
+            transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        transport = aiomysql_wire.transport_of(self.sc.conn)
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
 
 
 class _Applied:

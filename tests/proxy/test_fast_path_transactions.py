@@ -25,7 +25,14 @@ from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
 from proxy.planning import plan_statement
 from proxy.session import ProxySession
-from tests.proxy.sessions_support import commerce_endpoints, query, shard_connection, wait_for
+from tests.proxy.sessions_support import (
+    commerce_endpoints,
+    query,
+    run_in_thread,
+    shard_connection,
+    shard_threads_running,
+    wait_for,
+)
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
 
@@ -221,7 +228,8 @@ def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered,
         query(conn, _insert(a + 2000))
         query(conn, _insert(b))
         query(conn, "rollback")
-        assert _fast_statements(metrics) - before >= 6
+        # Every statement but the ROLLBACK of two shards (the normal path's) went on the fast path.
+        assert _fast_statements(metrics) - before == 5
         assert _committed(local_cluster, [a, a + 2000, b]) == {a}
     finally:
         conn.close()
@@ -265,7 +273,7 @@ def test_a_client_gone_mid_transaction_leaves_nothing_on_the_shard(metered, shar
 
 
 def test_a_client_gone_while_its_statement_runs_rolls_the_transaction_back(metered, shard_of, local_cluster) -> None:
-    proxy, _ = metered
+    proxy, metrics = metered
     a = _fresh_id()
     conn = proxy.connect("commerce", autocommit=True)
     _warm(conn, a)
@@ -274,13 +282,47 @@ def test_a_client_gone_while_its_statement_runs_rolls_the_transaction_back(meter
     query(conn, _point(a))
     sock = conn._sock
     sql = f"select customer_id, sleep(3) from customer where customer_id = {a}".encode()
-    query(conn, sql.decode().replace("sleep(3)", "sleep(0)"))  # planned: the next one takes the fast path
+    for _ in range(3):
+        query(conn, sql.decode().replace("sleep(3)", "sleep(0)"))  # planned: the next one takes the fast path
+    before = _fast_statements(metrics)
     sock.sendall(struct.pack("<I", len(sql) + 1)[:3] + b"\x00\x03" + sql)  # its answer never read
-    time.sleep(0.3)
+    assert wait_for(lambda: _fast_statements(metrics) == before + 1)  # on the fast path
+    time.sleep(0.2)
     sock.shutdown(socket.SHUT_RDWR)
     sock.close()
     conn._sock = None
     assert wait_for(lambda: _insert_directly(local_cluster, shard_of(a), a), timeout=15)
+
+
+def test_kill_query_of_a_statement_in_a_transaction_keeps_the_transaction(metered, local_cluster) -> None:
+    proxy, metrics = metered
+    a = _fresh_id()
+    tag = f"txkill_{uuid.uuid4().hex[:10]}"
+    victim, killer = proxy.connect("commerce", autocommit=True), proxy.connect("commerce", autocommit=True)
+    try:
+        _warm(victim, a)
+        sleeper = f"select customer_id, sleep({{}}) as `{tag}` from customer where customer_id = {a}"
+        for _ in range(3):  # the shape is cached (then the fast path answers it)
+            query(victim, sleeper.format(0))
+        query(victim, "begin")
+        query(victim, _insert(a))
+        before = _fast_statements(metrics)
+        outcome = run_in_thread(victim, sleeper.format(30))
+        assert wait_for(lambda: any(shard_threads_running(local_cluster, tag).values())), "the select never started"
+        assert _fast_statements(metrics) == before + 1  # on the fast path, in the transaction
+        listed = [r for r in query(killer, "show full processlist") if r[0] == victim.thread_id()]
+        assert listed and listed[0][4] == "Query" and tag in listed[0][7], listed
+        assert query(killer, f"kill query {victim.thread_id()}") == ()
+        assert outcome.done.wait(10)
+        assert isinstance(outcome.error, pymysql.err.OperationalError)
+        assert outcome.error.args == (1317, "Query execution was interrupted")
+        assert victim.server_status & 1  # still in the transaction, its write kept
+        assert query(victim, _point(a)) == ((a, b"tx"),)
+        query(victim, "commit")
+        assert _committed(local_cluster, [a]) == {a}
+    finally:
+        victim.close()
+        killer.close()
 
 
 def test_transactions_of_mysqlclient_and_aiomysql_commit_and_roll_back(metered, shard_of, local_cluster) -> None:
