@@ -602,7 +602,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if (
             error is not None
             and self._route is not None
-            and self._route.keyword == "insert"
+            and self._route.keyword != "select"
             and is_denied_write_error((error.code, error.message))
         ):
             # A write refused at a resharding switch wrote nothing: the command goes to the

@@ -99,6 +99,11 @@ def _ids_on_two_shards(shard_of: Callable[[int], str]) -> tuple[int, int]:
     return first, other
 
 
+def _beside(shard_of: Callable[[int], str], customer_id: int) -> int:
+    """Another id (beyond those _ids_on_two_shards picks) on the same shard."""
+    return next(i for i in range(customer_id + 1000, customer_id + 3000) if shard_of(i) == shard_of(customer_id))
+
+
 def _insert(customer_id: int, email: str = "tx") -> str:
     return f"insert into customer(customer_id, email, tenant_id) values ({customer_id}, '{email}', 7)"
 
@@ -136,16 +141,26 @@ def _answer(conn: pymysql.connections.Connection, sql: str) -> dict[str, Any]:
 def _warm(conn: pymysql.connections.Connection, customer_id: int) -> None:
     """Plan the statements' shapes (a plan-cache miss takes the normal path)."""
     query(conn, _point(customer_id))
-    query(conn, f"delete from customer where customer_id = {customer_id}")
+    query(conn, _delete(customer_id))
     query(conn, _insert(customer_id))
-    query(conn, f"delete from customer where customer_id = {customer_id}")
+    query(conn, _update(customer_id))
+    query(conn, _delete(customer_id))
 
 
-def _transaction_answers(conn: pymysql.connections.Connection, a: int, b: int) -> list[dict[str, Any]]:
+def _update(customer_id: int) -> str:
+    return f"update customer set email = concat(email, '+') where customer_id = {customer_id}"
+
+
+def _delete(customer_id: int) -> str:
+    return f"delete from customer where customer_id = {customer_id}"
+
+
+def _transaction_answers(conn: pymysql.connections.Connection, a: int, b: int, c: int, d: int) -> list[dict[str, Any]]:
     statements = [
         "begin", _insert(a), _point(a), _insert(a),  # 1062: the transaction goes on
-        _insert(b), _point(b), "commit",
-        "start transaction", _insert(a + 2000), _point(a + 2000), "rollback", _point(a + 2000),
+        _insert(b), _point(b), _update(b), _update(d), _point(b), "commit",
+        "start transaction", _insert(c), _point(c), _delete(a), _point(a), "rollback",
+        _point(c), _point(a),
         "commit", "rollback",  # nothing open
     ]
     return [_answer(conn, s) for s in statements]
@@ -160,10 +175,10 @@ def test_a_transaction_answers_as_on_the_normal_path_and_its_statements_take_the
         ids = {}
         for name, conn in (("fast", fast), ("normal", normal)):
             a, b = _ids_on_two_shards(shard_of)
-            _warm(conn, a)
-            _warm(conn, b)
-            _warm(conn, a + 2000)
-            ids[name] = (a, b)
+            c, d = _beside(shard_of, a), _beside(shard_of, b)
+            for i in (a, b, c):
+                _warm(conn, i)
+            ids[name] = (a, b, c, d)
         before = _fast_statements(metrics)
         fast_answers = _transaction_answers(fast, *ids["fast"])
         sent = _fast_statements(metrics) - before
@@ -172,20 +187,24 @@ def test_a_transaction_answers_as_on_the_normal_path_and_its_statements_take_the
         fast.close()
         normal.close()
 
-    def without_ids(answers: list[dict[str, Any]], a: int, b: int) -> str:
+    def without_ids(answers: list[dict[str, Any]], a: int, b: int, c: int, d: int) -> str:
         text = repr(answers)
-        for i in (a, a + 2000, b):
+        for i in (a, b, c, d):
             text = text.replace(str(i), "<id>")
         return text.replace(shard_of(a), "<shard>").replace(shard_of(b), "<shard>")
 
     assert fast_answers[1]["status"] == 3  # in a transaction, autocommit
     assert fast_answers[3]["error"][0] == 1062
-    assert fast_answers[11]["rows"] == ()  # rolled back
+    assert fast_answers[6]["rowcount"] == 1 and fast_answers[7]["rowcount"] == 0  # no such row
+    assert fast_answers[8]["rows"] == ((ids["fast"][1], b"tx+"),)
+    assert fast_answers[13]["rowcount"] == 1 and fast_answers[14]["rows"] == ()  # deleted, in the transaction
+    assert fast_answers[16]["rows"] == () and fast_answers[17]["rows"] == ((ids["fast"][0], b"tx"),)  # rolled back
     assert without_ids(fast_answers, *ids["fast"]) == without_ids(normal_answers, *ids["normal"])
-    # Every statement that reached a shard went on the fast path: 7 statements, a COMMIT and a ROLLBACK.
-    assert sent >= 9
-    a, b = ids["fast"]
-    assert _committed(local_cluster, [a, b, a + 2000]) == {a, b}
+    # Every statement went on the fast path (a transaction's first on its second shard too), but
+    # the COMMIT of two shards: the normal path's.
+    assert sent == 15
+    a, b, c, _ = ids["fast"]
+    assert _committed(local_cluster, [a, b, c]) == {a, b}
 
 
 def test_a_transaction_moving_to_a_second_shard_and_an_unplanned_statement_stays_atomic(
@@ -217,7 +236,8 @@ def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered,
     conn = proxy.connect("commerce", autocommit=True)
     try:
         a, b = _ids_on_two_shards(shard_of)
-        for i in (a, a + 2000, b):
+        c = _beside(shard_of, a)
+        for i in (a, b, c):
             _warm(conn, i)
         query(conn, "set autocommit = 0")
         before = _fast_statements(metrics)
@@ -225,12 +245,12 @@ def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered,
         assert query(conn, _point(a)) == ((a, b"tx"),)
         query(conn, "commit")
         assert conn.server_status & 1 == 0
-        query(conn, _insert(a + 2000))
+        query(conn, _insert(c))
         query(conn, _insert(b))
         query(conn, "rollback")
         # Every statement but the ROLLBACK of two shards (the normal path's) went on the fast path.
         assert _fast_statements(metrics) - before == 5
-        assert _committed(local_cluster, [a, a + 2000, b]) == {a}
+        assert _committed(local_cluster, [a, c, b]) == {a}
     finally:
         conn.close()
 
@@ -367,7 +387,7 @@ def test_transactions_of_mysqlclient_and_aiomysql_commit_and_roll_back(metered, 
             c.close()
 
     asyncio.run(with_aiomysql())
-    assert _fast_statements(metrics) - before >= 8
+    assert _fast_statements(metrics) - before == 10  # every statement, COMMIT and ROLLBACK
     assert _committed(local_cluster, [a, a + 2000, b, b + 2000]) == {a, b}
 
 
