@@ -84,8 +84,8 @@ _INCOMPATIBLE = Capabilities.CLIENT_QUERY_ATTRIBUTES | Capabilities.CLIENT_DEPRE
 # The status flags of an answer (ProxyConnection.status_flags): in a transaction, autocommit.
 _IN_TRANS = 0x0001
 _AUTOCOMMIT = 0x0002
-# First letters of BEGIN, START TRANSACTION, COMMIT, ROLLBACK (a cheap test before the patterns).
-_CONTROL_INITIALS = frozenset("bBsScCrR")
+# How BEGIN, START TRANSACTION, COMMIT, ROLLBACK start (a cheap test before the patterns).
+_CONTROL_HEADS = frozenset(("begin", "start", "commi", "rollb"))
 # Characters of a comment, hint, variable or further statement (a multi-statement COM_QUERY
 # reaches the fast path whole: "start transaction; insert ..." is no START TRANSACTION):
 # such a transaction statement takes the normal path.
@@ -263,7 +263,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
 
     def _start(self, sql: str, binary: BinaryResult | None) -> bool:
         session = self.session
-        if binary is None and sql[:1] in _CONTROL_INITIALS:
+        if binary is None and sql[:5].lower() in _CONTROL_HEADS:
             control = self._control(sql)
             if control is not None:
                 return control
@@ -462,7 +462,12 @@ class ClientFastPath(asyncio.BufferedProtocol):
         # one with the session's settings, its BEGIN deferred), at once when one is idle ...
         sc = tx.connection_nowait(*key)
         if sc is not None:
-            self._run_on_joined(sc, key)
+            link = self._pinned_link(key, sc)
+            if not link.attach():  # not idle (never seen): the normal path runs the statement on it
+                self._statement = self._route = None
+                self.connection.process.end_now(statement)
+                return False
+            self._send_pinned(link, sc, joined_now=True)
             return True
         # ... else in a task (SET TRANSACTION, savepoints, a connection to open or wait for).
         joining = asyncio.get_running_loop().create_task(tx.connection(*key))
@@ -499,7 +504,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._run_on_joined(task.result(), key)
 
     def _run_on_joined(self, sc: ShardConnection, key: ShardKey) -> None:
-        """Send the statement on the connection that joined the transaction for it."""
+        """Send the statement on the connection that joined the transaction for it (in a task:
+        the command is out of the buffer)."""
         link = self._pinned_link(key, sc)
         if not link.attach():  # not idle (never seen): the normal path runs the statement on it
             self._buf[:0] = self._command
