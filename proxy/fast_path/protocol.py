@@ -15,6 +15,11 @@ the connection back once that loop has finished the command and has nothing buff
 (``command_done``). So a connection's commands are answered in order, whichever path
 runs each.
 
+Explicit transactions too (``BEGIN; INSERT ...; COMMIT``, ``autocommit=0``): BEGIN, COMMIT and
+ROLLBACK answered here, the transaction's qualifying statements sent on its own shard
+connections (``PinnedLink``), the rest left to the normal path in the same transaction (see
+"transactions" below). Measured: BENCHMARKS.md, "Fast path: transactions".
+
 On the fast path a statement still shows in SHOW PROCESSLIST (a ``RunningStatement``
 with its shard link on it, so KILL QUERY reaches the shard), is counted in /metrics,
 tells messaging and topics about a successful INSERT, and fails with the normal path's
@@ -302,7 +307,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
     # is ``session.begin_transaction`` (its BEGIN deferred to each shard's first statement,
     # as always), a statement runs on the transaction's connection to its shard through a
     # ``PinnedLink`` (a shard new to the transaction joins it through
-    # ``ShardTransaction.connection``, in a task), COMMIT / ROLLBACK of a transaction on at
+    # ``ShardTransaction.connection_nowait``, or ``connection`` in a task), COMMIT / ROLLBACK of a transaction on at
     # most one shard is the one COMMIT / ROLLBACK the normal path would send. So whatever
     # this path does not take (a second shard in single mode, twopc, a SAVEPOINT, an
     # unplanned statement, a COMMIT of several shards) the normal path runs in the very

@@ -11,8 +11,14 @@ control pauses the shard's socket), so memory stays bounded as on the normal pat
 
 Links speak the text protocol without CLIENT_DEPRECATE_EOF (as the proxy's clients
 do: the proxy never offers it) and with the pools' charset, so what a shard sends is
-what the client expects, except the EOF packets' status flags, which the link sets to
-the proxy's (the fast path only serves autocommit sessions outside a transaction).
+what the client expects, except the status flags of the OK and EOF packets, which the link
+sets to the proxy's (``query(status=...)``: a statement inside a transaction carries the
+session's).
+
+A ``PinnedLink`` is a link over the socket of a pooled ``ShardConnection`` pinned to a
+client's transaction (``proxy.transaction``): for one query it takes the place of the
+aiomysql connection's protocol, so a transaction's statements run on the fast path and on
+the normal path alike, on the one shard connection holding the transaction.
 
 ``ShardLinks`` keeps the idle links of one shard. ``take`` never waits: without an
 idle link it starts opening one in the background and the statement takes the
