@@ -231,6 +231,42 @@ def test_a_transaction_moving_to_a_second_shard_and_an_unplanned_statement_stays
         conn.close()
 
 
+def test_a_shard_joining_with_set_transaction_or_savepoints_joins_as_on_the_normal_path(
+    metered, shard_of, local_cluster
+) -> None:
+    proxy, metrics = metered
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        a, b = _ids_on_two_shards(shard_of)
+        c = _beside(shard_of, b)
+        for i in (a, b, c):
+            _warm(conn, i)
+        before = _fast_statements(metrics)
+        # SET TRANSACTION goes to the shard before its BEGIN: the connection joins in a task.
+        query(conn, "set transaction isolation level serializable")
+        query(conn, "begin")
+        query(conn, _insert(a))
+        shard = shard_connection(local_cluster.endpoints[("commerce", shard_of(a))])
+        try:
+            levels = query(shard, "select trx_isolation_level from information_schema.innodb_trx"
+                                  " where trx_rows_modified = 1")
+        finally:
+            shard.close()
+        assert levels == (("SERIALIZABLE",),)
+        # A savepoint (the normal path's), then a second shard, which sets it after its BEGIN.
+        query(conn, "savepoint s1")
+        query(conn, _insert(b))
+        query(conn, _insert(c))
+        query(conn, "rollback to savepoint s1")
+        assert query(conn, _point(b)) == ()
+        query(conn, "commit")  # two shards: the normal path
+        # The three INSERTs and the SELECT after the savepoint's rollback went on the fast path.
+        assert _fast_statements(metrics) - before == 4
+        assert _committed(local_cluster, [a, b, c]) == {a}
+    finally:
+        conn.close()
+
+
 def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered, shard_of, local_cluster) -> None:
     proxy, metrics = metered
     conn = proxy.connect("commerce", autocommit=True)
