@@ -113,7 +113,10 @@ class ClientProcess:
         if not self.idle_transaction.quiet and not self.idle_transaction.disarm():
             return None
         session = self.session
-        statement = RunningStatement(sql, pinned=lambda: _transaction_connections(session))
+        if session.tx is not None or not session.autocommit:  # its transaction's connections: kept on a kill
+            statement = RunningStatement(sql, pinned=lambda: _transaction_connections(session))
+        else:
+            statement = RunningStatement(sql)
         self.statement = statement
         self.since = statement.started
         return statement
@@ -123,7 +126,9 @@ class ClientProcess:
         if self.statement is statement:
             self.statement = None
             self.since = time.monotonic()
-        self.idle_transaction.arm(self.session)
+        session = self.session
+        if session.tx is not None:
+            self.idle_transaction.arm(session)
 
     # -- kills ----------------------------------------------------------------------
     async def kill(self, query_only: bool) -> None:
