@@ -482,7 +482,10 @@ class PinnedLink(ShardLink):
         transport = aiomysql_wire.transport_of(self.sc.conn)
         if transport is None or transport.is_closing() or self.sc.broken or aiomysql_wire.has_unread(self.sc.conn):
             return False
-        self._inner = transport.get_protocol()
+        inner = transport.get_protocol()
+        if isinstance(inner, ShardLink):
+            return False  # another link has it (never seen: each query detaches its link)
+        self._inner = inner
         self.transport = transport
         self.shard_status = self.sc.conn.server_status
         transport.set_protocol(self)
