@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiomysql
+import mysql.connector
 import MySQLdb
 import pymysql
 import pytest
@@ -159,7 +160,8 @@ def _transaction_answers(conn: pymysql.connections.Connection, a: int, b: int, c
     statements = [
         "begin", _insert(a), _point(a), _insert(a),  # 1062: the transaction goes on
         _insert(b), _point(b), _update(b), _update(d), _point(b), "commit",
-        "start transaction", _insert(c), _point(c), _delete(a), _point(a), "rollback",
+        # A SELECT first on its shard: its result set follows the BEGIN's OK, left out.
+        "start transaction", _point(b), _insert(c), _point(c), _delete(a), _point(a), "rollback",
         _point(c), _point(a),
         "commit", "rollback",  # nothing open
     ]
@@ -197,11 +199,12 @@ def test_a_transaction_answers_as_on_the_normal_path_and_its_statements_take_the
     assert fast_answers[3]["error"][0] == 1062
     assert fast_answers[6]["rowcount"] == 1 and fast_answers[7]["rowcount"] == 0  # no such row
     assert fast_answers[8]["rows"] == ((ids["fast"][1], b"tx+"),)
-    assert fast_answers[13]["rowcount"] == 1 and fast_answers[14]["rows"] == ()  # deleted, in the transaction
-    assert fast_answers[16]["rows"] == () and fast_answers[17]["rows"] == ((ids["fast"][0], b"tx"),)  # rolled back
+    assert fast_answers[11]["rows"] == ((ids["fast"][1], b"tx+"),) and fast_answers[11]["status"] == 3
+    assert fast_answers[14]["rowcount"] == 1 and fast_answers[15]["rows"] == ()  # deleted, in the transaction
+    assert fast_answers[17]["rows"] == () and fast_answers[18]["rows"] == ((ids["fast"][0], b"tx"),)  # rolled back
     assert without_ids(fast_answers, *ids["fast"]) == without_ids(normal_answers, *ids["normal"])
     # Every statement went on the fast path (a transaction's first on its second shard too), but
-    # the COMMIT of two shards: the normal path's.
+    # the COMMIT and the ROLLBACK of two shards: the normal path's.
     assert sent == 15
     a, b, c, _ = ids["fast"]
     assert _committed(local_cluster, [a, b, c]) == {a, b}
@@ -446,3 +449,82 @@ def test_a_single_mode_transaction_refuses_a_second_shard_as_on_the_normal_path(
             conn.close()
     assert "multi-db transaction attempted" in answers[0]
     assert answers[0] == answers[1]
+
+
+def _prepared_in_transaction(conn: Any, statements: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    """mysql-connector's server-side prepared statements (binary rows) inside one transaction,
+    rolled back at the end."""
+    out: list[Any] = []
+    conn.start_transaction()
+    for sql, params in statements:
+        cur = conn.cursor(prepared=True)
+        try:
+            cur.execute(sql, params)
+            out.append((cur.description, cur.fetchall() if cur.with_rows else cur.rowcount))
+        except mysql.connector.Error as e:
+            out.append(("error", e.errno, e.msg))
+        finally:
+            cur.close()
+    conn.rollback()
+    return out
+
+
+def test_a_large_result_first_on_its_shard_in_a_transaction_answers_as_on_the_normal_path(
+    metered, reference, local_cluster
+) -> None:
+    """The first statement of a transaction on a shard goes as ``begin;<statement>``: its result
+    (here ~350 KB, relayed in pieces, in the text and the binary protocol) follows the BEGIN's
+    OK, which is left out and the packets renumbered."""
+    proxy, metrics = metered
+    customer_id = _fresh_id()
+    first_order = _fresh_id() * 10_000
+    setup = proxy.connect("commerce", autocommit=True)
+    try:
+        query(setup, _insert(customer_id))
+        for start in range(0, 3000, 500):
+            values = ", ".join(f"({first_order + i}, {customer_id}, '{'s' * 100}{i:08d}', {i})"
+                               for i in range(start, start + 500))
+            query(setup, f"insert into corder(order_id, customer_id, sku, price) values {values}")
+    finally:
+        setup.close()
+    orders = f"select order_id, sku, price from corder where customer_id = {customer_id} order by order_id"
+
+    sent: list[float] = []
+
+    def text_answers(p: ProxyProcess) -> list[dict[str, Any]]:
+        conn = p.connect("commerce", autocommit=True)
+        try:
+            for _ in range(2):  # planned
+                query(conn, orders)
+                query(conn, _point(customer_id))
+            before = _fast_statements(metrics)
+            out = [_answer(conn, s) for s in ("begin", orders, _point(customer_id), "rollback")]
+            sent.append(_fast_statements(metrics) - before)
+            return out
+        finally:
+            conn.close()
+
+    def binary_answers(p: ProxyProcess) -> list[Any]:
+        conn = mysql.connector.connect(host=p.host, port=p.port, user="root", password="", database="commerce",
+                                       autocommit=True, use_pure=True)
+        statements = [
+            ("select order_id, sku, price from corder where customer_id = ? order by order_id", (customer_id,)),
+            ("select customer_id, email from customer where customer_id = ?", (customer_id,)),
+            ("insert into customer(customer_id, email, tenant_id) values (?, ?, ?)", (customer_id, "dup", 1)),  # 1062
+        ]
+        try:
+            _prepared_in_transaction(conn, statements)  # planned
+            return _prepared_in_transaction(conn, statements)
+        finally:
+            conn.close()
+
+    reference_text, reference_binary = text_answers(reference), binary_answers(reference)
+    fast_text = text_answers(proxy)
+    assert sent == [0, 3]  # the reference's none; here the two SELECTs and the ROLLBACK
+    before = _fast_statements(metrics)
+    fast_binary = binary_answers(proxy)
+    assert _fast_statements(metrics) - before >= 4  # at least the second round's three statements and its ROLLBACK
+    assert len(fast_text[1]["rows"]) == 3000 and fast_text[1]["status"] == 3
+    assert fast_text == reference_text
+    assert len(fast_binary[0][1]) == 3000 and fast_binary[2][:2] == ("error", 1062)
+    assert fast_binary == reference_binary
