@@ -7,7 +7,8 @@ byte for byte needs none of that. A link frames the response while it arrives (O
 ERR, or column count + definitions + EOF + rows + EOF) and calls its ``Relay`` once,
 from ``data_received``, when the response is complete: no task, no future. A result
 larger than ``RELAY_CHUNK`` goes out in pieces as it arrives (the client's flow
-control pauses the shard's socket), so memory stays bounded as on the normal path.
+control pauses the shard's socket), so memory stays bounded as on the normal path; rows
+of a result still unfinished after ``FLUSH_AFTER_S`` go out then.
 
 Links speak the text protocol without CLIENT_DEPRECATE_EOF (as the proxy's clients
 do: the proxy never offers it) and with the pools' charset, so what a shard sends is
@@ -66,6 +67,9 @@ _CONNECTION_ENDING = {1053, 1927}
 _OPENING_MAX = 4
 # A response bigger than this goes to the client in pieces as it arrives.
 RELAY_CHUNK = 256 * 1024
+# Rows of an unfinished result wait at most this long to be relayed (one extra write per slow
+# or multi-read result; a result complete in one read never arms it).
+FLUSH_AFTER_S = 0.005
 
 # A shard link's session variables: the session's ``settings`` (name, SQL literal), sorted.
 Settings: TypeAlias = tuple[tuple[str, str], ...]
@@ -157,6 +161,7 @@ class ShardLink(asyncio.BufferedProtocol):
         self._columns_left = 0
         self._rows = 0
         self._continued = False  # the next packet continues a packet of 2^24-1 bytes
+        self._flush: asyncio.TimerHandle | None = None  # relays the rows framed so far (FLUSH_AFTER_S)
         self._relay: Relay | None = None
         # The sequence id the next packet of the response relayed so far would carry.
         self.next_seq = 1
@@ -364,13 +369,34 @@ class ShardLink(asyncio.BufferedProtocol):
             pos = end
         self._state = state
         self._pos = pos
-        if pos >= RELAY_CHUNK and state == _ROWS:
-            self.next_seq = (buf[self._last + 3] + 1) & 0xFF
-            part = bytes(buf[:pos])
-            del buf[:pos]
-            self._pos = 0
-            assert self._relay is not None
-            self._relay.response_part(self, part)
+        if state == _ROWS and self._rows:
+            if pos >= RELAY_CHUNK:
+                self._relay_rows()
+            elif self._flush is None:
+                # Rows the shard is slow to finish (SLEEP per row, a long scan) reach the client
+                # soon, as on the normal path, which flushes whenever its shard makes it wait.
+                self._flush = asyncio.get_running_loop().call_later(FLUSH_AFTER_S, self._flush_rows)
+
+    def _relay_rows(self) -> None:
+        """Hand the complete packets framed so far to the relay (more rows to come)."""
+        buf = self._buf
+        pos = self._pos
+        self.next_seq = (buf[self._last + 3] + 1) & 0xFF
+        part = bytes(buf[:pos])
+        del buf[:pos]
+        self._pos = 0
+        assert self._relay is not None
+        self._relay.response_part(self, part)
+
+    def _flush_rows(self) -> None:
+        self._flush = None
+        if self._state == _ROWS and self._pos and self._relay is not None:
+            self._relay_rows()
+
+    def _cancel_flush(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
 
     def _error_of(self, start: int, end: int) -> ShardErr:
         p = bytes(self._buf[start + 4 : end])
@@ -381,6 +407,7 @@ class ShardLink(asyncio.BufferedProtocol):
         return ShardErr(code, message.decode("utf-8", "replace"), start)
 
     def _done(self, end: int, error: ShardErr | None) -> None:
+        self._cancel_flush()
         buf = self._buf
         data = bytes(buf[:end])
         del buf[:end]
@@ -424,6 +451,7 @@ class ShardLink(asyncio.BufferedProtocol):
             login.set_exception(LinkError(str(exc) if exc else "connection closed during login"))
         relay, self._relay = self._relay, None
         self._state = _IDLE
+        self._cancel_flush()
         self._response_over()
         if relay is not None:
             relay.link_lost(self, str(exc) if exc else "Lost connection to MySQL server during query")
@@ -436,6 +464,7 @@ class ShardLink(asyncio.BufferedProtocol):
     def abandon(self) -> None:
         """Close the link, its response unread (the client it worked for is gone)."""
         self._relay = None
+        self._cancel_flush()
         self.close()
 
     def pause_reading(self) -> None:

@@ -19,6 +19,7 @@ import aiomysql
 import mysql.connector
 import MySQLdb
 import pymysql
+import pymysql.cursors
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -528,3 +529,29 @@ def test_a_large_result_first_on_its_shard_in_a_transaction_answers_as_on_the_no
     assert fast_text == reference_text
     assert len(fast_binary[0][1]) == 3000 and fast_binary[2][:2] == ("error", 1062)
     assert fast_binary == reference_binary
+
+
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_the_first_rows_of_a_slow_result_reach_the_client_before_it_finishes(metered, autocommit: bool) -> None:
+    """A one-shard result smaller than the relay chunk whose rows the shard is slow to produce
+    (the fast path's, in or outside a transaction) flows as on the normal path."""
+    proxy, metrics = metered
+    conn = proxy.connect("lookup", autocommit=autocommit, cursorclass=pymysql.cursors.SSCursor)
+    sql = "select seq, repeat('x', 100), if(seq = 1400, sleep({}), 0) from seq_1_to_1500"
+    try:
+        with conn.cursor() as c:
+            for _ in range(2):  # its shard link opened
+                c.execute(sql.format(0))
+                c.fetchall()
+            before = _fast_statements(metrics)
+            start = time.monotonic()
+            c.execute(sql.format(2))
+            first = c.fetchone()
+            first_at = time.monotonic() - start
+            rest = c.fetchall()
+            total = time.monotonic() - start
+        assert _fast_statements(metrics) == before + 1
+        assert first[0] == 1 and len(rest) == 1499
+        assert first_at < 1.0 < total, (first_at, total)
+    finally:
+        conn.close()
