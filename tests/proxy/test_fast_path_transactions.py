@@ -29,6 +29,7 @@ from proxy.planning import plan_statement
 from proxy.session import ProxySession
 from tests.proxy.sessions_support import (
     commerce_endpoints,
+    dsn_cluster_file,
     query,
     run_in_thread,
     shard_connection,
@@ -553,5 +554,49 @@ def test_the_first_rows_of_a_slow_result_reach_the_client_before_it_finishes(met
         assert _fast_statements(metrics) == before + 1
         assert first[0] == 1 and len(rest) == 1499
         assert first_at < 1.0 < total, (first_at, total)
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def timeout_proxy(local_cluster, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
+    """A metered proxy whose cluster file sets ``transaction_timeout: 1`` (second)."""
+    work = tmp_path_factory.mktemp("fast-tx-timeout")
+    http_port = free_port()
+    cfg = dsn_cluster_file(local_cluster, work, transaction_timeout=1, http={"host": "127.0.0.1", "port": http_port})
+    p = start_proxy(cfg, local_cluster.endpoints, work / "proxy.log")
+    try:
+        yield p, f"http://127.0.0.1:{http_port}/metrics"
+    finally:
+        stop_proxy(p)
+
+
+def test_an_idle_fast_path_transaction_is_rolled_back_and_a_working_one_spared(
+    timeout_proxy, shard_of, local_cluster
+) -> None:
+    proxy, metrics = timeout_proxy
+    a, b = _ids_on_two_shards(shard_of)
+    conn = proxy.connect("commerce", autocommit=True)
+    try:
+        for i in (a, b):
+            _warm(conn, i)
+        before = _fast_statements(metrics)
+        query(conn, "begin")
+        for _ in range(3):  # 1.8 s in the transaction, never 1 s idle: its timer re-armed after each statement
+            assert query(conn, _point(a)) == ()
+            time.sleep(0.6)
+        query(conn, _insert(a))
+        query(conn, "commit")
+        assert _fast_statements(metrics) - before == 5
+        assert _committed(local_cluster, [a]) == {a}
+
+        query(conn, "begin")
+        query(conn, _insert(b))
+        time.sleep(2.0)  # idle longer than transaction_timeout: rolled back, its row lock gone
+        assert _insert_directly(local_cluster, shard_of(b), b)
+        with pytest.raises(pymysql.err.OperationalError) as e:  # the session learns it at its next statement
+            query(conn, _point(b))
+        assert e.value.args[0] == 1317 and "transaction_timeout" in e.value.args[1]
+        assert query(conn, _point(b)) == ((b, b"direct"),)  # then goes on in autocommit
     finally:
         conn.close()
