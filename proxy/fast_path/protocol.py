@@ -171,8 +171,9 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._sc: ShardConnection | None = None
         self._sent_begin = False  # the statement went as ``begin;<statement>``
         self._joined_now = False  # its connection joined the transaction for this statement
-        # The statement waits for the transaction's connection to a new shard.
-        self._joining: asyncio.Task[ShardConnection] | None = None
+        # The statement waits in a task: for the transaction's connection to a new shard, or
+        # for the COMMIT / ROLLBACK of several shards.
+        self._joining: asyncio.Task[Any] | None = None
         # A COMMIT (``_commit``) or ROLLBACK on its way: the transaction it ends, and the
         # messaging / topic events its commit releases.
         self._ending: ShardTransaction | None = None
@@ -308,11 +309,12 @@ class ClientFastPath(asyncio.BufferedProtocol):
     # is ``session.begin_transaction`` (its BEGIN deferred to each shard's first statement,
     # as always), a statement runs on the transaction's connection to its shard through a
     # ``PinnedLink`` (a shard new to the transaction joins it through
-    # ``ShardTransaction.connection_nowait``, or ``connection`` in a task), COMMIT / ROLLBACK of a transaction on at
-    # most one shard is the one COMMIT / ROLLBACK the normal path would send. So whatever
-    # this path does not take (a second shard in single mode, twopc, a SAVEPOINT, an
-    # unplanned statement, a COMMIT of several shards) the normal path runs in the very
-    # same transaction, and the next statement may come back here.
+    # ``ShardTransaction.connection_nowait``, or ``connection`` in a task), COMMIT / ROLLBACK of a
+    # transaction on one shard is the one COMMIT / ROLLBACK the normal path would send (of
+    # several: ``ShardTransaction.commit`` / ``rollback`` in a task). So whatever this path
+    # does not take (a second shard in single mode, twopc, a SAVEPOINT, an unplanned
+    # statement) the normal path runs in the very same transaction, and the next statement
+    # may come back here.
 
     def _control(self, sql: str) -> bool | None:
         """BEGIN / START TRANSACTION, COMMIT, ROLLBACK: True if answered here, False if the
@@ -346,18 +348,21 @@ class ClientFastPath(asyncio.BufferedProtocol):
         return True
 
     def _end(self, sql: str, commit: bool) -> bool:
-        """COMMIT / ROLLBACK of a transaction on at most one shard (``ProxySession.commit`` /
-        ``rollback``, ``ShardTransaction._commit_each`` / ``_rollback_quietly``)."""
+        """COMMIT / ROLLBACK (``ProxySession.commit`` / ``rollback``): of a transaction on one
+        shard as ``ShardTransaction._commit_each`` / ``_rollback_quietly`` send it, on several
+        by those in a task."""
         session = self.session
         tx = session.tx
         sc = link = None
+        several = False
         if tx is not None:
-            if tx.mode == TWOPC or tx.aborted or tx.implicit or len(tx.conns) > 1 or (tx.touched and not tx.conns):
+            if tx.mode == TWOPC or tx.aborted or tx.implicit or (tx.touched and not tx.conns):
                 return False
-            if tx.conns:
+            if any(key in tx.plain or c.begin_pending for key, c in tx.conns.items()):
+                return False  # never the case between statements: the normal path's rules
+            several = len(tx.conns) > 1
+            if len(tx.conns) == 1:
                 ((key, sc),) = tx.conns.items()
-                if key in tx.plain or sc.begin_pending:
-                    return False  # never the case between statements: the normal path's rules
                 link = self._pinned_link(key, sc)
         statement = self.connection.process.begin_now(sql)
         if statement is None:
@@ -372,6 +377,17 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._pinned.clear()
         if tx is not None and not commit:
             record_rollback()
+        if several:
+            # Several shards: the normal path's own COMMIT / ROLLBACK (one after another, a
+            # failure reported naming what did and did not commit), in a task, without the
+            # command loop's.
+            assert tx is not None
+            self._statement, self._sql, self._started, self._binary = statement, sql, started, None
+            task = asyncio.get_running_loop().create_task(tx.commit() if commit else tx.rollback())
+            self._joining = task
+            shards = len(tx.conns)
+            task.add_done_callback(lambda t: self._ended_several(t, tx, shards, commit, events))
+            return True
         if sc is None or link is None:  # nothing on a shard
             if tx is not None and commit:
                 record_commit(0, tx.mode)
@@ -417,6 +433,29 @@ class ClientFastPath(asyncio.BufferedProtocol):
         else:
             self._write_error(self._error(error), 1)
         self._finish(link, 0, error is not None)
+
+    def _ended_several(
+        self, task: asyncio.Task[None], tx: ShardTransaction, shards: int, commit: bool,
+        events: list[tuple[str, MessageDml | TopicWrite]],
+    ) -> None:
+        """``ShardTransaction.commit`` / ``rollback`` of several shards is over (what
+        ``ProxySession.commit`` / ``rollback`` do after it)."""
+        self._joining = None
+        error = ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled") if task.cancelled() else task.exception()
+        if error is None:
+            if commit:
+                record_commit(shards, tx.mode)
+                state = self.session.state
+                for keyspace, write in events:
+                    state.committed(keyspace, write)
+            self._answer_ok()
+            self._finish(None, 0, False)
+            return
+        if not isinstance(error, ProxyError):
+            logger.error("fast path: ending a transaction failed", exc_info=error,
+                         extra={"connection_id": self.connection.connection_id})
+            error = ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(error).__name__}: {error}")
+        self._fail(error)
 
     def _start_in_transaction(self, sql: str, binary: BinaryResult | None) -> bool:
         """A statement of the session's transaction (or one that opens it: autocommit=0), run

@@ -206,7 +206,8 @@ def test_a_transaction_answers_as_on_the_normal_path_and_its_statements_take_the
     assert fast_answers[17]["rows"] == () and fast_answers[18]["rows"] == ((ids["fast"][0], b"tx"),)  # rolled back
     assert without_ids(fast_answers, *ids["fast"]) == without_ids(normal_answers, *ids["normal"])
     # Every statement went on the fast path (a transaction's first on its second shard too), but
-    # the COMMIT and the ROLLBACK of two shards: the normal path's.
+    # the COMMIT and the ROLLBACK of two shards (the normal path's ShardTransaction.commit / rollback,
+    # in a task: not counted).
     assert sent == 15
     a, b, c, _ = ids["fast"]
     assert _committed(local_cluster, [a, b, c]) == {a, b}
@@ -264,7 +265,7 @@ def test_a_shard_joining_with_set_transaction_or_savepoints_joins_as_on_the_norm
         query(conn, _insert(c))
         query(conn, "rollback to savepoint s1")
         assert query(conn, _point(b)) == ()
-        query(conn, "commit")  # two shards: the normal path
+        query(conn, "commit")  # two shards: ShardTransaction.commit in a task
         # The three INSERTs and the SELECT after the savepoint's rollback went on the fast path.
         assert _fast_statements(metrics) - before == 4
         assert _committed(local_cluster, [a, b, c]) == {a}
@@ -289,7 +290,8 @@ def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered,
         query(conn, _insert(c))
         query(conn, _insert(b))
         query(conn, "rollback")
-        # Every statement but the ROLLBACK of two shards (the normal path's) went on the fast path.
+        # Every statement but the ROLLBACK of two shards (ShardTransaction.rollback in a task) was
+        # sent by the fast path.
         assert _fast_statements(metrics) - before == 5
         assert _committed(local_cluster, [a, c, b]) == {a}
     finally:
