@@ -383,7 +383,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             # command loop's.
             assert tx is not None
             self._statement, self._sql, self._started, self._binary = statement, sql, started, None
-            task = asyncio.get_running_loop().create_task(tx.commit() if commit else tx.rollback())
+            task = statement.start(tx.commit() if commit else tx.rollback())
             self._joining = task
             shards = len(tx.conns)
             task.add_done_callback(lambda t: self._ended_several(t, tx, shards, commit, events))
@@ -515,7 +515,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self._send_pinned(link, sc, joined_now=True)
             return True
         # ... else in a task (SET TRANSACTION, savepoints, a connection to open or wait for).
-        joining = asyncio.get_running_loop().create_task(tx.connection(*key))
+        joining = statement.start(tx.connection(*key))
         self._joining = joining
         joining.add_done_callback(lambda task: self._joined(task, tx, key))
         return True
