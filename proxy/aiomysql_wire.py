@@ -58,6 +58,60 @@ def expect_new_answer(conn: aiomysql.Connection) -> None:
     conn._next_seq_id = 1
 
 
+def transport_of(conn: aiomysql.Connection) -> asyncio.Transport | None:
+    """The connection's socket transport (None once closed)."""
+    writer = conn._writer
+    if writer is None:
+        return None
+    transport: asyncio.Transport = writer.transport
+    return transport
+
+
+def has_unread(conn: aiomysql.Connection) -> bool:
+    """Whether bytes the shard sent wait unread in the connection's reader."""
+    reader = conn._reader
+    return reader is None or bool(reader._buffer)
+
+
+def set_server_status(conn: aiomysql.Connection, status: int) -> None:
+    """The status flags of the last answer read on the connection past aiomysql (the pool
+    closes a connection released while they say it is in a transaction)."""
+    conn.server_status = status
+
+
+def take_idle(pool: aiomysql.Pool) -> aiomysql.Connection | None:
+    """An idle connection of ``pool`` without waiting: what ``Pool.acquire`` returns when one is
+    free (the same checks: closed by the server, past ``pool_recycle``), or None when it
+    would have to wait or open one (or another acquire is under way: it keeps its turn)."""
+    cond = pool._cond
+    if pool._closing or cond.locked() or cond._waiters:
+        return None
+    free = pool._free
+    while free:
+        conn = free.popleft()
+        reader = conn._reader
+        if (reader.at_eof() or reader.exception() or reader.eof_received
+                or (pool._recycle > -1 and pool._loop.time() - conn.last_usage > pool._recycle)):
+            conn.close()
+            continue
+        pool._used.add(conn)
+        return conn
+    return None
+
+
+def give_back(pool: aiomysql.Pool, conn: aiomysql.Connection) -> bool:
+    """``Pool.release`` of an open connection outside a transaction, without the task it
+    starts to wake acquirers when none waits; False: ``Pool.release`` must do it."""
+    cond = pool._cond
+    if pool._closing or cond.locked() or cond._waiters or conn.closed or conn.get_transaction_status():
+        return False
+    if conn not in pool._used:
+        return False
+    pool._used.remove(conn)
+    pool._free.append(conn)
+    return True
+
+
 def settings_of(conn: aiomysql.Connection) -> Mapping[str, str]:
     """The session variables ``conn`` was last set to (``NO_SETTINGS``: none, or unknown)."""
     settings: Mapping[str, str] = getattr(conn, "_shardgate_settings", NO_SETTINGS)
@@ -72,12 +126,17 @@ __all__ = [
     "NO_SETTINGS",
     "Packet",
     "expect_new_answer",
+    "give_back",
+    "has_unread",
     "packet_payload",
     "read_packet",
     "record_settings",
     "send_query",
+    "set_server_status",
     "settings_of",
     "socket_reader",
+    "take_idle",
     "text_encoding",
+    "transport_of",
     "write_commands",
 ]

@@ -148,6 +148,8 @@ class ProxyConnection(MimicConnection):
         try:
             await self.command_phase()
         finally:
+            if self.fast_path is not None:
+                await self.fast_path.settle()  # its transaction connections, before the rollback
             await self.session.close()
 
     _login_error: ProxyError | None = None

@@ -81,7 +81,7 @@ _IMPLICIT_MODES = (MULTI, TWOPC)
 _READS = {"select", "show", "describe", "desc", "explain"}
 
 _VEXPLAIN = re.compile(r"^vexplain(?:\s+(?:all|queries|plan)\b)?", re.I)
-_BEGIN = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
+BEGIN_STATEMENT = re.compile(r"^(?:begin(?:\s+work)?|start\s+transaction(?P<opts>.*))\s*;?$", re.I | re.S)
 _FROM_WORD = re.compile(r"\b(?:from|select)\b", re.I)
 _DESCRIBE_COLUMN = re.compile(
     r"^(?:describe|desc|explain)\s+(?!(?:select|with|insert|update|delete|replace|table|values|format|extended|"
@@ -94,8 +94,8 @@ _DESCRIBE_TABLE = re.compile(
 _EXPLAIN_STATEMENT = re.compile(
     r"^(?:explain|describe|desc)\s+(?:extended\s+|partitions\s+|format\s*=\s*\w+\s+)?"
     r"(?:select|with|insert|update|delete|replace|\()", re.I)
-_COMMIT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
-_ROLLBACK = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
+COMMIT_STATEMENT = re.compile(r"^commit(?:\s+work)?\s*;?$", re.I)
+ROLLBACK_STATEMENT = re.compile(r"^rollback(?:\s+work)?\s*;?$", re.I)
 _SAVEPOINT_NAME = r"(?:`(?P<quoted>(?:[^`]|``)+)`|(?P<name>[\w$]+))\s*;?$"
 _ROLLBACK_TO = re.compile(r"^rollback(?:\s+work)?\s+to\s+(?:savepoint\s+)?" + _SAVEPOINT_NAME, re.I)
 _SAVEPOINT = re.compile(r"^savepoint\s+" + _SAVEPOINT_NAME, re.I)
@@ -428,7 +428,7 @@ class Executor:
         return Result()
 
     async def _begin(self, session: ProxySession, sql: str) -> Outcome | None:
-        m = _BEGIN.match(sql)
+        m = BEGIN_STATEMENT.match(sql)
         if not m:
             return None
         if session.tx is not None:
@@ -437,13 +437,13 @@ class Executor:
         return Result()
 
     async def _commit(self, session: ProxySession, sql: str) -> Outcome | None:
-        if not _COMMIT.match(sql):
+        if not COMMIT_STATEMENT.match(sql):
             return None
         await session.commit()
         return Result()
 
     async def _rollback(self, session: ProxySession, sql: str) -> Outcome | None:
-        if not _ROLLBACK.match(sql):
+        if not ROLLBACK_STATEMENT.match(sql):
             return await self._savepoints(session, sql)
         await session.rollback()
         return Result()
@@ -590,4 +590,4 @@ _HANDLERS: dict[str, Handler] = {
     "reshard": Executor._reshard,
 }
 
-__all__ = ["Executor", "vschema_ddl_authorized"]
+__all__ = ["BEGIN_STATEMENT", "COMMIT_STATEMENT", "Executor", "ROLLBACK_STATEMENT", "vschema_ddl_authorized"]

@@ -108,12 +108,15 @@ class ClientProcess:
 
     # -- the same cycle for the fast path (proxy.fast_path), which has no task to await in
     def begin_now(self, sql: str) -> RunningStatement | None:
-        """``begin`` without waiting, for a statement with no timeout in a session with no
-        transaction; None when the statement needs ``begin`` (an idle-transaction timeout
-        to settle or report)."""
-        if not self.idle_transaction.quiet:
+        """``begin`` without waiting, for a statement with no timeout; None when the statement
+        needs ``begin`` (an idle-transaction timeout to settle or report)."""
+        if not self.idle_transaction.quiet and not self.idle_transaction.disarm():
             return None
-        statement = RunningStatement(sql)
+        session = self.session
+        if session.tx is not None or not session.autocommit:  # its transaction's connections: kept on a kill
+            statement = RunningStatement(sql, pinned=lambda: _transaction_connections(session))
+        else:
+            statement = RunningStatement(sql)
         self.statement = statement
         self.since = statement.started
         return statement
@@ -123,6 +126,9 @@ class ClientProcess:
         if self.statement is statement:
             self.statement = None
             self.since = time.monotonic()
+        session = self.session
+        if session.tx is not None:
+            self.idle_transaction.arm(session)
 
     # -- kills ----------------------------------------------------------------------
     async def kill(self, query_only: bool) -> None:

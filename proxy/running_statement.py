@@ -158,6 +158,13 @@ class RunningStatement:
                 raise self._killed_error() from None
             raise  # our own task is being cancelled (the connection ends)
 
+    def start(self, body: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """``body`` in a task of its own as this statement (its shard queries reached by a
+        kill, the task cancelled after ``KILL_GRACE_S``), not awaited: for the fast path,
+        which has no task to wait in and hears of the task's end by a done callback."""
+        self._task = asyncio.get_running_loop().create_task(self._as_current(body))
+        return self._task
+
     async def _as_current(self, body: Coroutine[Any, Any, T]) -> T:
         _CURRENT.set(self)  # this task's context only (and the tasks it starts)
         return await body

@@ -80,6 +80,16 @@ class IdleTransactionTimeout:
         """Nothing armed, running or to report: ``before_statement`` would do nothing."""
         return self._timer is None and self._rollback is None and not self.expired
 
+    def disarm(self) -> bool:
+        """Cancel an armed timer that has not fired (what ``before_statement`` does then, without
+        waiting); False when a rollback runs or is to be reported: ``before_statement`` must."""
+        if self._rollback is not None or self.expired:
+            return False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return True
+
     def arm(self, session: TransactionalSession) -> None:
         tx = session.tx
         if self.seconds > 0 and tx is not None and tx.touched:

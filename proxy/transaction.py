@@ -140,6 +140,32 @@ class ShardTransaction:
             self.plain.add(key)
         return sc
 
+    def connection_nowait(self, keyspace: str, shard: str) -> ShardConnection | None:
+        """``connection`` to a shard new to the transaction without waiting, in the simple case:
+        an idle pooled connection already carrying the session's settings, its BEGIN deferred;
+        no SET TRANSACTION, no savepoint to set, not twopc, implicit or refused (single mode).
+        None: ``connection`` must open it (the fast path's caller then waits in a task)."""
+        key = (keyspace, shard)
+        if (
+            key in self.conns or self._opening or self.aborted or self.implicit or self.mode == TWOPC
+            or self.next_isolation or self.savepoints or (self.mode == SINGLE and self.conns)
+        ):
+            return None
+        pool = self.pools.pools.get(key)
+        if pool is None:
+            return None
+        sc = pool.acquire_nowait()
+        if sc is None:
+            return None
+        if not sc.has_settings(self.settings()):
+            pool.release(sc)
+            return None
+        if self.writing:
+            self.written.add(key)
+        sc.defer_begin(self.begin_sql, lambda: self._begin_failed(key, sc))
+        self.conns[key] = sc
+        return sc
+
     async def savepoint(self, name: str) -> None:
         """SAVEPOINT ``name`` (one of the same name is replaced, as MySQL does)."""
         await self._on_every_shard(f"savepoint {quote_identifier(name)}")

@@ -15,6 +15,11 @@ the connection back once that loop has finished the command and has nothing buff
 (``command_done``). So a connection's commands are answered in order, whichever path
 runs each.
 
+Explicit transactions too (``BEGIN; INSERT ...; COMMIT``, ``autocommit=0``): BEGIN, COMMIT and
+ROLLBACK answered here, the transaction's qualifying statements sent on its own shard
+connections (``PinnedLink``), the rest left to the normal path in the same transaction (see
+"transactions" below). Measured: BENCHMARKS.md, "Fast path: transactions".
+
 On the fast path a statement still shows in SHOW PROCESSLIST (a ``RunningStatement``
 with its shard link on it, so KILL QUERY reaches the shard), is counted in /metrics,
 tells messaging and topics about a successful INSERT, and fails with the normal path's
@@ -37,12 +42,27 @@ from typing import TYPE_CHECKING, Any
 from mysql_mimic.types import Capabilities
 
 from proxy import wire
-from proxy.errors import ProxyError, ShardError, ShardUnavailable
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable
+from proxy.executor import BEGIN_STATEMENT, COMMIT_STATEMENT, ROLLBACK_STATEMENT
 from proxy.fast_path.binary_result import BinaryResult
 from proxy.fast_path.routing import FastRoute, fast_route
-from proxy.fast_path.shard_link import LinkPools, ReadBuffer, ShardErr, ShardLink, lenenc
+from proxy.fast_path.shard_link import (
+    LinkPools,
+    PinnedLink,
+    ReadBuffer,
+    ShardErr,
+    ShardLink,
+    lenenc,
+)
+from proxy.messaging.dml import MessageDml
 from proxy.mysql_mimic_internals import buffered_input
-from proxy.observability.metrics import record_error, record_statement
+from proxy.observability.metrics import (
+    record_commit,
+    record_error,
+    record_rollback,
+    record_statement,
+)
+from proxy.pools import ShardConnection
 from proxy.prepared import (
     PreparedStatement,
     bind_parameters,
@@ -51,6 +71,9 @@ from proxy.prepared import (
 )
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
+from proxy.topics.service import TopicWrite
+from proxy.transaction import ShardTransaction
+from proxy.twopc import SINGLE, TWOPC
 
 if TYPE_CHECKING:
     from proxy.connection import ProxyConnection
@@ -63,6 +86,17 @@ _COM_STMT_RESET = 0x1A
 _MAX_PAYLOAD = 0xFFFFFF
 # Capabilities that change what a COM_QUERY or its answer looks like on the wire.
 _INCOMPATIBLE = Capabilities.CLIENT_QUERY_ATTRIBUTES | Capabilities.CLIENT_DEPRECATE_EOF
+# The status flags of an answer (ProxyConnection.status_flags): in a transaction, autocommit.
+_IN_TRANS = 0x0001
+_AUTOCOMMIT = 0x0002
+# How BEGIN, START TRANSACTION, COMMIT, ROLLBACK start (a cheap test before the patterns).
+_CONTROL_HEADS = frozenset(("begin", "start", "commi", "rollb"))
+# Characters of a comment, hint, variable or further statement (a multi-statement COM_QUERY
+# reaches the fast path whole: "start transaction; insert ..." is no START TRANSACTION):
+# such a transaction statement takes the normal path.
+_NOT_PLAIN = ("/", "#", "-", "@", ";")
+
+ShardKey = tuple[str, str]
 
 
 def enabled() -> bool:
@@ -89,6 +123,11 @@ def install_fast_path(connection: ProxyConnection, links: LinkPools) -> ClientFa
     if buffered_input(connection.stream.reader):
         fast.slow = True  # a command arrived with the login: the command loop reads it first
     return fast
+
+
+def _status(session: Any) -> int:
+    """The status flags the normal path's answer carries (ProxyConnection.status_flags)."""
+    return (_AUTOCOMMIT if session.autocommit else 0) | (_IN_TRANS if session.tx is not None else 0)
 
 
 def _without_info(ok: bytes) -> bytes:
@@ -125,6 +164,22 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._started = 0.0
         self._writing_paused = False
         self._read = ReadBuffer()
+        # -- the session's transaction (see _start_in_transaction) --
+        # The links over its shard connections, by shard (stale ones are replaced on use).
+        self._pinned: dict[ShardKey, PinnedLink] = {}
+        # The transaction connection the statement runs on (None: a link of ``links``).
+        self._sc: ShardConnection | None = None
+        self._sent_begin = False  # the statement went as ``begin;<statement>``
+        self._joined_now = False  # its connection joined the transaction for this statement
+        # The statement waits in a task: for the transaction's connection to a new shard, or
+        # for the COMMIT / ROLLBACK of several shards.
+        self._joining: asyncio.Task[Any] | None = None
+        # A COMMIT (``_commit``) or ROLLBACK on its way: the transaction it ends, and the
+        # messaging / topic events its commit releases.
+        self._ending: ShardTransaction | None = None
+        self._commit = False
+        self._events: list[tuple[str, MessageDml | TopicWrite]] = []
+        self._ok_packets: dict[int, bytes] = {}  # _answer_ok's, by status flags
 
     # -- from the client ---------------------------------------------------------------
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -138,13 +193,13 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self.inner.data_received(bytes(data))
             return
         self._buf += data
-        if self._link is None:
+        if self._link is None and self._joining is None:
             self._serve()
 
     def _serve(self) -> None:
         """Answer the complete commands buffered, until one goes to the shard or to the loop."""
         buf = self._buf
-        while len(buf) >= 4 and self._link is None and not self.slow:
+        while len(buf) >= 4 and self._link is None and self._joining is None and not self.slow:
             length = buf[0] | buf[1] << 8 | buf[2] << 16
             if len(buf) < 4 + length:
                 return
@@ -214,8 +269,15 @@ class ClientFastPath(asyncio.BufferedProtocol):
         return True
 
     def _start(self, sql: str, binary: BinaryResult | None) -> bool:
+        session = self.session
+        if binary is None and sql[:5].lower() in _CONTROL_HEADS:
+            control = self._control(sql)
+            if control is not None:
+                return control
+        if session.tx is not None or not session.autocommit:
+            return self._start_in_transaction(sql, binary)
         try:
-            route = fast_route(self.session, sql)
+            route = fast_route(session, sql)
         except Exception:  # a fault of the fast path: logged, and the normal path answers
             logger.exception("fast path: routing failed", extra={"connection_id": self.connection.connection_id})
             return False
@@ -242,6 +304,344 @@ class ClientFastPath(asyncio.BufferedProtocol):
         link.query(route.query, self)
         return True
 
+    # -- transactions ------------------------------------------------------------------------
+    # A transaction is the normal path's own (``session.tx``, a ShardTransaction): BEGIN here
+    # is ``session.begin_transaction`` (its BEGIN deferred to each shard's first statement,
+    # as always), a statement runs on the transaction's connection to its shard through a
+    # ``PinnedLink`` (a shard new to the transaction joins it through
+    # ``ShardTransaction.connection_nowait``, or ``connection`` in a task), COMMIT / ROLLBACK of a
+    # transaction on one shard is the one COMMIT / ROLLBACK the normal path would send (of
+    # several: ``ShardTransaction.commit`` / ``rollback`` in a task). So whatever this path
+    # does not take (a second shard in single mode, twopc, a SAVEPOINT, an unplanned
+    # statement) the normal path runs in the very same transaction, and the next statement
+    # may come back here.
+
+    def _control(self, sql: str) -> bool | None:
+        """BEGIN / START TRANSACTION, COMMIT, ROLLBACK: True if answered here, False if the
+        normal path must run it; None: not one of them."""
+        if any(c in sql for c in _NOT_PLAIN):
+            return None  # a comment, a hint, a variable: the normal path reads those
+        text = sql.strip()
+        m = BEGIN_STATEMENT.match(text)
+        if m is not None:
+            return self._begin(sql, m.group("opts") or "")
+        if COMMIT_STATEMENT.match(text):
+            return self._end(sql, commit=True)
+        if ROLLBACK_STATEMENT.match(text):
+            return self._end(sql, commit=False)
+        return None
+
+    def _begin(self, sql: str, opts: str) -> bool:
+        """What ``Executor._begin`` does outside a transaction (the BEGIN goes to each shard
+        with the transaction's first statement there)."""
+        session = self.session
+        if session.tx is not None or session.transaction_mode == TWOPC:
+            return False  # an open transaction commits first; twopc: the normal path
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            return False
+        started = time.perf_counter()
+        self._statement_is(sql, "begin")
+        session.begin_transaction(opts)
+        self._answer_ok()
+        self._end_now(statement, sql, started, False)
+        return True
+
+    def _end(self, sql: str, commit: bool) -> bool:
+        """COMMIT / ROLLBACK (``ProxySession.commit`` / ``rollback``): of a transaction on one
+        shard as ``ShardTransaction._commit_each`` / ``_rollback_quietly`` send it, on several
+        by those in a task."""
+        session = self.session
+        tx = session.tx
+        sc = link = None
+        several = False
+        if tx is not None:
+            if tx.mode == TWOPC or tx.aborted or tx.implicit or (tx.touched and not tx.conns):
+                return False
+            if any(key in tx.plain or c.begin_pending for key, c in tx.conns.items()):
+                return False  # never the case between statements: the normal path's rules
+            several = len(tx.conns) > 1
+            if len(tx.conns) == 1:
+                ((key, sc),) = tx.conns.items()
+                link = self._pinned_link(key, sc)
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            return False
+        if link is not None and not link.attach():
+            self.connection.process.end_now(statement)
+            return False
+        started = time.perf_counter()
+        self._statement_is(sql, "commit" if commit else "rollback")
+        events, session.after_commit = session.after_commit, []
+        session.tx = None
+        self._pinned.clear()
+        if tx is not None and not commit:
+            record_rollback()
+        if several:
+            # Several shards: the normal path's own COMMIT / ROLLBACK (one after another, a
+            # failure reported naming what did and did not commit), in a task, without the
+            # command loop's.
+            assert tx is not None
+            self._statement, self._sql, self._started, self._binary = statement, sql, started, None
+            task = statement.start(tx.commit() if commit else tx.rollback())
+            self._joining = task
+            shards = len(tx.conns)
+            task.add_done_callback(lambda t: self._ended_several(t, tx, shards, commit, events))
+            return True
+        if sc is None or link is None:  # nothing on a shard
+            if tx is not None and commit:
+                record_commit(0, tx.mode)
+            if commit:
+                for keyspace, write in events:
+                    session.state.committed(keyspace, write)
+            self._answer_ok()
+            self._end_now(statement, sql, started, False)
+            return True
+        assert tx is not None
+        statement.shard_query_started(sc)
+        self._ending, self._commit, self._events = tx, commit, events if commit else []
+        self._link, self._statement, self._sc, self._route, self._binary = link, statement, sc, None, None
+        self._sql, self._started = sql, started
+        self._count(sc)
+        link.query(b"commit" if commit else b"rollback", self, _status(session))
+        return True
+
+    def _ended(self, link: ShardLink, error: ProxyError | None) -> None:
+        """The shard answered the COMMIT / ROLLBACK (``error``: failed, or the link was lost)."""
+        tx, sc, events, commit = self._ending, self._sc, self._events, self._commit
+        self._ending, self._events = None, []
+        assert tx is not None and sc is not None
+        if error is not None:
+            where = f"{sc.keyspace}/{sc.shard}"
+            sc.broken = True  # closed on release: the shard rolls back whatever is left
+            if commit:
+                error = ProxyError(
+                    error.code,
+                    f"commit failed on shard {where}: {error.message}; committed: []; rolled back: []",
+                    error.sqlstate,
+                )
+            else:
+                logger.warning("rollback failed", extra={"keyspace": sc.keyspace, "shard": sc.shard, "error": str(error)})
+        tx.release_all()
+        if error is None:
+            if commit:
+                record_commit(1, tx.mode)
+                state = self.session.state
+                for keyspace, write in events:
+                    state.committed(keyspace, write)
+            self._answer_ok()
+        else:
+            self._write_error(self._error(error), 1)
+        self._finish(link, 0, error is not None)
+
+    def _ended_several(
+        self, task: asyncio.Task[None], tx: ShardTransaction, shards: int, commit: bool,
+        events: list[tuple[str, MessageDml | TopicWrite]],
+    ) -> None:
+        """``ShardTransaction.commit`` / ``rollback`` of several shards is over (what
+        ``ProxySession.commit`` / ``rollback`` do after it)."""
+        self._joining = None
+        error = ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled") if task.cancelled() else task.exception()
+        if error is None:
+            if commit:
+                record_commit(shards, tx.mode)
+                state = self.session.state
+                for keyspace, write in events:
+                    state.committed(keyspace, write)
+            self._answer_ok()
+            self._finish(None, 0, False)
+            return
+        if not isinstance(error, ProxyError):
+            logger.error("fast path: ending a transaction failed", exc_info=error,
+                         extra={"connection_id": self.connection.connection_id})
+            error = ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(error).__name__}: {error}")
+        self._fail(error)
+
+    def _start_in_transaction(self, sql: str, binary: BinaryResult | None) -> bool:
+        """A statement of the session's transaction (or one that opens it: autocommit=0), run
+        on the transaction's connection to its shard; False: the normal path must run it."""
+        session = self.session
+        tx = session.tx
+        if tx is None:
+            # autocommit=0: Executor.execute opens a transaction, then routes by the write shards.
+            state = session.state
+            if session.transaction_mode == TWOPC or state.read_vschema is not state.vschema:
+                return False
+        elif tx.mode == TWOPC or tx.aborted or tx.implicit or tx.in_steps:
+            return False
+        try:
+            route = fast_route(session, sql, in_transaction=True)
+        except Exception:  # a fault of the fast path: logged, and the normal path answers
+            logger.exception("fast path: routing failed", extra={"connection_id": self.connection.connection_id})
+            return False
+        if route is None:
+            return False
+        key = (route.keyspace, route.shard)
+        sc = tx.conns.get(key) if tx is not None else None
+        link = None
+        if sc is not None:
+            link = self._pinned_link(key, sc)
+        elif tx is not None and tx.mode == SINGLE and tx.touched:
+            return False  # a second shard: the normal path refuses it (and rolls back)
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            return False
+        if link is not None and not link.attach():
+            self.connection.process.end_now(statement)
+            return False
+        if tx is None:
+            session.begin_transaction()
+            tx = session.tx
+            assert tx is not None
+        tx.writing = route.keyword != "select"
+        self._started = time.perf_counter()
+        session.statement_keyword = route.keyword
+        session.route = (route.plan, route.keyspace)
+        self._statement, self._route, self._sql, self._binary = statement, route, sql, binary
+        if sc is not None and link is not None:
+            if tx.writing:
+                tx.written.add(key)
+            self._send_pinned(link, sc)
+            return True
+        # A shard new to the transaction: its connection as the normal path opens it (a pooled
+        # one with the session's settings, its BEGIN deferred), at once when one is idle ...
+        sc = tx.connection_nowait(*key)
+        if sc is not None:
+            link = self._pinned_link(key, sc)
+            if not link.attach():  # not idle (never seen): the normal path runs the statement on it
+                self._statement = self._route = None
+                self.connection.process.end_now(statement)
+                return False
+            self._send_pinned(link, sc, joined_now=True)
+            return True
+        # ... else in a task (SET TRANSACTION, savepoints, a connection to open or wait for).
+        joining = statement.start(tx.connection(*key))
+        self._joining = joining
+        joining.add_done_callback(lambda task: self._joined(task, tx, key))
+        return True
+
+    def _joined(self, task: asyncio.Task[ShardConnection], tx: ShardTransaction, key: ShardKey) -> None:
+        """The transaction's connection to the statement's shard is open (or failed)."""
+        self._joining = None
+        session = self.session
+        if task.cancelled():
+            error: BaseException | None = ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled")
+        else:
+            error = task.exception()
+        if self.transport.is_closing():
+            # The client left: the session's rollback (on close) has the connection, or the
+            # transaction is over and it goes back (closed: a BEGIN may be on it).
+            if error is None and session.tx is not tx:
+                sc = task.result()
+                if tx.conns.get(key) is sc:
+                    self._leave_transaction(sc, tx)
+            self._finish(None, 0, True, record=False)
+            return
+        if error is not None:
+            if tx.aborted and session.tx is tx:  # as Executor._routed: rolled back by the proxy
+                session.tx, session.after_commit = None, []
+            if not isinstance(error, ProxyError):
+                logger.error("fast path: joining a shard failed", exc_info=error,
+                             extra={"connection_id": self.connection.connection_id})
+                error = ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(error).__name__}: {error}")
+            self._fail(error)
+            return
+        self._run_on_joined(task.result(), key)
+
+    def _run_on_joined(self, sc: ShardConnection, key: ShardKey) -> None:
+        """Send the statement on the connection that joined the transaction for it (in a task:
+        the command is out of the buffer)."""
+        link = self._pinned_link(key, sc)
+        if not link.attach():  # not idle (never seen): the normal path runs the statement on it
+            self._buf[:0] = self._command
+            self.slow = True
+            self._finish(None, 0, True, record=False)
+            self._to_command_loop()
+            return
+        self._send_pinned(link, sc, joined_now=True)
+
+    def _send_pinned(self, link: PinnedLink, sc: ShardConnection, joined_now: bool = False) -> None:
+        statement, route = self._statement, self._route
+        assert statement is not None and route is not None
+        try:
+            statement.shard_query_started(sc)  # killed while its connection was opened: it fails
+        except ProxyError as e:
+            link.detach()
+            self._fail(e)
+            return
+        begin = sc.take_deferred_begin()
+        self._link, self._sc, self._sent_begin, self._joined_now = link, sc, begin is not None, joined_now
+        # No newline after the BEGIN: a syntax error in the statement still says "at line 1".
+        query = route.query if begin is None else begin.encode() + b";" + route.query
+        self._count(sc)
+        link.query(query, self, _status(self.session), after_begin=begin is not None)
+
+    def _count(self, sc: ShardConnection) -> None:
+        """A statement sent on a transaction's connection: counted with the shard's links'."""
+        links = self.links.get(sc.keyspace, sc.shard)
+        if links is not None:
+            links.served += 1
+
+    def _pinned_link(self, key: ShardKey, sc: ShardConnection) -> PinnedLink:
+        link = self._pinned.get(key)
+        if link is None or link.sc is not sc:
+            link = self._pinned[key] = PinnedLink(sc)
+        return link
+
+    def _leave_transaction(self, sc: ShardConnection, tx: ShardTransaction | None = None) -> None:
+        """Take ``sc`` out of its transaction and close it (the shard rolls back what it began)."""
+        tx = tx if tx is not None else self.session.tx
+        key = (sc.keyspace, sc.shard)
+        if tx is not None and tx.conns.get(key) is sc:
+            del tx.conns[key]
+            tx.written.discard(key)
+        self._pinned.pop(key, None)
+        sc.broken = True
+        sc.pool.release(sc)
+
+    def _wrote_in_transaction(self, route: FastRoute) -> None:
+        """What Executor._wrote does inside a transaction: the events wait for the COMMIT."""
+        session = self.session
+        if route.topic is not None:
+            session.after_commit.append((route.topic[0], TopicWrite(*route.topic)))
+        elif route.inserted_table is not None and session.state.messaging.is_message_table(
+            route.keyspace, route.inserted_table
+        ):
+            write = MessageDml("insert", route.keyspace, route.inserted_table, shards=(route.shard,))
+            session.after_commit.append((route.keyspace, write))
+
+    def _statement_is(self, sql: str, keyword: str) -> None:
+        session = self.session
+        session.statement_keyword, session.route, session.written_table = keyword, None, None
+        session.only_reads = False
+        self._sql = sql
+
+    def _answer_ok(self) -> None:
+        """The normal path's answer to BEGIN / COMMIT / ROLLBACK (an empty ``Result``), one of
+        four packets by the status flags (built once: the capabilities are a Flag enum, whose
+        ``&`` in ``wire.ok_packet`` was ~1% of a transaction's profile)."""
+        status = _status(self.session)
+        packet = self._ok_packets.get(status)
+        if packet is None:
+            ok = wire.ok_packet(self.connection.capabilities, status)
+            packet = self._ok_packets[status] = len(ok).to_bytes(3, "little") + b"\x01" + ok
+        if not self.transport.is_closing():
+            self.transport.write(packet)
+
+    def _write_error(self, e: ProxyError, seq: int) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(self._error_packet(e, seq))
+
+    def _fail(self, e: ProxyError) -> None:
+        """The statement fails before reaching its shard."""
+        e = self._error(e)
+        self._write_error(e, self._binary.next_seq if self._binary is not None else 1)
+        self._finish(None, 0, True)
+
+    def _end_now(self, statement: RunningStatement, sql: str, started: float, failed: bool) -> None:
+        self.connection.process.end_now(statement)
+        record_statement(self.session, sql, started, 0, failed)
+
     # -- from the shard (ShardLink's Relay) --------------------------------------------------
     def response_part(self, link: ShardLink, data: bytes) -> None:
         if self._binary is not None:
@@ -250,15 +650,25 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self.transport.write(data)
 
     def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        if self._ending is not None:
+            self._ended(link, None if error is None else ShardError(link.keyspace, link.shard, error.code, error.message))
+            return
+        sc = self._sc
+        if sc is not None and self._sent_begin:
+            sc.begin_answered(link.began)  # a failed BEGIN: the transaction drops the connection
         if (
             error is not None
             and self._route is not None
-            and self._route.keyword == "insert"
+            and self._route.keyword != "select"
             and is_denied_write_error((error.code, error.message))
         ):
             # A write refused at a resharding switch wrote nothing: the command goes to the
             # normal path as if it had never come here; there it is held until the new
-            # topology serves (proxy/resharding/write_hold.py), never failed.
+            # topology serves (proxy/resharding/write_hold.py), never failed. A connection
+            # that joined the transaction for it leaves it again (closed: the shard rolls its
+            # empty transaction back), as the normal path's ``forget`` does.
+            if sc is not None and self._joined_now and link.began:
+                self._leave_transaction(sc)
             self._buf[:0] = self._command
             self.slow = True  # _finish must not serve what is buffered
             self._finish(link, 0, True, record=False)
@@ -277,20 +687,26 @@ class ClientFastPath(asyncio.BufferedProtocol):
                 data = binary.convert(data)
             if self._route is not None and self._route.without_info and data[4] == 0:
                 data = _without_info(data)
-            if self._route is not None and self._route.inserted_table is not None:
+            route = self._route
+            if route is not None and sc is not None:
+                self._wrote_in_transaction(route)
+            elif route is not None and route.inserted_table is not None:
                 # What Executor._wrote does for an INSERT that names no topic (routing checked), without
                 # parsing the statement again for its table (~7 µs): messaging polls that table now.
-                self.session.state.messaging.notify(
-                    self._route.keyspace, self._route.shard, self._route.inserted_table
-                )
-            elif self._route is not None and self._route.topic is not None:
-                self.session.state.topics.published(*self._route.topic)  # its sequencer runs a pass now
+                self.session.state.messaging.notify(route.keyspace, route.shard, route.inserted_table)
+            elif route is not None and route.topic is not None:
+                self.session.state.topics.published(*route.topic)  # its sequencer runs a pass now
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)
 
     def link_lost(self, link: ShardLink, cause: str) -> None:
         logger.warning("shard unavailable", extra={"keyspace": link.keyspace, "shard": link.shard, "error": cause})
+        if self._ending is not None:
+            self._ended(link, ShardUnavailable(link.keyspace, link.shard, cause))
+            return
+        if self._sc is not None and self._sent_begin and not link.began:
+            self._sc.begin_answered(False)  # its BEGIN's answer never came: the transaction drops it
         e = self._error(ShardUnavailable(link.keyspace, link.shard, cause))
         seq = self._binary.next_seq if self._binary is not None else link.next_seq
         if not self.transport.is_closing():
@@ -309,33 +725,53 @@ class ClientFastPath(asyncio.BufferedProtocol):
         payload = wire.error_packet(e.code, e.sqlstate, e.message)
         return len(payload).to_bytes(3, "little") + bytes((seq,)) + payload
 
-    def _finish(self, link: ShardLink, rows: int, failed: bool, *, record: bool = True) -> None:
-        statement = self._statement
-        self._link = self._statement = self._route = None
-        links = self.links.get(link.keyspace, link.shard)
-        assert links is not None and statement is not None
-        statement.shard_query_ended(link)
-        links.give(link)
+    def _finish(self, link: ShardLink | None, rows: int, failed: bool, *, record: bool = True) -> None:
+        statement, sc = self._statement, self._sc
+        self._link = self._statement = self._route = self._sc = None
+        assert statement is not None
+        if sc is not None:  # a transaction's connection: it stays with the transaction
+            statement.shard_query_ended(sc)
+        elif link is not None:
+            links = self.links.get(link.keyspace, link.shard)
+            assert links is not None
+            statement.shard_query_ended(link)
+            links.give(link)
         self.connection.process.end_now(statement)
         if record:
             record_statement(self.session, self._sql, self._started, 0 if failed else rows, failed)
-        if self._writing_paused:
+        if self._writing_paused and link is not None:
             link.resume_reading()
-        if self._buf:
+        if self._buf and not self.transport.is_closing():
             self._serve()
 
     # -- the transport's other calls: the StreamReaderProtocol keeps hearing them ----------
     def connection_lost(self, exc: Exception | None) -> None:
-        link, statement = self._link, self._statement
-        if link is not None and statement is not None:
-            self._link = self._statement = self._route = None
-            statement.shard_query_ended(link)
+        link, statement, sc = self._link, self._statement, self._sc
+        if self._ending is not None:
+            pass  # a COMMIT / ROLLBACK finishes on the shard, its answer goes nowhere (_ended)
+        elif link is not None and statement is not None:
+            self._link = self._statement = self._route = self._sc = None
             link.abandon()  # mid-response: the link is out of step
-            links = self.links.get(link.keyspace, link.shard)
-            if links is not None:
-                links.give(link)
+            if sc is not None:
+                # The shard rolls back the transaction of the closed connection; the session's
+                # rollback (on close) has nothing more to do there.
+                statement.shard_query_ended(sc)
+                self._leave_transaction(sc)
+            else:
+                statement.shard_query_ended(link)
+                links = self.links.get(link.keyspace, link.shard)
+                if links is not None:
+                    links.give(link)
             self.connection.process.end_now(statement)
         self.inner.connection_lost(exc)
+
+    async def settle(self) -> None:
+        """Before the session closes: a transaction connection still being opened for a
+        statement has joined the transaction (the session's rollback sees it) or failed."""
+        joining = self._joining
+        if joining is not None:
+            await asyncio.wait([joining])
+            await asyncio.sleep(0)  # its done callback runs first
 
     def eof_received(self) -> Any:
         return self.inner.eof_received()

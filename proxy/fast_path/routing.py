@@ -3,20 +3,22 @@
 A statement qualifies when the normal path would do nothing for it but send one
 query to one shard and relay the answer unchanged:
 
-- the session: autocommit, no transaction, no statement timeout, OLTP, a keyspace
-  selected. Its shard session variables (SET sql_mode, time_zone...) go with it: the
-  statement runs on a shard link carrying exactly those (``FastRoute.settings``);
-- the text: one SELECT or INSERT (no ``;``), no ``@@`` variable (no ``@`` once the session
-  has set a user variable), no proxy function
-  the session answers itself, no ``/*vt+`` hint, no topic named but as an INSERT's target;
+- the session: autocommit, no transaction (or the transaction the caller runs it in), no
+  statement timeout, OLTP, a keyspace selected. Its shard session variables (SET sql_mode,
+  time_zone...) go with it: the statement runs on a shard link carrying exactly those
+  (``FastRoute.settings``);
+- the text: one SELECT or INSERT, or inside a transaction one UPDATE or DELETE (no ``;``), no
+  ``@@`` variable (no ``@`` once the session has set a user variable), no proxy function the
+  session answers itself, no ``/*vt+`` hint, no topic named but as an INSERT's target;
 - a shard-targeted session (``USE ks:-80``) or an unsharded keyspace: the statement as
   written, to that one shard (an INSERT's table read as the normal path reads it, for
   messaging);
 - else the plan: already in the plan cache (a miss takes the normal path, which plans and
   caches it), and either a ``Route`` that reaches exactly one shard with no hidden
   columns, or an ``Insert`` into a sharded table whose rows all go to one shard, without
-  owned lookup vindexes and with its auto-increment values given (no sequence to call). INSERTs of
-  a session in ``twopc`` mode take the normal path;
+  owned lookup vindexes and with its auto-increment values given (no sequence to call), or an
+  ``Update`` / ``Delete`` reaching one shard without owned lookup rows to maintain, not of a
+  message table. Writes of a session in ``twopc`` mode take the normal path;
 - or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
   no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded.
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proxy.engine.destinations import map_values
+from proxy.engine.destinations import map_values, targets
 from proxy.engine.insert import render_rows
 from proxy.engine.route import route_targets
 from proxy.errors import ProxyError
@@ -38,11 +40,15 @@ from proxy.messaging.dml import inserted_table
 from proxy.observability.metrics import plan_label
 from proxy.twopc import TWOPC
 from rewriter import cached_plan
-from rewriter.nodes import DMLOpcode, Insert, Opcode, Route
+from rewriter.nodes import Delete, DMLOpcode, Insert, Opcode, Route, Update
 from sqltext.lexer import first_keyword
 
 if TYPE_CHECKING:
     from proxy.session import ProxySession
+
+
+# Statements the fast path takes only inside a transaction (see fast_route).
+_MODIFY = ("update", "delete")
 
 
 @dataclass(slots=True)
@@ -66,11 +72,12 @@ class FastRoute:
     topic: tuple[str, str] | None = None
 
 
-def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
-    """The shard query for ``sql`` if the fast path can answer it, else None."""
+def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) -> FastRoute | None:
+    """The shard query for ``sql`` if the fast path can answer it, else None. ``in_transaction``:
+    the caller runs it in the session's transaction (``proxy.fast_path.protocol`` checked the
+    transaction may take it), else only an autocommit session outside one qualifies."""
     if (
-        session.tx is not None
-        or not session.autocommit
+        (not in_transaction and (session.tx is not None or not session.autocommit))
         or session.max_execution_time
         or session.workload != "oltp"
     ):
@@ -86,6 +93,9 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
     if kw == "select":
         if "(" in sql and " from " not in sql.lower():
             return None  # perhaps DATABASE(), VERSION(), CONNECTION_ID(): the session answers those
+    elif kw in _MODIFY:
+        if not in_transaction or session.transaction_mode == TWOPC:
+            return None
     elif kw != "insert" or session.transaction_mode == TWOPC:
         return None
     proxy = session.state
@@ -113,6 +123,8 @@ def fast_route(session: ProxySession, sql: str) -> FastRoute | None:
             target = _route_target(plan, session, bindvars)
         elif type(plan) is Insert and kw == "insert":
             target = _insert_target(plan, vschema, bindvars)
+        elif (type(plan) is Update or type(plan) is Delete) and kw in _MODIFY:
+            target = _modify_target(plan, session, vschema, bindvars)
         else:
             return None
     except ProxyError:
@@ -133,6 +145,8 @@ def _verbatim(session: ProxySession, keyspace: str, sql: str, kw: str, settings:
     sent as written to that one shard, as ``Executor._route`` sends it."""
     target = session.target
     table = None
+    if kw in _MODIFY:
+        return None  # an UPDATE may ack messages, read from its text by the normal path
     if kw == "insert":
         written = inserted_table(sql)
         if written is None or written.keyspace is not None:
@@ -145,7 +159,7 @@ def _verbatim(session: ProxySession, keyspace: str, sql: str, kw: str, settings:
 
 
 def _publish_target(session: ProxySession, sql: str, settings: Settings) -> FastRoute | None:
-    """An autocommit INSERT into a topic: routed by the topics service from the text alone
+    """An INSERT into a topic: routed by the topics service from the text alone
     (no parse, no plan), to the topic's shard."""
     routed = session.state.topics.fast_publish(session, sql)
     if routed is None or routed.insert_into is None:
@@ -172,6 +186,24 @@ def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any])
         return None
     shard, bv = targets[0]
     return shard, route.query.render(bv)
+
+
+def _modify_target(
+    node: Update | Delete, session: ProxySession, vschema: Any, bindvars: dict[str, Any]
+) -> tuple[str, str] | None:
+    """An UPDATE / DELETE that ``proxy.engine.dml`` sends to one shard as it is: no owned lookup
+    rows to maintain, routed without a lookup, not a message table's (an UPDATE of one acks
+    messages: the normal path tells messaging)."""
+    if node.owned_lookups or getattr(node.vindex, "needs_lookup", False):
+        return None
+    if session.state.messaging.is_message_table(node.keyspace, node.table):
+        return None
+    tg = targets(vschema, node.opcode, node.keyspace, node.vindex, node.values, node.in_var, bindvars,
+                 node.target_ksid, node.target_shard)
+    if len(tg) != 1:
+        return None
+    shard, bv = tg[0]
+    return shard, node.query.render(bv)
 
 
 def _insert_target(node: Insert, vschema: Any, bindvars: dict[str, Any]) -> tuple[str, str] | None:

@@ -7,12 +7,19 @@ byte for byte needs none of that. A link frames the response while it arrives (O
 ERR, or column count + definitions + EOF + rows + EOF) and calls its ``Relay`` once,
 from ``data_received``, when the response is complete: no task, no future. A result
 larger than ``RELAY_CHUNK`` goes out in pieces as it arrives (the client's flow
-control pauses the shard's socket), so memory stays bounded as on the normal path.
+control pauses the shard's socket), so memory stays bounded as on the normal path; rows
+of a result still unfinished after ``FLUSH_AFTER_S`` go out then.
 
 Links speak the text protocol without CLIENT_DEPRECATE_EOF (as the proxy's clients
 do: the proxy never offers it) and with the pools' charset, so what a shard sends is
-what the client expects, except the EOF packets' status flags, which the link sets to
-the proxy's (the fast path only serves autocommit sessions outside a transaction).
+what the client expects, except the status flags of the OK and EOF packets, which the link
+sets to the proxy's (``query(status=...)``: a statement inside a transaction carries the
+session's).
+
+A ``PinnedLink`` is a link over the socket of a pooled ``ShardConnection`` pinned to a
+client's transaction (``proxy.transaction``): for one query it takes the place of the
+aiomysql connection's protocol, so a transaction's statements run on the fast path and on
+the normal path alike, on the one shard connection holding the transaction.
 
 ``ShardLinks`` keeps the idle links of one shard. ``take`` never waits: without an
 idle link it starts opening one in the background and the statement takes the
@@ -37,7 +44,8 @@ from pymysql._auth import scramble_native_password
 from pymysql.charset import charset_by_name
 from pymysql.constants import CLIENT
 
-from proxy.pools import ShardPool, ShardPools
+from proxy import aiomysql_wire
+from proxy.pools import ShardConnection, ShardPool, ShardPools
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +56,20 @@ _CHARSET_ID = charset_by_name("utf8mb4").id  # type: ignore[attr-defined]  # the
 _MAX_PACKET = (1 << 24) - 1
 _NATIVE_PASSWORD = b"mysql_native_password"
 _CONNECT_TIMEOUT_S = 5.0
-# The proxy's status flags in a fast-path answer's EOF packets: autocommit, no transaction.
-_STATUS_AUTOCOMMIT = 0x0002
+# The proxy's status flags in a fast-path answer's EOF packets: autocommit, no transaction
+# (``ShardLink.query`` takes others for a statement inside a transaction).
+STATUS_AUTOCOMMIT = 0x0002
+# A multi-statement's answer that is not its last (``begin;<statement>``).
+_MORE_RESULTS = 0x0008
 # Errors after which the shard closes the connection (killed, shutting down).
 _CONNECTION_ENDING = {1053, 1927}
 # Links of one shard being opened at once (statements meanwhile take the normal path).
 _OPENING_MAX = 4
 # A response bigger than this goes to the client in pieces as it arrives.
 RELAY_CHUNK = 256 * 1024
+# Rows of an unfinished result wait at most this long to be relayed (one extra write per slow
+# or multi-read result; a result complete in one read never arms it).
+FLUSH_AFTER_S = 0.005
 
 # A shard link's session variables: the session's ``settings`` (name, SQL literal), sorted.
 Settings: TypeAlias = tuple[tuple[str, str], ...]
@@ -134,7 +148,7 @@ class ShardLink(asyncio.BufferedProtocol):
     """One connection to a shard's primary. What ``RunningStatement.kill`` needs of a
     shard connection (``pool``, ``thread_id``, ``keyspace``, ``shard``, ``broken``) it has."""
 
-    def __init__(self, pool: ShardPool, settings: Settings = NO_SETTINGS) -> None:
+    def __init__(self, pool: ShardPool, settings: Settings = NO_SETTINGS, read: ReadBuffer | None = None) -> None:
         self.pool = pool
         self.settings = settings
         self.thread_id = 0
@@ -147,13 +161,23 @@ class ShardLink(asyncio.BufferedProtocol):
         self._columns_left = 0
         self._rows = 0
         self._continued = False  # the next packet continues a packet of 2^24-1 bytes
+        self._flush: asyncio.TimerHandle | None = None  # relays the rows framed so far (FLUSH_AFTER_S)
         self._relay: Relay | None = None
         # The sequence id the next packet of the response relayed so far would carry.
         self.next_seq = 1
+        # The status flags the answer's OK / EOF packets carry to the client, and the shard's own
+        # (those of the last OK or EOF packet framed).
+        self.status = STATUS_AUTOCOMMIT
+        self.shard_status = 0
+        # ``begin;<statement>`` (``query(after_begin=True)``): the BEGIN's OK is left out of the
+        # answer and the packets after it numbered one less; ``began``: that OK was there.
+        self._skip_begin = False
+        self._seq_shift = 0
+        self.began = False
         self._login: asyncio.Future[None] | None = None
         self._login_seq = 0
         self._salt = b""
-        self._read = ReadBuffer()
+        self._read = read if read is not None else ReadBuffer()
 
     @property
     def keyspace(self) -> str:
@@ -247,13 +271,20 @@ class ShardLink(asyncio.BufferedProtocol):
             self._login_seq += 1
 
     # -- queries -------------------------------------------------------------------------
-    def query(self, sql: bytes, relay: Relay) -> None:
-        """Send COM_QUERY ``sql`` (shorter than 2^24 - 1 bytes); ``relay`` gets the response."""
+    def query(self, sql: bytes, relay: Relay, status: int = STATUS_AUTOCOMMIT, after_begin: bool = False) -> None:
+        """Send COM_QUERY ``sql`` (shorter than 2^24 - 1 bytes); ``relay`` gets the response,
+        its OK / EOF packets carrying ``status``. ``after_begin``: ``sql`` is ``begin;<statement>``
+        and the response relayed is the statement's (the BEGIN's OK left out; an ERR first: the
+        BEGIN failed, ``began`` stays False)."""
         assert self.transport is not None and self._state == _IDLE
         self._relay = relay
         self._state = _FIRST
         self._rows = 0
         self.next_seq = 1
+        self.status = status
+        self._skip_begin = after_begin
+        self._seq_shift = 0
+        self.began = False
         n = len(sql) + 1
         self.transport.write(n.to_bytes(3, "little") + b"\x00\x03" + sql)
 
@@ -281,6 +312,8 @@ class ShardLink(asyncio.BufferedProtocol):
             end = pos + 4 + length
             if end > n:
                 break
+            if self._seq_shift:
+                buf[pos + 3] = (buf[pos + 3] - 1) & 0xFF
             if self._continued:  # the middle of a huge row: not a packet to interpret
                 self._continued = length == 0xFFFFFF
                 pos = end
@@ -289,7 +322,8 @@ class ShardLink(asyncio.BufferedProtocol):
             head = buf[pos + 4] if length else 0
             if state == _ROWS:
                 if head == 0xFE and length < 9:  # EOF: the end of the result
-                    buf[pos + 5 : pos + 9] = b"\x00\x00" + _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                    self.shard_status = buf[pos + 7] | buf[pos + 8] << 8
+                    buf[pos + 5 : pos + 9] = b"\x00\x00" + self.status.to_bytes(2, "little")
                     self._done(end, None)
                     return
                 if head == 0xFF:
@@ -301,7 +335,19 @@ class ShardLink(asyncio.BufferedProtocol):
                 if head == 0x00:  # OK
                     _, p = lenenc(buf, pos + 5)
                     _, p = lenenc(buf, p)
-                    buf[p : p + 2] = _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                    self.shard_status = buf[p] | buf[p + 1] << 8
+                    if self._skip_begin:  # the BEGIN's OK: left out, the statement's answer follows
+                        self._skip_begin = False
+                        if not self.shard_status & _MORE_RESULTS:
+                            self.broken = True
+                            self._done(end, ShardErr(2027, "Malformed packet: no answer after BEGIN", pos))
+                            return
+                        self.began = True
+                        self._seq_shift = 1
+                        del buf[pos:end]
+                        n = len(buf)
+                        continue
+                    buf[p : p + 2] = self.status.to_bytes(2, "little")
                     self._done(end, None)
                     return
                 if head == 0xFF:
@@ -318,18 +364,39 @@ class ShardLink(asyncio.BufferedProtocol):
                 if self._columns_left == 0:
                     state = _COLUMNS_EOF
             else:  # _COLUMNS_EOF
-                buf[pos + 5 : pos + 9] = b"\x00\x00" + _STATUS_AUTOCOMMIT.to_bytes(2, "little")
+                buf[pos + 5 : pos + 9] = b"\x00\x00" + self.status.to_bytes(2, "little")
                 state = _ROWS
             pos = end
         self._state = state
         self._pos = pos
-        if pos >= RELAY_CHUNK and state == _ROWS:
-            self.next_seq = (buf[self._last + 3] + 1) & 0xFF
-            part = bytes(buf[:pos])
-            del buf[:pos]
-            self._pos = 0
-            assert self._relay is not None
-            self._relay.response_part(self, part)
+        if state == _ROWS and self._rows:
+            if pos >= RELAY_CHUNK:
+                self._relay_rows()
+            elif self._flush is None:
+                # Rows the shard is slow to finish (SLEEP per row, a long scan) reach the client
+                # soon, as on the normal path, which flushes whenever its shard makes it wait.
+                self._flush = asyncio.get_running_loop().call_later(FLUSH_AFTER_S, self._flush_rows)
+
+    def _relay_rows(self) -> None:
+        """Hand the complete packets framed so far to the relay (more rows to come)."""
+        buf = self._buf
+        pos = self._pos
+        self.next_seq = (buf[self._last + 3] + 1) & 0xFF
+        part = bytes(buf[:pos])
+        del buf[:pos]
+        self._pos = 0
+        assert self._relay is not None
+        self._relay.response_part(self, part)
+
+    def _flush_rows(self) -> None:
+        self._flush = None
+        if self._state == _ROWS and self._pos and self._relay is not None:
+            self._relay_rows()
+
+    def _cancel_flush(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
 
     def _error_of(self, start: int, end: int) -> ShardErr:
         p = bytes(self._buf[start + 4 : end])
@@ -340,6 +407,7 @@ class ShardLink(asyncio.BufferedProtocol):
         return ShardErr(code, message.decode("utf-8", "replace"), start)
 
     def _done(self, end: int, error: ShardErr | None) -> None:
+        self._cancel_flush()
         buf = self._buf
         data = bytes(buf[:end])
         del buf[:end]
@@ -349,8 +417,12 @@ class ShardLink(asyncio.BufferedProtocol):
         relay, self._relay = self._relay, None
         if buf:  # more than one response: the connection is out of step
             self.broken = True
+        self._response_over()
         assert relay is not None
         relay.response_done(self, data, self._rows, error)
+
+    def _response_over(self) -> None:
+        """The response is complete (or the connection lost), before the relay hears of it."""
 
     def _read_login(self) -> None:
         buf = self._buf
@@ -379,6 +451,8 @@ class ShardLink(asyncio.BufferedProtocol):
             login.set_exception(LinkError(str(exc) if exc else "connection closed during login"))
         relay, self._relay = self._relay, None
         self._state = _IDLE
+        self._cancel_flush()
+        self._response_over()
         if relay is not None:
             relay.link_lost(self, str(exc) if exc else "Lost connection to MySQL server during query")
 
@@ -390,6 +464,7 @@ class ShardLink(asyncio.BufferedProtocol):
     def abandon(self) -> None:
         """Close the link, its response unread (the client it worked for is gone)."""
         self._relay = None
+        self._cancel_flush()
         self.close()
 
     def pause_reading(self) -> None:
@@ -399,6 +474,88 @@ class ShardLink(asyncio.BufferedProtocol):
     def resume_reading(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
+
+
+# One receive buffer for every PinnedLink: ``buffer_updated`` hands what a read put there on
+# at once (ShardLink.data_received copies it), so no two reads ever share it.
+_PINNED_READ = ReadBuffer()
+
+
+class PinnedLink(ShardLink):
+    """A link over the socket of a pooled ``ShardConnection`` (a transaction's, pinned to its
+    session), for one query at a time: the fast path sends a statement of the transaction on
+    the very connection the normal path uses for it, so either path can run the next one.
+
+    ``attach`` puts the link in place of the aiomysql connection's protocol on its transport;
+    the response over, the aiomysql protocol is back (and the connection's ``server_status``
+    is the shard's, which the pool reads to close a connection released inside a
+    transaction). A lost connection is the aiomysql connection's too: it hears of it."""
+
+    def __init__(self, sc: ShardConnection) -> None:
+        self.sc = sc
+        super().__init__(sc.pool, read=_PINNED_READ)
+        self.thread_id = sc.thread_id
+        self._inner: asyncio.BaseProtocol | None = None
+
+    @property  # type: ignore[override]
+    def broken(self) -> bool:
+        return self.sc.broken
+
+    @broken.setter
+    def broken(self, value: bool) -> None:
+        if value:  # what breaks the link breaks the connection; a new link repairs nothing
+            self.sc.broken = True
+
+    def attach(self) -> bool:
+        """Take the connection's socket for a query; False when it is not idle and clean."""
+        transport = aiomysql_wire.transport_of(self.sc.conn)
+        if transport is None or transport.is_closing() or self.sc.broken or aiomysql_wire.has_unread(self.sc.conn):
+            return False
+        inner = transport.get_protocol()
+        if isinstance(inner, ShardLink):
+            return False  # another link has it (never seen: each query detaches its link)
+        self._inner = inner
+        self.transport = transport
+        self.shard_status = self.sc.conn.server_status
+        transport.set_protocol(self)
+        return True
+
+    def detach(self) -> None:
+        """Give the socket back without a query (attached, then not used)."""
+        self._response_over()
+
+    def _response_over(self) -> None:
+        inner, self._inner = self._inner, None
+        if inner is None:
+            return
+        aiomysql_wire.set_server_status(self.sc.conn, self.shard_status)
+        if self.transport is not None:
+            self.transport.set_protocol(inner)
+        self.transport = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        inner = self._inner
+        super().connection_lost(exc)  # restores the aiomysql protocol, tells the relay
+        if inner is not None:
+            inner.connection_lost(exc)
+
+    def close(self) -> None:
+        self.sc.broken = True
+        transport = aiomysql_wire.transport_of(self.sc.conn)
+        if transport is not None:
+            transport.close()
+
+    # The connection's socket, attached or not: a read paused for a slow client is resumed
+    # after the response (ClientFastPath._finish), when the aiomysql protocol has it back.
+    def pause_reading(self) -> None:
+        transport = aiomysql_wire.transport_of(self.sc.conn)
+        if transport is not None and not transport.is_closing():
+            transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        transport = aiomysql_wire.transport_of(self.sc.conn)
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
 
 
 class _Applied:

@@ -579,10 +579,11 @@ class TopicService:
         return await self.route(session, sql, kw)
 
     def fast_publish(self, session: ProxySession, sql: str) -> routing.Routed | None:
-        """An autocommit ``INSERT INTO topic ... VALUES`` the fast path may send as it is
-        routed here (no parse, no plan); None: the normal path runs it. Once it succeeded,
-        ``published`` wakes the topic's sequencer, as the commit hook does on the normal path."""
-        if session.target_shard is not None or session.in_transaction:
+        """An ``INSERT INTO topic ... VALUES`` the fast path may send as it is routed here (no
+        parse, no plan); None: the normal path runs it. Once it succeeded (committed, inside a
+        transaction), ``published`` wakes the topic's sequencer, as the commit hook does on the
+        normal path."""
+        if session.target_shard is not None:
             return None
         try:
             return routing.route_publish(sql, session.keyspace, self.lookup)

@@ -9,6 +9,9 @@ Kinds: ``transaction`` (``BEGIN; SELECT by id; UPDATE by id; COMMIT``, CPU divid
 statements) and ``point select`` (autocommit, fast path off).
 
     BENCH_BASE=/tmp/base python -m tests.benchmarks normal_path   # BENCH_SECONDS=3 BENCH_ROUNDS=3
+
+``BENCH_FAST_PATH=1``: both proxies with the fast path on (the transactions' statements, BEGIN and
+COMMIT on the fast path since branch ``txfast``).
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ def main() -> None:
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     clients = int(os.environ.get("BENCH_CLIENTS", "8"))
     base = os.environ.get("BENCH_BASE")
-    env = {"SHARDGATE_FAST_PATH": "0"}
+    fast = os.environ.get("BENCH_FAST_PATH") == "1"
+    env = {} if fast else {"SHARDGATE_FAST_PATH": "0"}
     print(f"machine: {machine()}")
-    print(f"{clients} clients; {rounds} x {seconds:.0f} s per proxy and kind; fast path off")
+    print(f"{clients} clients; {rounds} x {seconds:.0f} s per proxy and kind; fast path {'on' if fast else 'off'}")
     with local_cluster() as cluster, ExitStack() as stack:
         paths: dict[str, ProxyGroup] = {}
         if base:

@@ -237,6 +237,26 @@ async def test_message_inserted_in_a_transaction_is_delivered_only_after_commit(
         conn.close()
 
 
+async def test_a_message_inserted_in_a_transaction_reaches_a_waiting_subscriber_at_its_commit(proxy, streams):
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    conn = await connect(proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            for i in (21, 22):  # the INSERT's shape planned: in a transaction the fast path takes it
+                await cur.execute(f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES ({i}, 1, '{{}}')")
+            assert sorted(r[0] for r in await s.rows(2)) == [21, 22]
+            await asyncio.sleep(1.2)  # past the subscriber's next poll: only the commit's notify is this fast
+            await cur.execute("BEGIN")
+            await cur.execute(f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES (23, 1, '{{}}')")
+            await s.nothing_for(0.3)
+            sent = time.monotonic()
+            await cur.execute("COMMIT")
+            assert [r[0] for r in await s.rows(1)] == [23]
+            assert time.monotonic() - sent < 0.3
+    finally:
+        conn.close()
+
+
 async def test_rolled_back_message_is_never_delivered(proxy, streams):
     s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
     conn = await connect(proxy, "commerce")
