@@ -37,7 +37,7 @@ import io
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mysql_mimic.types import Capabilities
 
@@ -116,9 +116,11 @@ def install_fast_path(connection: ProxyConnection, links: LinkPools) -> ClientFa
     ):
         return None
     inner = transport.get_protocol()
-    if not isinstance(inner, asyncio.StreamReaderProtocol) or not isinstance(transport, asyncio.Transport):
+    # uvloop's transports are no asyncio.Transport subclasses but have its methods: ask for the
+    # one the fast path needs to take the socket over.
+    if not isinstance(inner, asyncio.StreamReaderProtocol) or not hasattr(transport, "set_protocol"):
         return None
-    fast = ClientFastPath(connection, inner, transport, links)
+    fast = ClientFastPath(connection, inner, cast(asyncio.Transport, transport), links)
     transport.set_protocol(fast)
     if buffered_input(connection.stream.reader):
         fast.slow = True  # a command arrived with the login: the command loop reads it first

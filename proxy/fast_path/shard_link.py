@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, cast
 
 from pymysql._auth import scramble_native_password
 from pymysql.charset import charset_by_name
@@ -217,8 +217,8 @@ class ShardLink(asyncio.BufferedProtocol):
         return link
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not asserted to be an asyncio.Transport: uvloop's transports are not subclasses of it.
+        self.transport = cast(asyncio.Transport, transport)
 
     def _login_packet(self, payload: bytes) -> None:
         login = self._login
