@@ -37,14 +37,16 @@ class SessionVCursor:
         self.settings = settings
         # The shards the session's current statement reached (the session clears it): whether a
         # write refused at a resharding switch can run again whole (proxy/resharding/write_hold.py).
-        self.reached: set[tuple[str, str]] = set()
+        # With the last statement sent to each: a committed INSERT into a message table is cached
+        # from the rows as each shard ran them (proxy/messaging/inserted.py).
+        self.reached: dict[tuple[str, str], str] = {}
 
     @property
     def vschema(self) -> VSchema:
         return self._vschema()
 
     async def execute_shard(self, keyspace: str, shard: str, sql: str) -> Result:
-        self.reached.add((keyspace, shard))
+        self.reached[(keyspace, shard)] = sql
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -68,7 +70,7 @@ class SessionVCursor:
         return results  # type: ignore[return-value]  # no exception among them
 
     async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncGenerator[Result, None]:
-        self.reached.add((keyspace, shard))
+        self.reached[(keyspace, shard)] = sql
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -98,7 +100,7 @@ class SessionVCursor:
 
     @asynccontextmanager
     async def scratch(self, keyspace: str, shard: str) -> AsyncIterator[ShardConnection]:
-        self.reached.add((keyspace, shard))
+        self.reached[(keyspace, shard)] = ""  # statements of its own: none is a message INSERT
         pool = self.pools.get(keyspace, shard)
         async with pool.connection() as sc:
             await sc.apply_settings(self.settings())

@@ -11,7 +11,7 @@ business (``MessagingService.is_message_table``; ``notify``/``acked`` ignore oth
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import sqlglot
@@ -51,10 +51,19 @@ class MessageDml:
     table: str
     ids: tuple[str | int, ...] = ()  # for acks: the id literals
     shards: tuple[str, ...] = ()  # for inserts: the shards the rows went to (empty: unknown)
+    # For inserts: per shard reached, the statement it ran (its rows are cached from their
+    # values at commit where known exactly; proxy/messaging/inserted.py). Empty: poll.
+    statements: tuple[tuple[str, str], ...] = ()
 
     def at_shards(self, shards: Iterable[str]) -> MessageDml:
         """This insert, known to have reached ``shards`` (only their managers need to poll)."""
         return replace(self, shards=tuple(sorted(set(shards))))
+
+    def sent_to(self, keyspace: str, reached: Mapping[tuple[str, str], str]) -> MessageDml:
+        """This insert, with the statement each shard of ``keyspace`` ran for it
+        (``SessionVCursor.reached``, cleared when the statement started)."""
+        statements = tuple(sorted((s, sql) for (k, s), sql in reached.items() if k == keyspace))
+        return replace(self, shards=tuple(s for s, _ in statements), statements=statements)
 
 
 def inserted_table(sql: str) -> MessageDml | None:
