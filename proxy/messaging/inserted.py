@@ -138,7 +138,10 @@ def _value(info: ColumnInfo, raw: str) -> tuple[bool, bytes | None]:
         if info.kind != TEXT and info.kind != BINARY:
             return False, None
         text = raw[1:-1].replace("''", "'")
-        data = text.encode()
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:  # bytes that were not UTF-8 (kept as surrogates): not known
+            return False, None
         if info.kind == TEXT and info.max_chars is not None and len(text) > info.max_chars:
             return False, None
         if info.max_octets is not None and len(data) > info.max_octets:
@@ -174,7 +177,10 @@ def _column(info: ColumnInfo, raw: list[str]) -> list[bytes | None] | None:
         if len(texts) == len(raw):
             if "''" in "\0".join(texts):
                 texts = [t.replace("''", "'") for t in texts]
-            data = [t.encode() for t in texts]
+            try:
+                data = [t.encode() for t in texts]
+            except UnicodeEncodeError:  # bytes that were not UTF-8 (kept as surrogates): not known
+                return None
             if (info.kind != TEXT or info.max_chars is None or max(map(len, texts)) <= info.max_chars) and (
                 info.max_octets is None or max(map(len, data)) <= info.max_octets
             ):

@@ -3,7 +3,10 @@
 Delivery protocol (why it is safe with several proxies on one shard):
 
 1. The poller reads due rows into the cache (and, beyond Vitess, arms a timer for the earliest
-   future ``time_next`` so scheduled messages go out on time, not at the next poll).
+   future ``time_next`` so scheduled messages go out on time, not at the next poll). Rows
+   inserted through this proxy go into the cache at commit from the INSERT's own values where
+   those are known exactly (``committed_insert``, as Vitess's messager before vstreams), else
+   the commit makes the manager poll.
 2. The send loop picks the next free receiver round-robin and pops up to ``vt_batch_size``
    messages it accepts.
 3. Before anything is sent, the batch is *claimed* in one transaction: the rows are read
@@ -563,7 +566,13 @@ class MessageManager:
         spec = self.spec
         now = self.clock()
         factor = jitter()
-        next_times = {m.id: next_send_ns(spec, now, m.epoch, factor) for m in batch}
+        # One formula per epoch (as a rule all of a batch are at 0): per message it was 10% of
+        # the claim's CPU in bench_messaging.
+        by_epoch: dict[int, int | None] = {}
+        for m in batch:
+            if m.epoch not in by_epoch:
+                by_epoch[m.epoch] = next_send_ns(spec, now, m.epoch, factor)
+        next_times = {m.id: by_epoch[m.epoch] for m in batch}
         if any(t is None for t in next_times.values()):
             winners, epochs, claimed = await self._claim_locked(batch, now, factor)
         else:
