@@ -148,6 +148,41 @@ async def test_table_with_a_trigger_has_its_inserts_polled(tables, shard_pools, 
         await svc.stop()
 
 
+async def test_insert_through_the_proxy_beyond_the_cache_size_is_delivered_whole(tables, shard_pools, lookup_pool):
+    comment = SLOW_POLL.replace("vt_poller_interval=30", "vt_poller_interval=1").replace("vt_ack_wait=0.5", "vt_ack_wait=30")
+    name = await tables.create(comment=f"vitess_message,{comment}")
+    svc, s, manager = await _serving(shard_pools, name)
+    try:
+        values = ", ".join(f"({i})" for i in range(1, 26))  # the cache holds 10
+        await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id) VALUES {values}")
+        got = [r[0] for r in await s.rows(25, within=5)]
+        assert sorted(got, key=int) == [str(i) for i in range(1, 26)]
+        assert manager.counters.inserts_cached == 1
+    finally:
+        await s.close()
+        await svc.stop()
+
+
+async def test_insert_through_the_proxy_with_only_filtered_subscribers_is_polled_with_their_filter(
+    tables, shard_pools, lookup_pool
+):
+    name = await tables.create(comment=f"vitess_message,{SLOW_POLL}")
+    svc = MessagingService(shard_pools, SHARDS)
+    await svc.start()
+    s = await Stream(svc.subscribe("lookup", name, where="tenant_id = 7")).open()
+    try:
+        await asyncio.sleep(0.3)
+        manager = svc.managers[("lookup", "0", name)]
+        await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id, tenant_id) VALUES (1, 8), (2, 7)")
+        assert [r[:2] for r in await s.rows(1, within=3)] == [("2", "7")]
+        await s.nothing_for(0.3)
+        assert (manager.counters.inserts_cached, manager.counters.inserts_polled) == (0, 1)
+        assert len(manager.cache) == 0  # the row no subscriber takes was never read
+    finally:
+        await s.close()
+        await svc.stop()
+
+
 async def test_binlog_wake_up_for_an_own_cached_insert_costs_no_poll_in_either_order(tables, shard_pools, lookup_pool):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL}")
     svc, s, manager = await _serving(shard_pools, name)
