@@ -37,16 +37,19 @@ class SessionVCursor:
         self.settings = settings
         # The shards the session's current statement reached (the session clears it): whether a
         # write refused at a resharding switch can run again whole (proxy/resharding/write_hold.py).
-        # With the last statement sent to each: a committed INSERT into a message table is cached
-        # from the rows as each shard ran them (proxy/messaging/inserted.py).
-        self.reached: dict[tuple[str, str], str] = {}
+        self.reached: set[tuple[str, str]] = set()
+        # The last statement sent to each shard (never cleared: one entry per shard). For the shards
+        # of ``reached``, a committed INSERT into a message table is cached from its rows as each
+        # shard ran them (proxy/messaging/inserted.py).
+        self.last_sent: dict[tuple[str, str], str] = {}
 
     @property
     def vschema(self) -> VSchema:
         return self._vschema()
 
     async def execute_shard(self, keyspace: str, shard: str, sql: str) -> Result:
-        self.reached[(keyspace, shard)] = sql
+        self.reached.add((keyspace, shard))
+        self.last_sent[(keyspace, shard)] = sql
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -70,7 +73,8 @@ class SessionVCursor:
         return results  # type: ignore[return-value]  # no exception among them
 
     async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncGenerator[Result, None]:
-        self.reached[(keyspace, shard)] = sql
+        self.reached.add((keyspace, shard))
+        self.last_sent[(keyspace, shard)] = sql
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -100,7 +104,8 @@ class SessionVCursor:
 
     @asynccontextmanager
     async def scratch(self, keyspace: str, shard: str) -> AsyncIterator[ShardConnection]:
-        self.reached[(keyspace, shard)] = ""  # statements of its own: none is a message INSERT
+        self.reached.add((keyspace, shard))
+        self.last_sent[(keyspace, shard)] = ""  # its statements are not known here
         pool = self.pools.get(keyspace, shard)
         async with pool.connection() as sc:
             await sc.apply_settings(self.settings())

@@ -60,10 +60,12 @@ class MessageDml:
         """This insert, known to have reached ``shards`` (only their managers need to poll)."""
         return replace(self, shards=tuple(sorted(set(shards))))
 
-    def sent_to(self, keyspace: str, reached: Mapping[tuple[str, str], str]) -> MessageDml:
-        """This insert, with the statement each shard of ``keyspace`` ran for it
-        (``SessionVCursor.reached``, cleared when the statement started)."""
-        statements = tuple(sorted((s, sql) for (k, s), sql in reached.items() if k == keyspace))
+    def sent_to(
+        self, keyspace: str, reached: Iterable[tuple[str, str]], last_sent: Mapping[tuple[str, str], str]
+    ) -> MessageDml:
+        """This insert, with the statement each shard of ``keyspace`` it reached ran for it
+        (``SessionVCursor.reached``, cleared when the statement started, and ``last_sent``)."""
+        statements = tuple(sorted((s, last_sent.get((k, s), "")) for k, s in reached if k == keyspace))
         return replace(self, shards=tuple(s for s, _ in statements), statements=statements)
 
 
