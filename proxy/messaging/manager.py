@@ -50,7 +50,8 @@ DEFAULT_POSTPONE_CAP = 4
 # milliseconds; an unmatched credit at worst lets one foreign insert wait for the next poll.
 OWN_COMMIT_MATCH_SECONDS = 1.0
 # How long a binlog wake-up that matches none of our cached commits waits for one to be
-# reported before it polls: what a row written around the proxy may wait more than before.
+# reported before it polls, while this proxy is inserting: what a row written around the proxy
+# may then wait more than before.
 OWN_COMMIT_GRACE_SECONDS = 0.01
 
 
@@ -129,6 +130,7 @@ class MessageManager:
         # came before the commit they belong to was reported (``time.monotonic()``).
         self._own_commits: deque[float] = deque()
         self._early_wakeups: deque[float] = deque()
+        self._own_insert_at = -OWN_COMMIT_MATCH_SECONDS  # the latest cached one
         self._claims = asyncio.Semaphore(postpone_cap)
         self._throttler = self._make_throttler(spec)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -275,11 +277,14 @@ class MessageManager:
         if self._covered(received_at) or self._take_own_commit():
             self.counters.binlog_covered += 1
             return
-        # Perhaps one of ours not reported yet: a multi-shard INSERT commits its shards one
-        # after another and is reported after the last, and the watch often reads the first
-        # shard's commit before that (56 of ~500 own commits per shard polled for nothing in
-        # bench_messaging without this wait).
-        asyncio.get_running_loop().call_later(OWN_COMMIT_GRACE_SECONDS, self._binlog_insert_late, received_at)
+        if time.monotonic() - self._own_insert_at < OWN_COMMIT_MATCH_SECONDS:
+            # Perhaps one of ours not reported yet: a multi-shard INSERT commits its shards one
+            # after another and is reported after the last, and the watch often reads the first
+            # shard's commit before that (56 of ~500 own commits per shard polled for nothing in
+            # bench_messaging without this wait). Only while this proxy is inserting.
+            asyncio.get_running_loop().call_later(OWN_COMMIT_GRACE_SECONDS, self._binlog_insert_late, received_at)
+        else:
+            self._binlog_insert_late(received_at)
 
     def _binlog_insert_late(self, received_at: float) -> None:
         if self._covered(received_at) or self._take_own_commit():
@@ -325,6 +330,7 @@ class MessageManager:
             messages.extend(found)
         self.counters.inserts_cached += 1
         early, at = self._early_wakeups, time.monotonic()
+        self._own_insert_at = at
         while early and early[0] < at - OWN_COMMIT_MATCH_SECONDS:
             early.popleft()
         if early:
