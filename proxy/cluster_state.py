@@ -247,8 +247,7 @@ class ClusterState:
         if isinstance(write, TopicWrite):
             self.topics.committed(write)
         elif write.kind == "insert":
-            for shard in write.shards or (None,):
-                self.messaging.notify(keyspace, shard, write.table)
+            self.messaging.inserted(keyspace, write)
         elif write.kind == "ack":
             self.messaging.acked(keyspace, write.table, write.ids)
 

@@ -38,6 +38,10 @@ class SessionVCursor:
         # The shards the session's current statement reached (the session clears it): whether a
         # write refused at a resharding switch can run again whole (proxy/resharding/write_hold.py).
         self.reached: set[tuple[str, str]] = set()
+        # The last statement sent to each shard (never cleared: one entry per shard). For the shards
+        # of ``reached``, a committed INSERT into a message table is cached from its rows as each
+        # shard ran them (proxy/messaging/inserted.py).
+        self.last_sent: dict[tuple[str, str], str] = {}
 
     @property
     def vschema(self) -> VSchema:
@@ -45,6 +49,7 @@ class SessionVCursor:
 
     async def execute_shard(self, keyspace: str, shard: str, sql: str) -> Result:
         self.reached.add((keyspace, shard))
+        self.last_sent[(keyspace, shard)] = sql
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -69,6 +74,7 @@ class SessionVCursor:
 
     async def stream_shard(self, keyspace: str, shard: str, sql: str) -> AsyncGenerator[Result, None]:
         self.reached.add((keyspace, shard))
+        self.last_sent[(keyspace, shard)] = sql
         tx = self._tx()
         if tx is not None:
             sc = await tx.connection(keyspace, shard)
@@ -99,6 +105,7 @@ class SessionVCursor:
     @asynccontextmanager
     async def scratch(self, keyspace: str, shard: str) -> AsyncIterator[ShardConnection]:
         self.reached.add((keyspace, shard))
+        self.last_sent[(keyspace, shard)] = ""  # its statements are not known here
         pool = self.pools.get(keyspace, shard)
         async with pool.connection() as sc:
             await sc.apply_settings(self.settings())

@@ -13,8 +13,8 @@ process never decodes a row, and the proxy process receives one small item per t
 Decoding every inserted message a second time cost 55 µs of decoder CPU and 10 µs of proxy
 CPU per message in ``bench_messaging`` (2 shards, 100-row inserts), about half the machine's
 throughput; see BENCHMARKS.md. The manager drops the wake-up when a poll has started since the
-commit was read (``MessageManager.binlog_insert``), which is the case for the proxy's own
-inserts: it polled on their commit already.
+commit was read, or when it is the commit of one of the proxy's own inserts, already cached
+from its values (``MessageManager.binlog_insert``).
 
 The watch runs while the table has subscribers, and a failed binlog stream is retried after
 ``RETRY_SECONDS`` (Vitess: 5 s).

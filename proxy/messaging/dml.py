@@ -11,7 +11,7 @@ business (``MessagingService.is_message_table``; ``notify``/``acked`` ignore oth
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import sqlglot
@@ -42,6 +42,7 @@ _SETS_ACKED = re.compile(r"(?:^|,)\s*`?time_acked`?\s*=", re.I)
 _ID_IN = re.compile(r"(?:^|\(|\s)`?id`?\s+in\s*\((?P<ids>[^()]*)\)", re.I)
 _ID_LITERAL = re.compile(r"^\s*(?:(?P<n>-?\d+)|'(?P<s>[^'\\]*)')\s*$")
 _OR = re.compile(r"\bor\b|\|\|", re.I)
+_INT_LIST = re.compile(r"\s*-?\d+(?:\s*,\s*-?\d+)*+\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +52,21 @@ class MessageDml:
     table: str
     ids: tuple[str | int, ...] = ()  # for acks: the id literals
     shards: tuple[str, ...] = ()  # for inserts: the shards the rows went to (empty: unknown)
+    # For inserts: per shard reached, the statement it ran (its rows are cached from their
+    # values at commit where known exactly; proxy/messaging/inserted.py). Empty: poll.
+    statements: tuple[tuple[str, str], ...] = ()
 
     def at_shards(self, shards: Iterable[str]) -> MessageDml:
         """This insert, known to have reached ``shards`` (only their managers need to poll)."""
         return replace(self, shards=tuple(sorted(set(shards))))
+
+    def sent_to(
+        self, keyspace: str, reached: Iterable[tuple[str, str]], last_sent: Mapping[tuple[str, str], str]
+    ) -> MessageDml:
+        """This insert, with the statement each shard of ``keyspace`` it reached ran for it
+        (``SessionVCursor.reached``, cleared when the statement started, and ``last_sent``)."""
+        statements = tuple(sorted((s, last_sent.get((k, s), "")) for k, s in reached if k == keyspace))
+        return replace(self, shards=tuple(s for s, _ in statements), statements=statements)
 
 
 def inserted_table(sql: str) -> MessageDml | None:
@@ -98,8 +110,11 @@ def _fast_acked_ids(sql: str) -> MessageDml | None:
     found = _ID_IN.search(m.group("where"))
     if not found:
         return None
+    listed = found.group("ids")
+    if _INT_LIST.fullmatch(listed):  # the usual ack: integers only, converted at C speed
+        return MessageDml("ack", m.group("ks"), m.group("t"), tuple(map(int, listed.split(","))))
     ids: list[str | int] = []
-    for item in found.group("ids").split(","):
+    for item in listed.split(","):
         lit = _ID_LITERAL.match(item)
         if not lit:
             return None

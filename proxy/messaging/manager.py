@@ -3,7 +3,10 @@
 Delivery protocol (why it is safe with several proxies on one shard):
 
 1. The poller reads due rows into the cache (and, beyond Vitess, arms a timer for the earliest
-   future ``time_next`` so scheduled messages go out on time, not at the next poll).
+   future ``time_next`` so scheduled messages go out on time, not at the next poll). Rows
+   inserted through this proxy go into the cache at commit from the INSERT's own values where
+   those are known exactly (``committed_insert``, as Vitess's messager before vstreams), else
+   the commit makes the manager poll.
 2. The send loop picks the next free receiver round-robin and pops up to ``vt_batch_size``
    messages it accepts.
 3. Before anything is sent, the batch is *claimed* in one transaction: the rows are read
@@ -20,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,6 +37,7 @@ from proxy.messaging import sql
 from proxy.messaging.backoff import NS, jitter, next_send_ns
 from proxy.messaging.cache import CachedMessage, MessageCache
 from proxy.messaging.errors import MessagingClosed, SubscriptionEnded
+from proxy.messaging.inserted import exact_messages
 from proxy.messaging.receiver import Receiver
 from proxy.messaging.table import MessageTableSpec
 
@@ -40,6 +45,14 @@ logger = logging.getLogger(__name__)
 
 # Claims (postpones) in flight at once per manager, as Vitess's postpone cap (default 4).
 DEFAULT_POSTPONE_CAP = 4
+# How long the binlog watch's wake-up for one of our own cached inserts is waited for (and an
+# early wake-up is matched to our commit), in seconds: the watch reads a commit within a few
+# milliseconds; an unmatched credit at worst lets one foreign insert wait for the next poll.
+OWN_COMMIT_MATCH_SECONDS = 1.0
+# How long a binlog wake-up that matches none of our cached commits waits for one to be
+# reported before it polls, while this proxy is inserting: what a row written around the proxy
+# may then wait more than before.
+OWN_COMMIT_GRACE_SECONDS = 0.01
 
 
 class ShardConn(Protocol):
@@ -69,7 +82,10 @@ class MessageCounters:
     polled_rows: int = 0
     claims: int = 0  # claim statements (or transactions) sent
     binlog_wakeups: int = 0  # binlog-watch inserts that made the manager poll
-    binlog_covered: int = 0  # ... that a poll started since had covered already
+    binlog_covered: int = 0  # ... that a poll started since, or our own cached commit, covered
+    inserts_cached: int = 0  # committed INSERTs through this proxy cached from their values
+    inserts_polled: int = 0  # ... whose values were not known exactly (a poll reads them)
+    poll_skipped_settled: int = 0  # polled rows claimed or acked while that poll ran
 
 
 def _int(raw: bytes | None) -> int | None:
@@ -105,6 +121,16 @@ class MessageManager:
         self._next_due_ns: int | None = None
         # When the latest poll started (``time.time()``, the binlog watch's clock).
         self._poll_started_at = 0.0
+        # Ids claimed or acked while a poll runs: its snapshot may predate that, and re-caching
+        # them made a claim lose to ourselves (claim_lost 98-365 per 25k messages with ONE
+        # proxy in bench_messaging, each costing a claim_check SELECT).
+        self._in_poll = False
+        self._settled: set[bytes] = set()
+        # Own inserts cached at commit whose binlog wake-up has not come yet, and wake-ups that
+        # came before the commit they belong to was reported (``time.monotonic()``).
+        self._own_commits: deque[float] = deque()
+        self._early_wakeups: deque[float] = deque()
+        self._own_insert_at = -OWN_COMMIT_MATCH_SECONDS  # the latest cached one
         self._claims = asyncio.Semaphore(postpone_cap)
         self._throttler = self._make_throttler(spec)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -228,6 +254,8 @@ class MessageManager:
         """Ids acked through the proxy: drop them from the cache and the in-flight count."""
         id_list = list(ids)
         self.cache.discard(id_list)
+        if self._in_poll:
+            self._settled.update(id_list)
         freed = 0
         for i in id_list:
             if self._unacked.pop(i, None) is not None:
@@ -242,15 +270,83 @@ class MessageManager:
     def binlog_insert(self, received_at: float) -> None:
         """The binlog watch read the commit of an insert into this table at ``received_at``
         (``time.time()``). A poll that started since then, or one requested and not started
-        yet, reads those rows: nothing to do (so the proxy's own inserts, polled at their
-        commit, cost no second poll). Otherwise as ``notify``. (As Vitess skips vstream events up to the poller's snapshot, by time
-        rather than GTID: a row whose engine commit lags its binlog write is, at worst, found
-        by the next poll.)"""
-        if self._poll_started_at >= received_at or self._poll_requested.is_set():
+        yet, reads those rows: nothing to do. Nor for one of this proxy's own inserts that
+        ``committed_insert`` cached. Otherwise as ``notify``. (As Vitess skips vstream events up
+        to the poller's snapshot, by time rather than GTID: a row whose engine commit lags its
+        binlog write is, at worst, found by the next poll.)"""
+        if self._covered(received_at) or self._take_own_commit():
             self.counters.binlog_covered += 1
             return
+        if time.monotonic() - self._own_insert_at < OWN_COMMIT_MATCH_SECONDS:
+            # Perhaps one of ours not reported yet: a multi-shard INSERT commits its shards one
+            # after another and is reported after the last, and the watch often reads the first
+            # shard's commit before that (56 of ~500 own commits per shard polled for nothing in
+            # bench_messaging without this wait). Only while this proxy is inserting.
+            asyncio.get_running_loop().call_later(OWN_COMMIT_GRACE_SECONDS, self._binlog_insert_late, received_at)
+        else:
+            self._binlog_insert_late(received_at)
+
+    def _binlog_insert_late(self, received_at: float) -> None:
+        if self._covered(received_at) or self._take_own_commit():
+            self.counters.binlog_covered += 1
+            return
+        self._early_wakeups.append(time.monotonic())  # for our commit, should it be reported later
         self.counters.binlog_wakeups += 1
         self.notify()
+
+    def _covered(self, received_at: float) -> bool:
+        return self._poll_started_at >= received_at or self._poll_requested.is_set()
+
+    def _take_own_commit(self) -> bool:
+        """Match a binlog wake-up with one of our cached commits not matched yet."""
+        now = time.monotonic()
+        own = self._own_commits
+        while own and own[0] < now - OWN_COMMIT_MATCH_SECONDS:
+            own.popleft()
+        if own:
+            own.popleft()
+            return True
+        return False
+
+    def committed_insert(self, statements: Sequence[str]) -> None:
+        """INSERTs through this proxy committed on this shard (each as the shard ran it): cache
+        their messages from the values written (Vitess's messager before vstreams did the
+        same), or, where a value is not known exactly (``proxy.messaging.inserted``), poll as
+        ``notify``. Only after the commit: a row never committed is never delivered."""
+        spec = self.spec
+        if spec.insert_shape is None or spec.ordering_col is not None or self._pushdown_predicate() is not None:
+            # FIFO heads and filtered polls depend on other rows: the poll decides.
+            self.counters.inserts_polled += 1
+            self.notify()
+            return
+        now = self.clock()
+        messages: list[CachedMessage] = []
+        for sql_text in statements:
+            found = exact_messages(spec.insert_shape, spec.name, spec.streamed, spec.id_index, sql_text, now)
+            if found is None:
+                self.counters.inserts_polled += 1
+                self.notify()
+                return
+            messages.extend(found)
+        self.counters.inserts_cached += 1
+        early, at = self._early_wakeups, time.monotonic()
+        self._own_insert_at = at
+        while early and early[0] < at - OWN_COMMIT_MATCH_SECONDS:
+            early.popleft()
+        if early:
+            early.popleft()  # its wake-up came first (and polled)
+        else:
+            self._own_commits.append(at)
+        if not self.receivers:
+            return  # no cache without subscribers: the first one's poll reads these rows
+        cache, unacked = self.cache, self._unacked
+        for msg in messages:
+            if msg.id in unacked:
+                continue
+            if not cache.add(msg):
+                self._pending = True  # the rest are read once the cache drains
+                break
+        self._send_wake.set()
 
     async def ack(self, ids: Iterable[bytes]) -> int:
         """Ack by id on this shard (Vitess's MessageAck); returns the rows acked."""
@@ -309,7 +405,13 @@ class MessageManager:
         now = self.clock()
         async with self.pool.connection() as sc:
             self._poll_started_at = time.time()
-            res = await sc.execute(sql.poll_sql(spec, now, self._pushdown_predicate()))
+            self._settled.clear()
+            self._in_poll = True
+            try:
+                res = await sc.execute(sql.poll_sql(spec, now, self._pushdown_predicate()))
+            finally:
+                self._in_poll = False
+        settled = self._settled
         rows = res.rows
         timer_row = next((r for r in reversed(rows) if r[0] == b"1"), None)  # last, as a rule
         next_due = None if timer_row is None else _int(timer_row[2])
@@ -324,8 +426,12 @@ class MessageManager:
                 continue
             mid = row[4 + spec.id_index]
             # Known, or sent by us within its ack wait (a snapshot older than our own
-            # claim still shows it due): skip rather than queue a claim that must lose.
+            # claim still shows it due), or claimed or acked while the poll ran: skip rather
+            # than queue a claim that must lose.
             if cache.contains(mid) or mid in self._unacked:  # type: ignore[arg-type]
+                continue
+            if mid in settled:
+                self.counters.poll_skipped_settled += 1
                 continue
             msg = CachedMessage(
                 id=mid,  # type: ignore[arg-type]
@@ -443,7 +549,10 @@ class MessageManager:
                 receiver.offer(Result(rows=[r for r, _ in mine]))
             handed = True
         finally:
-            self.cache.release([m.id for m in batch])
+            ids = [m.id for m in batch]
+            if self._in_poll:
+                self._settled.update(ids)
+            self.cache.release(ids)
             if not handed:
                 for receiver, _ in picks:
                     receiver.free()
@@ -463,7 +572,13 @@ class MessageManager:
         spec = self.spec
         now = self.clock()
         factor = jitter()
-        next_times = {m.id: next_send_ns(spec, now, m.epoch, factor) for m in batch}
+        # One formula per epoch (as a rule all of a batch are at 0): per message it was 10% of
+        # the claim's CPU in bench_messaging.
+        by_epoch: dict[int, int | None] = {}
+        for m in batch:
+            if m.epoch not in by_epoch:
+                by_epoch[m.epoch] = next_send_ns(spec, now, m.epoch, factor)
+        next_times = {m.id: by_epoch[m.epoch] for m in batch}
         if any(t is None for t in next_times.values()):
             winners, epochs, claimed = await self._claim_locked(batch, now, factor)
         else:

@@ -6,7 +6,8 @@ The front end calls:
 * ``stream(sql, keyspace, target_shard)`` (or ``subscribe(...)``) for ``STREAM * FROM t``: an async
   iterator of ``Result`` chunks, the first with fields only, then one per batch; ``aclose()``
   means the subscriber left;
-* ``notify(keyspace, shard, table)`` after a commit that inserted into a message table;
+* ``inserted(keyspace, write)`` after a commit that inserted into a message table (or
+  ``notify(keyspace, shard, table)`` where the statements are not known);
 * ``acked(keyspace, table, ids)`` after an ack UPDATE through the proxy;
 * ``await reload(keyspace)`` after DDL through the proxy;
 * ``show_rows()`` for ``SHOW VITESS_MESSAGES``.
@@ -27,6 +28,7 @@ from sqlglot import exp
 from proxy.engine.result import Result, local_result
 from proxy.errors import ER_BAD_DB_ERROR, ER_NO_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
 from proxy.messaging.change_watch import TableChangeWatch
+from proxy.messaging.dml import MessageDml
 from proxy.messaging.errors import (
     MessageTableNotFound,
     MessagingClosed,
@@ -368,6 +370,21 @@ class MessagingService:
             manager = self.managers.get((keyspace, s, table.lower()))
             if manager is not None:
                 manager.notify()
+
+    def inserted(self, keyspace: str, write: MessageDml) -> None:
+        """An INSERT into ``write.table`` through this proxy committed. With the statement each
+        shard ran (``write.statements``) its managers cache the rows from their values where
+        those are known exactly, else they poll (as ``notify``, which also serves a write whose
+        statements are not known)."""
+        if not write.statements:
+            for shard in write.shards or (None,):
+                self.notify(keyspace, shard, write.table)
+            return
+        table = write.table.lower()
+        for shard, statement in write.statements:
+            manager = self.managers.get((keyspace, shard, table))
+            if manager is not None:
+                manager.committed_insert([statement])
 
     def binlog_insert(self, keyspace: str, shard: str, table: str, received_at: float) -> None:
         """The binlog watch read a commit inserting into ``table`` on ``shard`` at ``received_at``."""

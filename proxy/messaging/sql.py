@@ -109,6 +109,16 @@ def conditional_postpone_sql(
 ) -> str:
     """Claim by postponing only rows still at the epoch the poller saw, still due and unacked."""
     ids = id_literals(spec, [m.id for m in batch])
+    epoch_set = {m.epoch for m in batch}
+    time_set = set(next_times.values())
+    if len(epoch_set) == 1 and len(time_set) == 1 and len(next_times) == len(batch):
+        # The usual batch: one epoch, one next time (the jitter is per claim). Without the two
+        # CASEs the statement is half as long and the shard compares one constant per row.
+        return (
+            f"UPDATE {quote_identifier(spec.name)} SET epoch = epoch + 1, time_next = {literal(time_set.pop())}"
+            f" WHERE id IN ({', '.join(ids)}) AND time_acked IS NULL"
+            f" AND epoch = {epoch_set.pop()} AND {due_condition(now_ns)}"
+        )
     times = " ".join(f"WHEN {i} THEN {literal(next_times[m.id])}" for i, m in zip(ids, batch, strict=True))
     epochs = " ".join(f"WHEN {i} THEN {m.epoch}" for i, m in zip(ids, batch, strict=True))
     in_list = ids if len(next_times) == len(batch) and all(m.id in next_times for m in batch) else id_literals(spec, next_times)

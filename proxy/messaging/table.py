@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from proxy.engine.result import Field
 from proxy.messaging.errors import MessageTableError
+from proxy.messaging.inserted import InsertShape
 
 MESSAGE_MARKER = "vitess_message"
 SEQUENCE_MARKER = "vitess_sequence"
@@ -50,6 +51,8 @@ class MessageTableSpec:
     max_attempts: int = 0  # sends before a message is parked; 0 = never parked
     ordering_col: str | None = None  # per-key FIFO column
     comment: str = field(default="", compare=False)
+    # The columns as an INSERT's values determine them (None: not read; inserts are polled).
+    insert_shape: InsertShape | None = None
 
     @property
     def id_index(self) -> int:

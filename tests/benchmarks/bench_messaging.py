@@ -44,6 +44,7 @@ class Throughput:
     duplicates: int = 0
     proxy_cpu: float = 0.0  # seconds, the proxy process
     helper_cpu: float = 0.0  # seconds, its child processes (binlog decoders)
+    shard_cpu: float = 0.0  # seconds, the two shards' mariadbd processes
 
     @property
     def rate(self) -> float:
@@ -125,7 +126,9 @@ class Subscriber:
             c.close()
 
 
-async def _end_to_end(proxy: ProxyProcess, messages: int, first_id: int, expect_helpers: int) -> Throughput:
+async def _end_to_end(
+    proxy: ProxyProcess, messages: int, first_id: int, expect_helpers: int, shard_pids: list[int]
+) -> Throughput:
     seen: dict[int, int] = {}
     done = asyncio.Event()
 
@@ -145,7 +148,7 @@ async def _end_to_end(proxy: ProxyProcess, messages: int, first_id: int, expect_
         if len(helpers := descendants(pid)) >= expect_helpers:
             break
         await asyncio.sleep(0.1)
-    cpu_before = cpu_seconds(pid), sum(map(cpu_seconds, helpers))
+    cpu_before = cpu_seconds(pid), sum(map(cpu_seconds, helpers)), cpu_seconds(*shard_pids)
     start = time.perf_counter()
 
     async def produce(worker: int) -> None:
@@ -163,9 +166,10 @@ async def _end_to_end(proxy: ProxyProcess, messages: int, first_id: int, expect_
     elapsed = time.perf_counter() - start
     proxy_cpu = cpu_seconds(pid) - cpu_before[0]
     helper_cpu = sum(map(cpu_seconds, helpers)) - cpu_before[1]
+    shard_cpu = cpu_seconds(*shard_pids) - cpu_before[2]
     for s in subs:
         await s.stop()
-    return Throughput(messages, elapsed, sum(n - 1 for n in seen.values()), proxy_cpu, helper_cpu)
+    return Throughput(messages, elapsed, sum(n - 1 for n in seen.values()), proxy_cpu, helper_cpu, shard_cpu)
 
 
 async def _raw_ceiling(endpoints: dict[str, ShardEndpoint], messages: int, first_id: int) -> Throughput:
@@ -265,17 +269,19 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def _run(
-    proxy: ProxyProcess, endpoints: dict[str, ShardEndpoint], messages: int, samples: int, watch: bool
+    proxy: ProxyProcess, endpoints: dict[str, ShardEndpoint], messages: int, samples: int, watch: bool,
+    shard_pids: list[int],
 ) -> None:
     await _prepare(endpoints)
     raw = await _raw_ceiling(endpoints, messages, 1_000_000)
     await _prepare(endpoints)
-    e2e = await _end_to_end(proxy, messages, 2_000_000, 1 + len(SHARDS) if watch else 0)
+    e2e = await _end_to_end(proxy, messages, 2_000_000, 1 + len(SHARDS) if watch else 0, shard_pids)
     print(f"raw ceiling (direct MariaDB, same writes): {raw.rate:9.0f} msg/s  ({raw.messages} in {raw.seconds:.2f} s)")
     print(f"end to end via proxy, {SUBSCRIBERS} subscribers:   {e2e.rate:9.0f} msg/s  ({e2e.messages} in {e2e.seconds:.2f} s,"
           f" duplicates {e2e.duplicates})  = {100 * e2e.rate / raw.rate:.0f}% of raw")  # fmt: skip
     print(f"CPU per message: proxy process {1e6 * e2e.proxy_cpu / e2e.messages:.1f} us,"
-          f" its helper processes (binlog decoders) {1e6 * e2e.helper_cpu / e2e.messages:.1f} us")  # fmt: skip
+          f" its helper processes (binlog decoders) {1e6 * e2e.helper_cpu / e2e.messages:.1f} us,"
+          f" the {len(shard_pids)} shards' mariadbd {1e6 * e2e.shard_cpu / e2e.messages:.1f} us")  # fmt: skip
     await _prepare(endpoints)
     commit, send = await _latency(proxy, samples, 3_000_000)
     print(f"commit-to-receive ({samples} msgs, no backlog): p50 {_pct(commit, 0.5):.2f} ms  p99 {_pct(commit, 0.99):.2f} ms"
@@ -300,7 +306,8 @@ def main() -> None:
             with cluster.config.path.open("a") as f:  # the benchmark's own copy of the cluster file
                 f.write("\nmessaging: {binlog_watch: false}\n")
         with proxies(cluster, workers=workers) as proxy:
-            asyncio.run(_run(proxy, endpoints, messages, samples, watch))
+            pids = [p for s in SHARDS if (p := cluster.pid("commerce", s)) is not None]
+            asyncio.run(_run(proxy, endpoints, messages, samples, watch, pids))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ def test_qualified_and_quoted_insert_names_keyspace_and_table():
 def test_ack_by_id_list_names_ids():
     dml = message_dml("update t set time_acked = 123, time_next = null where id in (1, 4) and time_acked is null")
     assert dml == MessageDml("ack", None, "t", (1, 4))
+    assert message_dml("UPDATE t SET time_acked = 1 WHERE id IN ( -3 ,5,007 )") == MessageDml("ack", None, "t", (-3, 5, 7))
 
 
 def test_ack_by_single_id_and_string_ids():

@@ -76,3 +76,12 @@ def test_a_claim_names_each_id_as_a_literal_of_its_column_in_every_place():
     assert sql.id_literals(spec(), ids) == [sql.literal(i, INT_FIELD) for i in ids]
     text = spec(id_field=Field("id", type=253))
     assert sql.id_literals(text, ids) == ["'7'", "'12'", "'not-a-number'"]
+
+
+def test_a_claim_of_messages_at_one_epoch_and_next_time_needs_no_case():
+    batch = [CachedMessage(id=i, priority=0, time_next=None, epoch=0, row=()) for i in (b"7", b"12")]
+    q = sql.conditional_postpone_sql(spec(), batch, {b"7": 100, b"12": 100}, 5)
+    assert q == (
+        "UPDATE `msg` SET epoch = epoch + 1, time_next = 100 WHERE id IN (7, 12) AND time_acked IS NULL"
+        " AND epoch = 0 AND (time_next <= 5 OR (time_next IS NULL AND epoch = 0))"
+    )
