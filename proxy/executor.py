@@ -399,7 +399,7 @@ class Executor:
         if dml.kind == "insert":
             # Only the shards the rows went to poll (the write hold cleared ``reached`` when
             # this statement started); none recorded: every shard.
-            dml = dml.at_shards(s for k, s in session.vcursor.reached if k == ks)
+            dml = dml.sent_to(ks, session.vcursor.reached, session.vcursor.last_sent)
         if session.in_transaction:
             session.after_commit.append((ks, dml))
         else:
