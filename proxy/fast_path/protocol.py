@@ -54,7 +54,7 @@ from proxy.fast_path.shard_link import (
     ShardLink,
     lenenc,
 )
-from proxy.messaging.dml import MessageDml
+from proxy.messaging.dml import MessageDml, acked_ids
 from proxy.mysql_mimic_internals import buffered_input
 from proxy.observability.metrics import (
     record_commit,
@@ -601,16 +601,37 @@ class ClientFastPath(asyncio.BufferedProtocol):
         sc.broken = True
         sc.pool.release(sc)
 
-    def _wrote_in_transaction(self, route: FastRoute) -> None:
-        """What Executor._wrote does inside a transaction: the events wait for the COMMIT."""
+    def _wrote(self, route: FastRoute, in_transaction: bool) -> None:
+        """What Executor._wrote does once a write succeeded: messaging and topics hear of it
+        now, or at the COMMIT inside a transaction."""
         session = self.session
         if route.topic is not None:
-            session.after_commit.append((route.topic[0], TopicWrite(*route.topic)))
-        elif route.inserted_table is not None and session.state.messaging.is_message_table(
-            route.keyspace, route.inserted_table
-        ):
-            write = MessageDml("insert", route.keyspace, route.inserted_table, shards=(route.shard,))
+            if in_transaction:
+                session.after_commit.append((route.topic[0], TopicWrite(*route.topic)))
+            else:
+                session.state.topics.published(*route.topic)  # its sequencer runs a pass now
+            return
+        write = self._message_write(route)
+        if write is None:
+            return
+        if in_transaction:
             session.after_commit.append((route.keyspace, write))
+        else:
+            session.state.committed(route.keyspace, write)
+
+    def _message_write(self, route: FastRoute) -> MessageDml | None:
+        """Executor._message_write (and MessageDml.sent_to) for a fast-path write: an ack's ids
+        read from its text; an INSERT's rows, with the one statement its shard ran, cached by
+        the shard's manager from their values at commit (no poll: proxy/messaging/inserted.py)."""
+        if route.acks_table is not None:
+            ack = acked_ids(self._sql)
+            return None if ack is None else MessageDml("ack", route.keyspace, route.acks_table, ack.ids)
+        table = route.inserted_table
+        if table is None or not self.session.state.messaging.is_message_table(route.keyspace, table):
+            return None
+        shard = route.shard
+        return MessageDml("insert", route.keyspace, table, shards=(shard,),
+                          statements=((shard, route.query.decode("utf-8")),))
 
     def _statement_is(self, sql: str, keyword: str) -> None:
         session = self.session
@@ -690,14 +711,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             if self._route is not None and self._route.without_info and data[4] == 0:
                 data = _without_info(data)
             route = self._route
-            if route is not None and sc is not None:
-                self._wrote_in_transaction(route)
-            elif route is not None and route.inserted_table is not None:
-                # What Executor._wrote does for an INSERT that names no topic (routing checked), without
-                # parsing the statement again for its table (~7 µs): messaging polls that table now.
-                self.session.state.messaging.notify(route.keyspace, route.shard, route.inserted_table)
-            elif route is not None and route.topic is not None:
-                self.session.state.topics.published(*route.topic)  # its sequencer runs a pass now
+            if route is not None and route.keyword != "select":
+                self._wrote(route, sc is not None)
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)

@@ -7,7 +7,7 @@ query to one shard and relay the answer unchanged:
   statement timeout, OLTP, a keyspace selected. Its shard session variables (SET sql_mode,
   time_zone...) go with it: the statement runs on a shard link carrying exactly those
   (``FastRoute.settings``);
-- the text: one SELECT or INSERT, or inside a transaction one UPDATE or DELETE (no ``;``), no
+- the text: one SELECT, INSERT, UPDATE or DELETE (no ``;``), no
   ``@@`` variable (no ``@`` once the session has set a user variable), no proxy function the
   session answers itself, no ``/*vt+`` hint, no topic named but as an INSERT's target;
 - a shard-targeted session (``USE ks:-80``) or an unsharded keyspace: the statement as
@@ -17,8 +17,9 @@ query to one shard and relay the answer unchanged:
   caches it), and either a ``Route`` that reaches exactly one shard with no hidden
   columns, or an ``Insert`` into a sharded table whose rows all go to one shard, without
   owned lookup vindexes and with its auto-increment values given (no sequence to call), or an
-  ``Update`` / ``Delete`` reaching one shard without owned lookup rows to maintain, not of a
-  message table. Writes of a session in ``twopc`` mode take the normal path;
+  ``Update`` / ``Delete`` reaching one shard without owned lookup rows to maintain (of a message
+  table too: ``FastRoute.written_table`` names it, and an ack is told to messaging as the normal
+  path tells it). Writes of a session in ``twopc`` mode take the normal path;
 - or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
   no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded.
 
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from proxy.session import ProxySession
 
 
-# Statements the fast path takes only inside a transaction (see fast_route).
+# UPDATE and DELETE: only planned ones (never sent as written: see _verbatim).
 _MODIFY = ("update", "delete")
 
 
@@ -70,6 +71,9 @@ class FastRoute:
     without_info: bool = False
     # A publish: the topic (keyspace, name) whose sequencer hears of it once it succeeded.
     topic: tuple[str, str] | None = None
+    # A planned UPDATE of a message table (the plan's keyspace): perhaps an ack, which
+    # messaging hears of once it succeeded (Executor._message_write reads its ids).
+    acks_table: str | None = None
 
 
 def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) -> FastRoute | None:
@@ -93,10 +97,9 @@ def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) ->
     if kw == "select":
         if "(" in sql and " from " not in sql.lower():
             return None  # perhaps DATABASE(), VERSION(), CONNECTION_ID(): the session answers those
-    elif kw in _MODIFY:
-        if not in_transaction or session.transaction_mode == TWOPC:
-            return None
-    elif kw != "insert" or session.transaction_mode == TWOPC:
+    elif kw not in _MODIFY and kw != "insert":
+        return None
+    if kw != "select" and session.transaction_mode == TWOPC:
         return None
     proxy = session.state
     settings = session.settings
@@ -133,10 +136,13 @@ def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) ->
         return None
     shard, query = target
     table = plan.table if type(plan) is Insert else None
+    acks_table = None
+    if type(plan) is Update and proxy.messaging.is_message_table(plan.keyspace, plan.table):
+        acks_table = plan.table
     return FastRoute(
         kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table,
         settings_key(settings) if settings else NO_SETTINGS,
-        type(plan) is Insert and len(plan.row_templates) > 1,
+        type(plan) is Insert and len(plan.row_templates) > 1, acks_table=acks_table,
     )
 
 
@@ -192,11 +198,8 @@ def _modify_target(
     node: Update | Delete, session: ProxySession, vschema: Any, bindvars: dict[str, Any]
 ) -> tuple[str, str] | None:
     """An UPDATE / DELETE that ``proxy.engine.dml`` sends to one shard as it is: no owned lookup
-    rows to maintain, routed without a lookup, not a message table's (an UPDATE of one acks
-    messages: the normal path tells messaging)."""
+    rows to maintain, routed without a lookup."""
     if node.owned_lookups or getattr(node.vindex, "needs_lookup", False):
-        return None
-    if session.state.messaging.is_message_table(node.keyspace, node.table):
         return None
     tg = targets(vschema, node.opcode, node.keyspace, node.vindex, node.values, node.in_var, bindvars,
                  node.target_ksid, node.target_shard)
