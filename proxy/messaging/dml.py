@@ -34,8 +34,10 @@ _UNQUALIFIED = re.compile(
 _ACK_HINT = re.compile(r"^\s*update\b.*\btime_acked\b", re.I | re.S)
 # The usual ack, recognised without a parse (a subscriber sends one per batch):
 # UPDATE [ks.]t SET ... time_acked = ... WHERE id IN (literals) [AND ...]
+# The WHERE clause runs to the end (a trailing ``;`` and blanks cut after the match): a lazy
+# group before ``\s*;?\s*$`` tried the tail at every character, 16 µs of a 50-id ack's 40.
 _FAST_ACK = re.compile(
-    r"^\s*update\s+(?:`?(?P<ks>\w+)`?\s*\.\s*)?`?(?P<t>\w+)`?\s+set\s+(?P<set>.*?)\s+where\s+(?P<where>.*?)\s*;?\s*$",
+    r"^\s*update\s+(?:`?(?P<ks>\w+)`?\s*\.\s*)?`?(?P<t>\w+)`?\s+set\s+(?P<set>.*?)\s+where\s+(?P<where>.*)$",
     re.I | re.S,
 )
 _SETS_ACKED = re.compile(r"(?:^|,)\s*`?time_acked`?\s*=", re.I)
@@ -105,9 +107,16 @@ def _ack_ids(where: exp.Expression) -> list[str | int] | None:
 
 def _fast_acked_ids(sql: str) -> MessageDml | None:
     m = _FAST_ACK.match(sql)
-    if not m or not _SETS_ACKED.search(m.group("set")) or _OR.search(m.group("where")):
+    if not m or not _SETS_ACKED.search(m.group("set")):
         return None
-    found = _ID_IN.search(m.group("where"))
+    where = m.group("where").rstrip()
+    if where.endswith(";"):
+        where = where[:-1].rstrip()
+    # A substring test first: the pattern's scan of a 50-id list took 9 µs.
+    lowered = where.lower()
+    if ("or" in lowered or "||" in where) and _OR.search(where):
+        return None
+    found = _ID_IN.search(where)
     if not found:
         return None
     listed = found.group("ids")

@@ -1,0 +1,108 @@
+"""Message-table writes on the fast path (proxy.fast_path) tell messaging what the normal path
+tells it: a single-row INSERT is cached by its shard's manager from the statement's own values
+(delivered without a poll), an ack frees the messages it names. A proxy served in this process
+over the real shards, so the managers' counters can be read."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiomysql
+import pytest_asyncio
+
+from proxy.cluster_state import ClusterState
+from proxy.messaging.manager import MessageManager
+from proxy.server import ProxyServer
+from tests.messaging.proxy_harness import SHARDED_TABLE, prepare_tables, restore_tables
+from tests.proxy_process import free_port
+
+
+@dataclass
+class Served:
+    state: ClusterState
+    port: int
+
+    async def connect(self) -> aiomysql.Connection:
+        return await aiomysql.connect(host="127.0.0.1", port=self.port, user="root", password="", db="commerce",
+                                      autocommit=True)
+
+    def manager(self, shard: str) -> MessageManager:
+        return self.state.messaging.managers[("commerce", shard, SHARDED_TABLE)]
+
+    def fast_statements(self, shard: str) -> int:
+        links = self.state.fast_links.get("commerce", shard)
+        assert links is not None
+        return links.served
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def served(local_cluster, shard_pools) -> AsyncIterator[Served]:
+    comment = await prepare_tables(shard_pools)
+    state = ClusterState(local_cluster.config, local_cluster.endpoints)
+    await state.start()
+    server = ProxyServer(state)
+    port = free_port()
+    await server.start_server(host="127.0.0.1", port=port)
+    try:
+        yield Served(state, port)
+    finally:
+        server.close()
+        await server.wait_closed()
+        await state.close()
+        await restore_tables(shard_pools, comment)
+
+
+async def test_a_single_row_insert_on_the_fast_path_is_delivered_from_its_values_and_its_ack_frees_it(served):
+    stream = await served.connect()
+    producer = await served.connect()
+    try:
+        async with stream.cursor() as cur:
+            await cur.execute("SET WORKLOAD = OLAP")
+        reader = await stream.cursor(aiomysql.SSCursor)
+        await reader.execute(f"STREAM * FROM {SHARDED_TABLE}")
+        await asyncio.sleep(0.3)  # the subscriber's first poll is over
+
+        async def run(sql: str) -> int:
+            async with producer.cursor() as cur:
+                return int(await cur.execute(sql))
+
+        base = 700_000_000 + uuid.uuid4().int % 100_000_000
+        await run(f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES ({base}, 1, '{{}}')")  # plans it
+        first = await asyncio.wait_for(reader.fetchone(), 5)
+        assert first[0] == base
+        inserted = 8
+        sent = sum(served.fast_statements(s) for s in ("-80", "80-"))
+        for i in range(1, inserted + 1):
+            before = {s: (served.manager(s).counters.inserts_cached, served.manager(s).counters.inserts_polled)
+                      for s in ("-80", "80-")}
+            await run(f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES ({base + i}, 1, '{{}}')")
+            row = await asyncio.wait_for(reader.fetchone(), 5)
+            assert row[0] == base + i
+            changed = {s: (served.manager(s).counters.inserts_cached, served.manager(s).counters.inserts_polled)
+                       for s in ("-80", "80-")}
+            moved = [s for s in changed if changed[s] != before[s]]
+            assert len(moved) == 1, (before, changed)
+            (shard,) = moved
+            # Cached from the INSERT's values, not polled.
+            assert changed[shard] == (before[shard][0] + 1, before[shard][1])
+        # On the fast path, but perhaps the first on each shard (it takes the normal path while
+        # the fast path opens a shard link).
+        assert sum(served.fast_statements(s) for s in ("-80", "80-")) >= sent + inserted - 2
+
+        ids = [base + i for i in range(inserted + 1)]
+        in_flight = sum(served.manager(s).in_flight for s in ("-80", "80-"))
+        acked = sum(served.manager(s).counters.acked for s in ("-80", "80-"))
+        sent = sum(served.fast_statements(s) for s in ("-80", "80-"))
+        for i in ids:  # one id each: one shard each (the first plans the shape)
+            assert await run(f"UPDATE {SHARDED_TABLE} SET time_acked = {time.time_ns()}, time_next = NULL"
+                             f" WHERE id IN ({i}) AND time_acked IS NULL") == 1
+        assert sum(served.manager(s).in_flight for s in ("-80", "80-")) == in_flight - len(ids)
+        assert sum(served.manager(s).counters.acked for s in ("-80", "80-")) == acked + len(ids)
+        assert sum(served.fast_statements(s) for s in ("-80", "80-")) == sent + len(ids) - 1  # all but the first
+    finally:
+        stream.close()
+        producer.close()
