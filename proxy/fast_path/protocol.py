@@ -22,7 +22,9 @@ connections (``PinnedLink``), the rest left to the normal path in the same trans
 
 On the fast path a statement still shows in SHOW PROCESSLIST (a ``RunningStatement``
 with its shard link on it, so KILL QUERY reaches the shard), is counted in /metrics,
-tells messaging and topics about a successful INSERT, and fails with the normal path's
+tells messaging and topics about a successful write as ``Executor._wrote`` does (an INSERT
+into a message table with the statement its shard ran, so its rows are cached without a poll;
+an ack UPDATE with its ids; inside a transaction at its COMMIT), and fails with the normal path's
 errors (``ShardError``, ``ShardUnavailable``, 1317 after a kill). TLS connections and
 clients with CLIENT_QUERY_ATTRIBUTES or CLIENT_DEPRECATE_EOF keep the normal path.
 ``SHARDGATE_FAST_PATH=0`` in the environment turns the fast path off.

@@ -308,3 +308,23 @@ def test_an_ack_on_the_fast_path_frees_its_messages_which_are_never_sent_again(
 def query_count(conn: pymysql.connections.Connection, sql: str) -> int:
     with conn.cursor() as c:
         return c.execute(sql)
+
+
+def test_only_one_shard_updates_and_deletes_without_lookup_rows_to_keep_qualify(local_cluster) -> None:
+    session = ProxySession(ClusterState(local_cluster.config, local_cluster.endpoints))
+    session.use_target("commerce")
+
+    def route(sql: str) -> Any:
+        plan_statement(session.state, session.database, sql)  # into the plan cache
+        return fast_route(session, sql)
+
+    update = route("update customer set email = 'x' where customer_id = 5")
+    assert update is not None and (update.keyword, update.plan, update.acks_table) == ("update", "Update/EqualUnique", None)
+    assert route("delete from customer where customer_id in (5)") is not None
+    # Several shards, lookup rows to delete or change, routed by a lookup: the normal path.
+    assert route("update customer set email = 'x' where tenant_id = 5") is None
+    assert route("delete from corder where customer_id = 5") is None
+    assert route("update corder set order_id = 7 where customer_id = 5") is None
+    assert route("update corder set price = 7 where order_id = 5") is None
+    session.transaction_mode = "twopc"  # made atomic by the normal path
+    assert route("update customer set email = 'x' where customer_id = 5") is None
