@@ -569,6 +569,49 @@ def test_dml_changes_the_same_rows_and_counts_them_as_mariadb(wire):
     assert not failures, "\n\n".join(failures)
 
 
+# One-shard UPDATE / DELETE (and INSERT), each run twice: the first plans it (the normal path),
+# the second is answered by the fast path, which relays the shard's OK; all of the OK
+# (affected rows, the "Rows matched" info text, warnings, status flags) must be the oracle's.
+ONE_SHARD_DML = [
+    "insert into notes (id, owner, n, amount, body) values (80, 'ok', 1, 1.5, 'p')",  # then 1062
+    "update notes set n = n + 1 where id = 80",
+    "update notes set n = n where id = 80",
+    "update notes set n = 3 where id = 89",  # no such row
+    "update notes set amount = 'x' where id = 80",
+    "update notes set body = repeat('z', 50) where id = 80",
+    "update notes set n = null where id = 80",
+    "update notes set amount = amount * 2 where id in (80) and n > 1",
+    "update notes set nosuch = 1 where id = 80",  # 1054
+    "delete from notes where id = 80 and n > 1000",
+    "delete from notes where id = 80",
+]
+
+
+def _ok_answer(conn: pymysql.connections.Connection, sql: str) -> tuple:
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            result = conn._result
+            return (cur.rowcount, cur.lastrowid, result.warning_count, result.message, conn.server_status)
+    except pymysql.err.MySQLError as e:
+        return ("error", e.args[0])
+
+
+def test_one_shard_updates_and_deletes_answer_with_mariadbs_ok_packet(wire):
+    failures = []
+    with wire.proxy.connect("commerce", autocommit=True) as pc, _direct(wire.lookup_ep, ORACLE_DB) as oc:
+        for conn in (pc, oc):
+            with conn.cursor() as cur:
+                cur.execute(NOTES_DDL)
+                cur.execute("delete from notes where id between 80 and 89")
+        for sql in ONE_SHARD_DML:
+            for attempt in range(2):
+                ours, theirs = _ok_answer(pc, sql), _ok_answer(oc, sql)
+                if ours != theirs:
+                    failures.append(f"{sql} (run {attempt + 1})\n  proxy  {ours}\n  oracle {theirs}")
+    assert not failures, "\n\n".join(failures)
+
+
 def test_several_statements_in_one_query_answer_each_result_as_mariadb(wire):
     # CLIENT_MULTI_STATEMENTS: each result set in turn, the column names of each
     sql = ("select id, qty from items where id in (4, 5) order by id; "
