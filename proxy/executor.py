@@ -401,7 +401,9 @@ class Executor:
             # this statement started); none recorded: every shard.
             dml = dml.sent_to(ks, session.vcursor.reached, session.vcursor.last_sent)
         if session.in_transaction:
-            session.after_commit.append((ks, dml))
+            # Only a statement's own implicit transaction commits the rows as sent.
+            implicit = session.tx is not None and session.tx.implicit
+            session.after_commit.append((ks, dml if implicit else dml.polled()))
         else:
             self.state.committed(ks, dml)
 

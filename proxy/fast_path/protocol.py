@@ -617,7 +617,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if write is None:
             return
         if in_transaction:
-            session.after_commit.append((route.keyspace, write))
+            # A client's transaction: its later statements may change the rows before COMMIT.
+            session.after_commit.append((route.keyspace, write.polled()))
         else:
             session.state.committed(route.keyspace, write)
 

@@ -62,6 +62,13 @@ class MessageDml:
         """This insert, known to have reached ``shards`` (only their managers need to poll)."""
         return replace(self, shards=tuple(sorted(set(shards))))
 
+    def polled(self) -> MessageDml:
+        """This insert without its statements: its managers poll for the rows. For an INSERT in
+        a client's transaction, whose later statements may update or delete the rows before
+        COMMIT: the values it was sent with are then not the rows' (as Vitess's cache, a poll
+        reads them as committed)."""
+        return replace(self, statements=())
+
     def sent_to(
         self, keyspace: str, reached: Iterable[tuple[str, str]], last_sent: Mapping[tuple[str, str], str]
     ) -> MessageDml:

@@ -257,6 +257,26 @@ async def test_a_message_inserted_in_a_transaction_reaches_a_waiting_subscriber_
         conn.close()
 
 
+async def test_a_message_changed_or_deleted_later_in_its_transaction_is_delivered_as_committed(proxy, streams):
+    """The rows of a client's transaction are read at its commit, not taken from its INSERT's values."""
+    s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
+    conn = await connect(proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            for twice in range(2):  # the second time the statements' shapes are planned: the fast path's
+                a, b = 31 + 2 * twice, 32 + 2 * twice
+                await cur.execute("BEGIN")
+                await cur.execute(f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES ({a}, 1, '{{}}')")
+                await cur.execute(f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES ({b}, 1, '{{}}')")
+                await cur.execute(f"UPDATE {SHARDED_TABLE} SET tenant_id = 99 WHERE id = {a}")
+                await cur.execute(f"DELETE FROM {SHARDED_TABLE} WHERE id = {b}")
+                await cur.execute("COMMIT")
+                assert [(r[0], r[1]) for r in await s.rows(1)] == [(a, 99)]
+                await s.nothing_for(0.5)
+    finally:
+        conn.close()
+
+
 async def test_rolled_back_message_is_never_delivered(proxy, streams):
     s = await streams("commerce", f"stream * from {SHARDED_TABLE}")
     conn = await connect(proxy, "commerce")
