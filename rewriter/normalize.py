@@ -493,8 +493,33 @@ def normalize_cached(sql: str) -> tuple[str, dict[str, Any]]:
     shape, bindvars = normalize(sql)
     if len(_TEMPLATES) >= _TEMPLATES_MAX:
         _TEMPLATES.clear()
-    _TEMPLATES[key] = _template_of(shape, bindvars, literals)
+    template = _template_of(shape, bindvars, literals)
+    if template is not None and not _answers_for_other_values(template, parts):
+        template = None
+    _TEMPLATES[key] = template
     return shape, bindvars
+
+
+def _answers_for_other_values(template: _Template, parts: list[str]) -> bool:
+    """Whether the template gives ``normalize``'s answer for the statement with other values
+    (each group of equal literals another, unlike any other): a template checked on one
+    statement only can pair its marks with the wrong literals when their values coincide --
+    ``id = -0`` (normalize folds the sign: ``id = -5`` would be 5) or ``id = 00 group by 0``
+    (the mark is ``00``'s, not the kept ``0``'s: ``group by 2`` would be kept as 0)."""
+    literals = parts[1::2]
+    groups: dict[str, str] = {}
+    probe = parts[:]
+    for i, text in enumerate(literals):
+        other = groups.get(text)
+        if other is None:
+            n = 987_654_321 + len(groups)
+            other = groups[text] = f"'qz{n}q'" if text[0] == "'" else str(n)
+        probe[2 * i + 1] = other
+    try:
+        shape, bindvars = normalize("".join(probe))
+    except ValueError:
+        return False
+    return shape == template.shape and _same_values(template.bindvars(probe[1::2]), bindvars)
 
 
 def _template_of(shape: str, bindvars: dict[str, Any], literals: list[str]) -> _Template | None:
