@@ -22,6 +22,7 @@ import pymysql
 import pymysql.cursors
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from pymysql.constants import CLIENT
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
@@ -602,3 +603,67 @@ def test_an_idle_fast_path_transaction_is_rolled_back_and_a_working_one_spared(
         assert query(conn, _point(b)) == ((b, b"direct"),)  # then goes on in autocommit
     finally:
         conn.close()
+
+
+def _edge_statements(a: int, b: int, c: int, d: int) -> list[str]:
+    """Transaction statements around the fast path's: implicit commits, options, chains,
+    savepoints, shard errors mid-transaction, reads across both paths, and one-shard writes."""
+    unknown = f"select customer_id from customer where customer_id = {a} and no_such_column = 1"
+    return [
+        # SET autocommit=1 commits an open transaction; BEGIN does too; SET autocommit=0 twice does not
+        "set autocommit=0", _update(a), _point(a), "set autocommit=1", "rollback", _point(a),
+        "set autocommit=0", _update(a), "begin", "rollback", _point(a), "set autocommit=1",
+        "set autocommit=0", _update(a), "set autocommit=0", "rollback", _point(a), "set autocommit=1",
+        "begin work", _update(a), "commit work", _point(a),
+        "start transaction read only", _point(a), _update(a), _insert(c), "commit", _point(a), _point(c),
+        "start transaction with consistent snapshot", _update(a), _point(a), "rollback", _point(a),
+        "start transaction read write", _update(a), "rollback", _point(a),
+        "begin", _update(a), "commit and chain", _update(a), "rollback", _point(a),
+        "begin", _update(a), "rollback and chain", _update(a), "commit", _point(a),
+        "begin", _update(a), "commit release", _update(a), "rollback", _point(a),
+        "begin", f"select customer_id from customer where customer_id = {a} for update", _update(a), "rollback", _point(a),
+        "lock tables customer write", _update(a), "unlock tables", _point(a),
+        "begin", _update(a), "savepoint s1", _update(a), "rollback to savepoint s1", "commit", _point(a),
+        # a shard's error first on its shard (sent after the deferred BEGIN), or later
+        "begin", unknown, _update(a), "rollback", _point(a),
+        "begin", unknown, _update(a), "commit", _point(a),
+        "begin", _update(a), unknown, _update(a), "rollback", _point(a),
+        "set autocommit=0", unknown, _update(a), "rollback", _point(a), "set autocommit=1",
+        # what the fast path wrote, read by the normal path (several shards) in the transaction
+        "begin", _insert(c), f"select count(*) from customer where customer_id in ({a}, {b}, {c})", "rollback", _point(c),
+        "begin", _insert(c), f"select customer_id from customer where customer_id in ({a}, {b}, {c}) order by customer_id",
+        _insert(d), _point(d), "commit", _point(c), _point(d),
+        # one-shard writes: LIMIT, ORDER BY, nothing changed, a primary vindex column
+        f"update customer set email = 'tx' where customer_id = {a} limit 1",
+        f"update customer set email = 'tx' where customer_id = {a} order by email limit 1",
+        f"update customer set email = 'tx' where customer_id = {a}",
+        f"delete from customer where customer_id = {a} limit 0",
+        f"update customer set customer_id = {b} where customer_id = {a}",
+        _point(a), _point(b),
+    ]
+
+
+@pytest.mark.parametrize("found_rows", [False, True])
+def test_transaction_control_edges_answer_as_on_the_normal_path(metered, reference, shard_of, found_rows) -> None:
+    proxy, _ = metered
+    kw: dict[str, Any] = {"autocommit": True}
+    if found_rows:
+        kw["client_flag"] = CLIENT.FOUND_ROWS
+    answers = {}
+    for name, p in (("fast", proxy), ("normal", reference)):
+        conn = p.connect("commerce", **kw)
+        try:
+            a, b = _ids_on_two_shards(shard_of)
+            c, d = _beside(shard_of, a), _beside(shard_of, b)
+            for i in (a, b, c):
+                _warm(conn, i)
+            query(conn, _insert(a))
+            text = repr([_answer(conn, s) for s in _edge_statements(a, b, c, d)])
+        finally:
+            conn.close()
+        for i, tag in ((a, "<a>"), (b, "<b>"), (c, "<c>"), (d, "<d>")):
+            text = text.replace(str(i), tag)
+        answers[name] = text.replace(shard_of(a), "<shard>").replace(shard_of(b), "<shard>")
+    assert answers["fast"] == answers["normal"]
+    # SET autocommit=1 committed the update; the READ ONLY transaction refused its writes
+    assert "(<a>, b'tx+')" in answers["fast"] and "1792" in answers["fast"]
