@@ -667,3 +667,40 @@ def test_transaction_control_edges_answer_as_on_the_normal_path(metered, referen
     assert answers["fast"] == answers["normal"]
     # SET autocommit=1 committed the update; the READ ONLY transaction refused its writes
     assert "(<a>, b'tx+')" in answers["fast"] and "1792" in answers["fast"]
+
+
+def _lock_answers(p: ProxyProcess, shard_of: Callable[[int], str], opened_by: str) -> str:
+    """A locking read in a transaction (opened by BEGIN or autocommit=0), and another session's
+    write of its row meanwhile and after the COMMIT / ROLLBACK."""
+    a, _ = _ids_on_two_shards(shard_of)
+    holder, other = p.connect("commerce", autocommit=True), p.connect("commerce", autocommit=True)
+    try:
+        _warm(holder, a)
+        query(holder, _insert(a))
+        for lock in ("for update", "lock in share mode"):  # planned: the next ones may take the fast path
+            query(holder, f"select customer_id from customer where customer_id = {a} {lock}")
+        query(other, "set innodb_lock_wait_timeout = 1")
+        query(holder, "set autocommit=0" if opened_by == "autocommit=0" else "begin")
+        answers = [
+            _answer(holder, f"select customer_id from customer where customer_id = {a} for update"),
+            _answer(other, _update(a)),  # waits for the lock: 1205
+            _answer(holder, _update(a)), _answer(holder, "commit"),
+            _answer(other, _update(a)), _answer(holder, _point(a)),
+            _answer(holder, "begin"),
+            _answer(holder, f"select customer_id from customer where customer_id = {a} lock in share mode"),
+            _answer(other, _update(a)), _answer(holder, "rollback"),
+        ]
+    finally:
+        holder.close()
+        other.close()
+    return repr(answers).replace(str(a), "<a>").replace(shard_of(a), "<shard>")
+
+
+@pytest.mark.parametrize("opened_by", ["begin", "autocommit=0"])
+def test_a_locking_read_holds_its_lock_until_the_transaction_ends(metered, reference, shard_of, opened_by) -> None:
+    proxy, metrics = metered
+    before = _fast_statements(metrics)
+    fast = _lock_answers(proxy, shard_of, opened_by)
+    assert _fast_statements(metrics) - before >= 8  # the locking reads and the writes among them
+    assert fast.count("1205") == 2 and "b'tx++'" in fast
+    assert fast == _lock_answers(reference, shard_of, opened_by)
