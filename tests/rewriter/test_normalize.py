@@ -173,3 +173,11 @@ def test_normalize_cached_reports_a_syntax_error_as_normalize_does():
 def test_normalize_cached_is_not_misled_by_a_first_statement_whose_values_coincide(first, then):
     assert normalize_cached(first) == normalize(first)
     assert normalize_cached(then) == normalize(then)
+
+
+def test_normalize_cached_never_takes_another_statements_template_for_a_nul_in_its_text():
+    # the parts around the literals join with NUL: the same joined text from other parts
+    first = "select `c \0 d` from t where a = 5 and b = 6"
+    then = "select `c 5 d` from t where a = \0 and b = 6"
+    assert normalize_cached(first) == normalize(first)
+    assert normalize_cached(then) == normalize(then)
