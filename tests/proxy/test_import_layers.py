@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.python_source import parse_file
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("proxy", "rewriter", "vschema", "sqltext")
 
@@ -101,7 +103,7 @@ def _imports_of(module: str, path: Path) -> Iterator[Import]:
             else:
                 yield from walk(child, inner)
 
-    yield from walk(ast.parse(path.read_text(encoding="utf-8")), "module")
+    yield from walk(parse_file(path), "module")
 
 
 IMPORTS = [imp for module, path in sorted(MODULES.items()) for imp in _imports_of(module, path)]

@@ -11,6 +11,7 @@ from pathlib import Path
 import mysql_mimic
 
 from proxy.mysql_mimic_internals import MYSQL_MIMIC_CHECKED
+from tests.python_source import parse_file, parse_source
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("proxy", "rewriter", "vschema", "sqltext")
@@ -27,7 +28,7 @@ def _mimic_private_names() -> frozenset[str]:
     underscore (``def _start``, ``_MAX_CONNECTION_SEQ = ...``, ``self._buffer = ...``)."""
     names: set[str] = set()
     for path in MIMIC_SOURCES:
-        for cls in (n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)):
+        for cls in (n for n in ast.walk(parse_file(path)) if isinstance(n, ast.ClassDef)):
             for node in ast.walk(cls):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _private(node.name):
                     names.add(node.name)
@@ -48,7 +49,7 @@ def _uses(source: str, where: str) -> list[str]:
     read off an object (``self`` too, in a class built on mimic's; not off a plain class of
     the module or its instances' ``self``), passed to getattr/setattr, or overridden by a class
     built on mimic's."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     from_mimic: set[str] = set()
     found: list[str] = []
     for node in ast.walk(tree):
