@@ -1,12 +1,17 @@
-"""A real proxy process over the session's local cluster."""
+"""A real proxy process over the session's local cluster; for the fast path's tests, one with the
+fast path off (the reference answers), one serving /metrics, and where a customer id lives."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
+from proxy.cluster_state import ClusterState
+from proxy.fast_path.routing import fast_route
+from proxy.planning import plan_statement
+from proxy.session import ProxySession
+from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +22,44 @@ def proxy(local_cluster, tmp_path_factory) -> Iterator[ProxyProcess]:
         yield p
     finally:
         stop_proxy(p)
+
+
+@pytest.fixture(scope="module")
+def normal_proxy(local_cluster, tmp_path_factory) -> Iterator[ProxyProcess]:
+    """A proxy with the fast path turned off: the reference answers."""
+    log = tmp_path_factory.mktemp("normal-proxy") / "proxy.log"
+    p = start_proxy(local_cluster.config.path, local_cluster.endpoints, log, extra_env={"SHARDGATE_FAST_PATH": "0"})
+    try:
+        yield p
+    finally:
+        stop_proxy(p)
+
+
+@pytest.fixture(scope="module")
+def metered_proxy(local_cluster, tmp_path_factory, request) -> Iterator[tuple[ProxyProcess, str]]:
+    """A proxy with its HTTP listener, and its /metrics address (``fast_path_statements`` reads it)."""
+    base = local_cluster.config.path
+    http_port = free_port()
+    cfg = base.parent / f"{request.module.__name__.rpartition('.')[2]}-metered.yaml"
+    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n")
+    p = start_proxy(cfg, local_cluster.endpoints, tmp_path_factory.mktemp("metered-proxy") / "proxy.log")
+    try:
+        yield p, f"http://127.0.0.1:{http_port}/metrics"
+    finally:
+        stop_proxy(p)
+
+
+@pytest.fixture(scope="module")
+def shard_of(local_cluster) -> Callable[[int], str]:
+    """The commerce shard a customer id lives on (as the fast path routes it)."""
+    session = ProxySession(ClusterState(local_cluster.config, local_cluster.endpoints))
+    session.use_target("commerce")
+
+    def shard(customer_id: int) -> str:
+        sql = f"select customer_id from customer where customer_id = {customer_id}"
+        plan_statement(session.state, session.database, sql)
+        route = fast_route(session, sql)
+        assert route is not None
+        return route.shard
+
+    return shard

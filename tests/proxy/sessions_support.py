@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any
 
 import pymysql
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.proxy_process import REPO
 
@@ -129,3 +131,16 @@ def dsn_cluster_file(local_cluster: Any, directory: Path, **extra: Any) -> Path:
     out = directory / "cluster.yaml"
     out.write_text(yaml.safe_dump(doc))
     return out
+
+
+def fast_path_statements(metrics_url: str) -> float:
+    """``shardgate_fast_path_statements`` summed over its shards, as the proxy's /metrics says."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as r:
+        body = r.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(body)
+        if family.name == "shardgate_fast_path_statements"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )

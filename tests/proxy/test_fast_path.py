@@ -8,16 +8,14 @@ import asyncio
 import datetime
 import re
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import mysql.connector
 import pymysql
 import pytest
 import sqlalchemy as sa
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
@@ -27,24 +25,14 @@ from proxy.pools import ShardAddress, ShardPool
 from proxy.session import ProxySession
 from tests.proxy.sessions_support import (
     commerce_endpoints,
+    fast_path_statements,
     query,
     run_in_thread,
     shard_connection,
     shard_threads_running,
     wait_for,
 )
-from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
-
-
-@pytest.fixture(scope="module")
-def normal_proxy(local_cluster, tmp_path_factory) -> Iterator[ProxyProcess]:
-    """A proxy with the fast path turned off: the reference answers."""
-    log = tmp_path_factory.mktemp("normal-proxy") / "proxy.log"
-    p = start_proxy(local_cluster.config.path, local_cluster.endpoints, log, extra_env={"SHARDGATE_FAST_PATH": "0"})
-    try:
-        yield p
-    finally:
-        stop_proxy(p)
+from tests.proxy_process import ProxyProcess
 
 
 def _fresh_id() -> int:
@@ -360,32 +348,6 @@ def test_targeted_and_unsharded_sessions_send_the_statement_as_written(session: 
     assert fast_route(session, "select database()") is None  # the proxy answers it
 
 
-@pytest.fixture(scope="module")
-def metered_proxy(local_cluster, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
-    """A proxy with its HTTP listener: /metrics counts the fast path's statements."""
-    base = local_cluster.config.path
-    http_port = free_port()
-    cfg = base.parent / "fast-path-metered.yaml"
-    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n")
-    p = start_proxy(cfg, local_cluster.endpoints, tmp_path_factory.mktemp("metered-proxy") / "proxy.log")
-    try:
-        yield p, f"http://127.0.0.1:{http_port}/metrics"
-    finally:
-        stop_proxy(p)
-
-
-def _fast_statements(url: str) -> float:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = r.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(body)
-        if family.name == "shardgate_fast_path_statements"
-        for sample in family.samples
-        if sample.name.endswith("_total")
-    )
-
-
 def _fast_answer(metrics: str, run: Callable[[], Any], times: int = 4, statements: int = 1) -> Any:
     """A statement's answer (or ``statements``'), the same every time: run until the fast path
     has taken them all ``times`` times in a row (the first run plans them, and a session's
@@ -394,9 +356,9 @@ def _fast_answer(metrics: str, run: Callable[[], Any], times: int = 4, statement
     deadline = time.monotonic() + 10
     in_a_row = 0
     while in_a_row < times:
-        before = _fast_statements(metrics)
+        before = fast_path_statements(metrics)
         assert run() == first
-        in_a_row = in_a_row + 1 if _fast_statements(metrics) == before + statements else 0
+        in_a_row = in_a_row + 1 if fast_path_statements(metrics) == before + statements else 0
         assert time.monotonic() < deadline, "the fast path never took it"
     return first
 
@@ -610,9 +572,9 @@ def test_a_multi_row_insert_to_one_shard_answers_as_on_the_normal_path(session, 
     try:
         for sql in statements(ids[8:]):  # planned, links open
             _answer(fast, sql)
-        before = _fast_statements(metrics)
+        before = fast_path_statements(metrics)
         fast_answers = [_answer(fast, sql) for sql in statements(ids)]
-        counted = _fast_statements(metrics) - before
+        counted = fast_path_statements(metrics) - before
         normal_answers = [_answer(normal, sql) for sql in statements(ids[4:])]
     finally:
         fast.close()

@@ -10,7 +10,6 @@ import asyncio
 import socket
 import struct
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,16 +20,12 @@ import MySQLdb
 import pymysql
 import pymysql.cursors
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from pymysql.constants import CLIENT
 
-from proxy.cluster_state import ClusterState
-from proxy.fast_path.routing import fast_route
-from proxy.planning import plan_statement
-from proxy.session import ProxySession
 from tests.proxy.sessions_support import (
     commerce_endpoints,
     dsn_cluster_file,
+    fast_path_statements,
     query,
     run_in_thread,
     shard_connection,
@@ -38,59 +33,6 @@ from tests.proxy.sessions_support import (
     wait_for,
 )
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
-
-
-@pytest.fixture(scope="module")
-def metered(local_cluster, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
-    """A proxy with its HTTP listener: /metrics counts the statements the fast path sent."""
-    base = local_cluster.config.path
-    http_port = free_port()
-    cfg = base.parent / "fast-path-tx-metered.yaml"
-    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n")
-    p = start_proxy(cfg, local_cluster.endpoints, tmp_path_factory.mktemp("fast-tx") / "proxy.log")
-    try:
-        yield p, f"http://127.0.0.1:{http_port}/metrics"
-    finally:
-        stop_proxy(p)
-
-
-@pytest.fixture(scope="module")
-def reference(local_cluster, tmp_path_factory) -> Iterator[ProxyProcess]:
-    """The same proxy with the fast path off."""
-    log = tmp_path_factory.mktemp("fast-tx-reference") / "proxy.log"
-    p = start_proxy(local_cluster.config.path, local_cluster.endpoints, log, extra_env={"SHARDGATE_FAST_PATH": "0"})
-    try:
-        yield p
-    finally:
-        stop_proxy(p)
-
-
-@pytest.fixture(scope="module")
-def shard_of(local_cluster) -> Callable[[int], str]:
-    """The commerce shard a customer id lives on."""
-    session = ProxySession(ClusterState(local_cluster.config, local_cluster.endpoints))
-    session.use_target("commerce")
-
-    def shard(customer_id: int) -> str:
-        sql = f"select customer_id from customer where customer_id = {customer_id}"
-        plan_statement(session.state, session.database, sql)
-        route = fast_route(session, sql)
-        assert route is not None
-        return route.shard
-
-    return shard
-
-
-def _fast_statements(url: str) -> float:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = r.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(body)
-        if family.name == "shardgate_fast_path_statements"
-        for sample in family.samples
-        if sample.name.endswith("_total")
-    )
 
 
 def _fresh_id() -> int:
@@ -172,10 +114,10 @@ def _transaction_answers(conn: pymysql.connections.Connection, a: int, b: int, c
 
 
 def test_a_transaction_answers_as_on_the_normal_path_and_its_statements_take_the_fast_path(
-    metered, reference, shard_of, local_cluster
+    metered_proxy, normal_proxy, shard_of, local_cluster
 ) -> None:
-    proxy, metrics = metered
-    fast, normal = proxy.connect("commerce", autocommit=True), reference.connect("commerce", autocommit=True)
+    proxy, metrics = metered_proxy
+    fast, normal = proxy.connect("commerce", autocommit=True), normal_proxy.connect("commerce", autocommit=True)
     try:
         ids = {}
         for name, conn in (("fast", fast), ("normal", normal)):
@@ -184,9 +126,9 @@ def test_a_transaction_answers_as_on_the_normal_path_and_its_statements_take_the
             for i in (a, b, c):
                 _warm(conn, i)
             ids[name] = (a, b, c, d)
-        before = _fast_statements(metrics)
+        before = fast_path_statements(metrics)
         fast_answers = _transaction_answers(fast, *ids["fast"])
-        sent = _fast_statements(metrics) - before
+        sent = fast_path_statements(metrics) - before
         normal_answers = _transaction_answers(normal, *ids["normal"])
     finally:
         fast.close()
@@ -215,9 +157,9 @@ def test_a_transaction_answers_as_on_the_normal_path_and_its_statements_take_the
 
 
 def test_a_transaction_moving_to_a_second_shard_and_an_unplanned_statement_stays_atomic(
-    metered, shard_of, local_cluster
+    metered_proxy, shard_of, local_cluster
 ) -> None:
-    proxy, _ = metered
+    proxy, _ = metered_proxy
     conn = proxy.connect("commerce", autocommit=True)
     try:
         for outcome in ("rollback", "commit"):
@@ -239,16 +181,16 @@ def test_a_transaction_moving_to_a_second_shard_and_an_unplanned_statement_stays
 
 
 def test_a_shard_joining_with_set_transaction_or_savepoints_joins_as_on_the_normal_path(
-    metered, shard_of, local_cluster
+    metered_proxy, shard_of, local_cluster
 ) -> None:
-    proxy, metrics = metered
+    proxy, metrics = metered_proxy
     conn = proxy.connect("commerce", autocommit=True)
     try:
         a, b = _ids_on_two_shards(shard_of)
         c = _beside(shard_of, b)
         for i in (a, b, c):
             _warm(conn, i)
-        before = _fast_statements(metrics)
+        before = fast_path_statements(metrics)
         # SET TRANSACTION goes to the shard before its BEGIN: the connection joins in a task.
         query(conn, "set transaction isolation level serializable")
         query(conn, "begin")
@@ -268,14 +210,14 @@ def test_a_shard_joining_with_set_transaction_or_savepoints_joins_as_on_the_norm
         assert query(conn, _point(b)) == ()
         query(conn, "commit")  # two shards: ShardTransaction.commit in a task
         # The three INSERTs and the SELECT after the savepoint's rollback went on the fast path.
-        assert _fast_statements(metrics) - before == 4
+        assert fast_path_statements(metrics) - before == 4
         assert _committed(local_cluster, [a, b, c]) == {a}
     finally:
         conn.close()
 
 
-def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered, shard_of, local_cluster) -> None:
-    proxy, metrics = metered
+def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered_proxy, shard_of, local_cluster) -> None:
+    proxy, metrics = metered_proxy
     conn = proxy.connect("commerce", autocommit=True)
     try:
         a, b = _ids_on_two_shards(shard_of)
@@ -283,7 +225,7 @@ def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered,
         for i in (a, b, c):
             _warm(conn, i)
         query(conn, "set autocommit = 0")
-        before = _fast_statements(metrics)
+        before = fast_path_statements(metrics)
         assert _answer(conn, _insert(a))["status"] == 1  # in a transaction, no autocommit
         assert query(conn, _point(a)) == ((a, b"tx"),)
         query(conn, "commit")
@@ -293,7 +235,7 @@ def test_statements_of_an_autocommit_off_session_run_in_its_transaction(metered,
         query(conn, "rollback")
         # Every statement but the ROLLBACK of two shards (ShardTransaction.rollback in a task) was
         # sent by the fast path.
-        assert _fast_statements(metrics) - before == 5
+        assert fast_path_statements(metrics) - before == 5
         assert _committed(local_cluster, [a, c, b]) == {a}
     finally:
         conn.close()
@@ -315,8 +257,8 @@ def _insert_directly(local_cluster: Any, shard: str, customer_id: int) -> bool:
         conn.close()
 
 
-def test_a_client_gone_mid_transaction_leaves_nothing_on_the_shard(metered, shard_of, local_cluster) -> None:
-    proxy, _ = metered
+def test_a_client_gone_mid_transaction_leaves_nothing_on_the_shard(metered_proxy, shard_of, local_cluster) -> None:
+    proxy, _ = metered_proxy
     a, b = _ids_on_two_shards(shard_of)
     conn = proxy.connect("commerce", autocommit=True)
     try:
@@ -336,8 +278,8 @@ def test_a_client_gone_mid_transaction_leaves_nothing_on_the_shard(metered, shar
         assert wait_for(lambda c=customer_id, s=shard: _insert_directly(local_cluster, s, c), timeout=15)
 
 
-def test_a_client_gone_while_its_statement_runs_rolls_the_transaction_back(metered, shard_of, local_cluster) -> None:
-    proxy, metrics = metered
+def test_a_client_gone_while_its_statement_runs_rolls_the_transaction_back(metered_proxy, shard_of, local_cluster) -> None:
+    proxy, metrics = metered_proxy
     a = _fresh_id()
     conn = proxy.connect("commerce", autocommit=True)
     _warm(conn, a)
@@ -348,9 +290,9 @@ def test_a_client_gone_while_its_statement_runs_rolls_the_transaction_back(meter
     sql = f"select customer_id, sleep(3) from customer where customer_id = {a}".encode()
     for _ in range(3):
         query(conn, sql.decode().replace("sleep(3)", "sleep(0)"))  # planned: the next one takes the fast path
-    before = _fast_statements(metrics)
+    before = fast_path_statements(metrics)
     sock.sendall(struct.pack("<I", len(sql) + 1)[:3] + b"\x00\x03" + sql)  # its answer never read
-    assert wait_for(lambda: _fast_statements(metrics) == before + 1)  # on the fast path
+    assert wait_for(lambda: fast_path_statements(metrics) == before + 1)  # on the fast path
     time.sleep(0.2)
     sock.shutdown(socket.SHUT_RDWR)
     sock.close()
@@ -358,8 +300,8 @@ def test_a_client_gone_while_its_statement_runs_rolls_the_transaction_back(meter
     assert wait_for(lambda: _insert_directly(local_cluster, shard_of(a), a), timeout=15)
 
 
-def test_kill_query_of_a_statement_in_a_transaction_keeps_the_transaction(metered, local_cluster) -> None:
-    proxy, metrics = metered
+def test_kill_query_of_a_statement_in_a_transaction_keeps_the_transaction(metered_proxy, local_cluster) -> None:
+    proxy, metrics = metered_proxy
     a = _fresh_id()
     tag = f"txkill_{uuid.uuid4().hex[:10]}"
     victim, killer = proxy.connect("commerce", autocommit=True), proxy.connect("commerce", autocommit=True)
@@ -370,10 +312,10 @@ def test_kill_query_of_a_statement_in_a_transaction_keeps_the_transaction(metere
             query(victim, sleeper.format(0))
         query(victim, "begin")
         query(victim, _insert(a))
-        before = _fast_statements(metrics)
+        before = fast_path_statements(metrics)
         outcome = run_in_thread(victim, sleeper.format(30))
         assert wait_for(lambda: any(shard_threads_running(local_cluster, tag).values())), "the select never started"
-        assert _fast_statements(metrics) == before + 1  # on the fast path, in the transaction
+        assert fast_path_statements(metrics) == before + 1  # on the fast path, in the transaction
         listed = [r for r in query(killer, "show full processlist") if r[0] == victim.thread_id()]
         assert listed and listed[0][4] == "Query" and tag in listed[0][7], listed
         assert query(killer, f"kill query {victim.thread_id()}") == ()
@@ -389,8 +331,8 @@ def test_kill_query_of_a_statement_in_a_transaction_keeps_the_transaction(metere
         killer.close()
 
 
-def test_transactions_of_mysqlclient_and_aiomysql_commit_and_roll_back(metered, shard_of, local_cluster) -> None:
-    proxy, metrics = metered
+def test_transactions_of_mysqlclient_and_aiomysql_commit_and_roll_back(metered_proxy, shard_of, local_cluster) -> None:
+    proxy, metrics = metered_proxy
     a, b = _ids_on_two_shards(shard_of)
     warm = proxy.connect("commerce", autocommit=True)
     try:
@@ -398,7 +340,7 @@ def test_transactions_of_mysqlclient_and_aiomysql_commit_and_roll_back(metered, 
             _warm(warm, i)
     finally:
         warm.close()
-    before = _fast_statements(metrics)
+    before = fast_path_statements(metrics)
 
     # mysqlclient: autocommit off by default, commit() / rollback() send COMMIT / ROLLBACK.
     conn = MySQLdb.connect(host=proxy.host, port=proxy.port, user="root", passwd="", db="commerce")
@@ -431,16 +373,16 @@ def test_transactions_of_mysqlclient_and_aiomysql_commit_and_roll_back(metered, 
             c.close()
 
     asyncio.run(with_aiomysql())
-    assert _fast_statements(metrics) - before == 10  # every statement, COMMIT and ROLLBACK
+    assert fast_path_statements(metrics) - before == 10  # every statement, COMMIT and ROLLBACK
     assert _committed(local_cluster, [a, a + 2000, b, b + 2000]) == {a, b}
 
 
 def test_a_single_mode_transaction_refuses_a_second_shard_as_on_the_normal_path(
-    metered, reference, shard_of
+    metered_proxy, normal_proxy, shard_of
 ) -> None:
-    proxy, _ = metered
+    proxy, _ = metered_proxy
     answers = []
-    for p in (proxy, reference):
+    for p in (proxy, normal_proxy):
         conn = p.connect("commerce", autocommit=True)
         try:
             a, b = _ids_on_two_shards(shard_of)
@@ -475,12 +417,12 @@ def _prepared_in_transaction(conn: Any, statements: list[tuple[str, tuple[Any, .
 
 
 def test_a_large_result_first_on_its_shard_in_a_transaction_answers_as_on_the_normal_path(
-    metered, reference, local_cluster
+    metered_proxy, normal_proxy, local_cluster
 ) -> None:
     """The first statement of a transaction on a shard goes as ``begin;<statement>``: its result
     (here ~350 KB, relayed in pieces, in the text and the binary protocol) follows the BEGIN's
     OK, which is left out and the packets renumbered."""
-    proxy, metrics = metered
+    proxy, metrics = metered_proxy
     customer_id = _fresh_id()
     first_order = _fresh_id() * 10_000
     setup = proxy.connect("commerce", autocommit=True)
@@ -502,9 +444,9 @@ def test_a_large_result_first_on_its_shard_in_a_transaction_answers_as_on_the_no
             for _ in range(2):  # planned
                 query(conn, orders)
                 query(conn, _point(customer_id))
-            before = _fast_statements(metrics)
+            before = fast_path_statements(metrics)
             out = [_answer(conn, s) for s in ("begin", orders, _point(customer_id), "rollback")]
-            sent.append(_fast_statements(metrics) - before)
+            sent.append(fast_path_statements(metrics) - before)
             return out
         finally:
             conn.close()
@@ -523,12 +465,12 @@ def test_a_large_result_first_on_its_shard_in_a_transaction_answers_as_on_the_no
         finally:
             conn.close()
 
-    reference_text, reference_binary = text_answers(reference), binary_answers(reference)
+    reference_text, reference_binary = text_answers(normal_proxy), binary_answers(normal_proxy)
     fast_text = text_answers(proxy)
     assert sent == [0, 3]  # the reference's none; here the two SELECTs and the ROLLBACK
-    before = _fast_statements(metrics)
+    before = fast_path_statements(metrics)
     fast_binary = binary_answers(proxy)
-    assert _fast_statements(metrics) - before >= 4  # at least the second round's three statements and its ROLLBACK
+    assert fast_path_statements(metrics) - before >= 4  # at least the second round's three statements and its ROLLBACK
     assert len(fast_text[1]["rows"]) == 3000 and fast_text[1]["status"] == 3
     assert fast_text == reference_text
     assert len(fast_binary[0][1]) == 3000 and fast_binary[2][:2] == ("error", 1062)
@@ -536,10 +478,10 @@ def test_a_large_result_first_on_its_shard_in_a_transaction_answers_as_on_the_no
 
 
 @pytest.mark.parametrize("autocommit", [True, False])
-def test_the_first_rows_of_a_slow_result_reach_the_client_before_it_finishes(metered, autocommit: bool) -> None:
+def test_the_first_rows_of_a_slow_result_reach_the_client_before_it_finishes(metered_proxy, autocommit: bool) -> None:
     """A one-shard result smaller than the relay chunk whose rows the shard is slow to produce
     (the fast path's, in or outside a transaction) flows as on the normal path."""
-    proxy, metrics = metered
+    proxy, metrics = metered_proxy
     conn = proxy.connect("lookup", autocommit=autocommit, cursorclass=pymysql.cursors.SSCursor)
     sql = "select seq, repeat('x', 100), if(seq = 1400, sleep({}), 0) from seq_1_to_1500"
     try:
@@ -547,14 +489,14 @@ def test_the_first_rows_of_a_slow_result_reach_the_client_before_it_finishes(met
             for _ in range(2):  # its shard link opened
                 c.execute(sql.format(0))
                 c.fetchall()
-            before = _fast_statements(metrics)
+            before = fast_path_statements(metrics)
             start = time.monotonic()
             c.execute(sql.format(2))
             first = c.fetchone()
             first_at = time.monotonic() - start
             rest = c.fetchall()
             total = time.monotonic() - start
-        assert _fast_statements(metrics) == before + 1
+        assert fast_path_statements(metrics) == before + 1
         assert first[0] == 1 and len(rest) == 1499
         assert first_at < 1.0 < total, (first_at, total)
     finally:
@@ -563,7 +505,7 @@ def test_the_first_rows_of_a_slow_result_reach_the_client_before_it_finishes(met
 
 @pytest.fixture(scope="module")
 def timeout_proxy(local_cluster, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
-    """A metered proxy whose cluster file sets ``transaction_timeout: 1`` (second)."""
+    """A metered_proxy proxy whose cluster file sets ``transaction_timeout: 1`` (second)."""
     work = tmp_path_factory.mktemp("fast-tx-timeout")
     http_port = free_port()
     cfg = dsn_cluster_file(local_cluster, work, transaction_timeout=1, http={"host": "127.0.0.1", "port": http_port})
@@ -583,14 +525,14 @@ def test_an_idle_fast_path_transaction_is_rolled_back_and_a_working_one_spared(
     try:
         for i in (a, b):
             _warm(conn, i)
-        before = _fast_statements(metrics)
+        before = fast_path_statements(metrics)
         query(conn, "begin")
         for _ in range(3):  # 1.8 s in the transaction, never 1 s idle: its timer re-armed after each statement
             assert query(conn, _point(a)) == ()
             time.sleep(0.6)
         query(conn, _insert(a))
         query(conn, "commit")
-        assert _fast_statements(metrics) - before == 5
+        assert fast_path_statements(metrics) - before == 5
         assert _committed(local_cluster, [a]) == {a}
 
         query(conn, "begin")
@@ -644,13 +586,13 @@ def _edge_statements(a: int, b: int, c: int, d: int) -> list[str]:
 
 
 @pytest.mark.parametrize("found_rows", [False, True])
-def test_transaction_control_edges_answer_as_on_the_normal_path(metered, reference, shard_of, found_rows) -> None:
-    proxy, _ = metered
+def test_transaction_control_edges_answer_as_on_the_normal_path(metered_proxy, normal_proxy, shard_of, found_rows) -> None:
+    proxy, _ = metered_proxy
     kw: dict[str, Any] = {"autocommit": True}
     if found_rows:
         kw["client_flag"] = CLIENT.FOUND_ROWS
     answers = {}
-    for name, p in (("fast", proxy), ("normal", reference)):
+    for name, p in (("fast", proxy), ("normal", normal_proxy)):
         conn = p.connect("commerce", **kw)
         try:
             a, b = _ids_on_two_shards(shard_of)
@@ -697,10 +639,10 @@ def _lock_answers(p: ProxyProcess, shard_of: Callable[[int], str], opened_by: st
 
 
 @pytest.mark.parametrize("opened_by", ["begin", "autocommit=0"])
-def test_a_locking_read_holds_its_lock_until_the_transaction_ends(metered, reference, shard_of, opened_by) -> None:
-    proxy, metrics = metered
-    before = _fast_statements(metrics)
+def test_a_locking_read_holds_its_lock_until_the_transaction_ends(metered_proxy, normal_proxy, shard_of, opened_by) -> None:
+    proxy, metrics = metered_proxy
+    before = fast_path_statements(metrics)
     fast = _lock_answers(proxy, shard_of, opened_by)
-    assert _fast_statements(metrics) - before >= 8  # the locking reads and the writes among them
+    assert fast_path_statements(metrics) - before >= 8  # the locking reads and the writes among them
     assert fast.count("1205") == 2 and "b'tx++'" in fast
-    assert fast == _lock_answers(reference, shard_of, opened_by)
+    assert fast == _lock_answers(normal_proxy, shard_of, opened_by)

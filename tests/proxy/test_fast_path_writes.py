@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,70 +15,16 @@ from typing import Any
 import MySQLdb
 import pymysql
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from pymysql.connections import MysqlPacket
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
 from proxy.planning import plan_statement
 from proxy.session import ProxySession
-from tests.proxy.sessions_support import query, shard_connection
-from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
+from tests.proxy.sessions_support import fast_path_statements, query, shard_connection
+from tests.proxy_process import free_port, start_proxy, stop_proxy
 
 MESSAGE_COMMENT = "vitess_message,vt_ack_wait=30,vt_purge_after=86400,vt_batch_size=10,vt_cache_size=100,vt_poller_interval=1"
-
-
-@pytest.fixture(scope="module")
-def metered(local_cluster, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
-    """A proxy with its HTTP listener: /metrics counts the statements the fast path sent."""
-    base = local_cluster.config.path
-    http_port = free_port()
-    cfg = base.parent / "fast-path-writes-metered.yaml"
-    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n")
-    p = start_proxy(cfg, local_cluster.endpoints, tmp_path_factory.mktemp("fast-writes") / "proxy.log")
-    try:
-        yield p, f"http://127.0.0.1:{http_port}/metrics"
-    finally:
-        stop_proxy(p)
-
-
-@pytest.fixture(scope="module")
-def reference(local_cluster, tmp_path_factory) -> Iterator[ProxyProcess]:
-    """The same proxy with the fast path off."""
-    log = tmp_path_factory.mktemp("fast-writes-reference") / "proxy.log"
-    p = start_proxy(local_cluster.config.path, local_cluster.endpoints, log, extra_env={"SHARDGATE_FAST_PATH": "0"})
-    try:
-        yield p
-    finally:
-        stop_proxy(p)
-
-
-@pytest.fixture(scope="module")
-def shard_of(local_cluster) -> Callable[[int], str]:
-    """The commerce shard a customer id lives on."""
-    session = ProxySession(ClusterState(local_cluster.config, local_cluster.endpoints))
-    session.use_target("commerce")
-
-    def shard(customer_id: int) -> str:
-        sql = f"select customer_id from customer where customer_id = {customer_id}"
-        plan_statement(session.state, session.database, sql)
-        route = fast_route(session, sql)
-        assert route is not None
-        return route.shard
-
-    return shard
-
-
-def _fast_statements(url: str) -> float:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = r.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(body)
-        if family.name == "shardgate_fast_path_statements"
-        for sample in family.samples
-        if sample.name.endswith("_total")
-    )
 
 
 def _fresh_id() -> int:
@@ -168,12 +113,12 @@ def _warm(run: Callable[[list[str]], Any], shard_of: Callable[[int], str]) -> No
 
 @pytest.mark.parametrize("client", ["pymysql", "mysqlclient"])
 def test_autocommit_updates_and_deletes_answer_byte_for_byte_as_on_the_normal_path(
-    metered, reference, shard_of, client
+    metered_proxy, normal_proxy, shard_of, client
 ) -> None:
-    proxy, metrics = metered
+    proxy, metrics = metered_proxy
     answers: dict[str, str] = {}
     sent = 0.0
-    for name, p in (("fast", proxy), ("normal", reference)):
+    for name, p in (("fast", proxy), ("normal", normal_proxy)):
         if client == "pymysql":
             conn: Any = p.connect("commerce", autocommit=True)
 
@@ -189,10 +134,10 @@ def test_autocommit_updates_and_deletes_answer_byte_for_byte_as_on_the_normal_pa
             _warm(run, shard_of)
             a = _fresh_id()
             b = _other_shard(shard_of, a)
-            before = _fast_statements(metrics) if name == "fast" else 0.0
+            before = fast_path_statements(metrics) if name == "fast" else 0.0
             got = run(_statements(a, b))
             if name == "fast":
-                sent = _fast_statements(metrics) - before
+                sent = fast_path_statements(metrics) - before
             answers[name] = _without_ids(got, (a, b), shard_of)
         finally:
             conn.close()
@@ -204,8 +149,8 @@ def test_autocommit_updates_and_deletes_answer_byte_for_byte_as_on_the_normal_pa
     assert sent >= len(_statements(0, 0)) - 5
 
 
-def test_lookup_vindex_rows_are_kept_by_updates_and_deletes_as_on_the_normal_path(metered, local_cluster) -> None:
-    proxy, _ = metered
+def test_lookup_vindex_rows_are_kept_by_updates_and_deletes_as_on_the_normal_path(metered_proxy, local_cluster) -> None:
+    proxy, _ = metered_proxy
     customer = _fresh_id()
     conn = proxy.connect("commerce", autocommit=True)
     try:
@@ -284,9 +229,9 @@ def test_an_ack_on_the_fast_path_frees_its_messages_which_are_never_sent_again(
                                          f" WHERE id IN ({', '.join(map(str, group))}) AND time_acked IS NULL")
 
         assert ack(ids[:1]) == 1  # plans the shape: the normal path
-        before = _fast_statements(metrics)
+        before = fast_path_statements(metrics)
         assert ack(ids[1:]) == len(ids) - 1
-        assert _fast_statements(metrics) == before + 1  # the ack went on the fast path
+        assert fast_path_statements(metrics) == before + 1  # the ack went on the fast path
         after = _counters(producer, shard)
         assert after[0] == in_flight - len(ids) and after[2] == acked + len(ids)
         assert query(producer, f"select count(*) from customer_events where id in ({', '.join(map(str, ids))})"
