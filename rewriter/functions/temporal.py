@@ -590,6 +590,13 @@ def _str_to_date_format(e: exp.Expression) -> Callable[[Mapping[str, Any]], str]
     return lambda bv: to_text(fmt(bv))
 
 
+# STR_TO_DATE's specifiers that read up to two digits into one field.
+_TWO_DIGIT_FIELDS = {
+    "m": "month", "c": "month", "d": "day", "e": "day", "H": "hour", "k": "hour", "h": "hour", "I": "hour",
+    "l": "hour", "i": "minute", "S": "second", "s": "second",
+}
+
+
 def str_to_date(text: str, fmt: str) -> dict[str, int] | None:
     """The fields ``fmt`` reads from ``text`` (MySQL's ``extract_date_time``), ``None`` on a mismatch."""
     f: dict[str, int] = {}
@@ -621,33 +628,13 @@ def str_to_date(text: str, fmt: str) -> dict[str, int] | None:
                 if s == "y" or pos - start <= 2:
                     v += 2000 if v < 70 else 1900
                 f["year"] = v
-            elif s in "mc":
+            elif s in _TWO_DIGIT_FIELDS:
                 v = number(2)
                 if v is None:
                     return None
-                f["month"] = v
-            elif s in "de":
-                v = number(2)
-                if v is None:
-                    return None
-                f["day"] = v
-            elif s in "HkhIl":
-                v = number(2)
-                if v is None:
-                    return None
-                f["hour"] = v
+                f[_TWO_DIGIT_FIELDS[s]] = v
                 if s in "hIl":
                     f["h12"] = 1
-            elif s == "i":
-                v = number(2)
-                if v is None:
-                    return None
-                f["minute"] = v
-            elif s in "Ss":
-                v = number(2)
-                if v is None:
-                    return None
-                f["second"] = v
             elif s == "f":
                 m = re.match(r"\d{1,6}", text[pos:])
                 if m is None:
