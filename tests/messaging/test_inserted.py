@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -25,12 +27,20 @@ KINDS = (
 STREAMED = "id, tenant_id, message, v, vb, tx, bl, u, sm, c, d"
 
 
-async def _serving(shard_pools, name: str, watch: bool = False) -> tuple[MessagingService, Stream, MessageManager]:
+@asynccontextmanager
+async def _serving(
+    shard_pools, name: str, watch: bool = False
+) -> AsyncIterator[tuple[MessagingService, Stream, MessageManager]]:
+    """A messaging service over the shards with one subscriber of ``name``, stopped on exit."""
     svc = MessagingService(shard_pools, SHARDS, watch_changes=watch)
     await svc.start()
     s = await Stream(svc.subscribe("lookup", name)).open()
-    await asyncio.sleep(0.5 if watch else 0.3)  # the subscriber's first poll is over (and the watch is up)
-    return svc, s, svc.managers[("lookup", "0", name)]
+    try:
+        await asyncio.sleep(0.5 if watch else 0.3)  # the subscriber's first poll is over (and the watch is up)
+        yield svc, s, svc.managers[("lookup", "0", name)]
+    finally:
+        await s.close()
+        await svc.stop()
 
 
 async def _insert_through_proxy(svc: MessagingService, pool, name: str, sql: str) -> None:
@@ -48,8 +58,7 @@ async def test_message_inserted_through_the_proxy_is_delivered_from_its_values_w
     tables, shard_pools, lookup_pool
 ):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL}", extra=KINDS)
-    svc, s, manager = await _serving(shard_pools, name)
-    try:
+    async with _serving(shard_pools, name) as (svc, s, manager):
         polls = manager.counters.polls
         await _insert_through_proxy(svc, lookup_pool, name, (
             f"INSERT INTO {name} (id, tenant_id, message, v, vb, tx, bl, u) VALUES"
@@ -60,9 +69,6 @@ async def test_message_inserted_through_the_proxy_is_delivered_from_its_values_w
         assert got == await _as_polled(lookup_pool, name, "1, 2")
         assert got[0] == ("1", "-5", '{"a": [1, 2]}', "it's", "ab", "é☃ x", "", "4294967295", "7", None, None)
         assert (manager.counters.inserts_cached, manager.counters.polls) == (1, polls)
-    finally:
-        await s.close()
-        await svc.stop()
 
 
 @pytest.mark.parametrize(
@@ -80,87 +86,63 @@ async def test_value_the_proxy_cannot_render_exactly_is_delivered_as_the_poll_re
     tables, shard_pools, lookup_pool, values
 ):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL}", extra=KINDS)
-    svc, s, manager = await _serving(shard_pools, name)
-    try:
+    async with _serving(shard_pools, name) as (svc, s, manager):
         polls = manager.counters.polls
         await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id, tenant_id, d, c, v) VALUES {values}")
         assert await s.rows(1, within=3) == await _as_polled(lookup_pool, name, "1")
         assert manager.counters.inserts_cached == 0
         assert manager.counters.inserts_polled == 1 and manager.counters.polls > polls
-    finally:
-        await s.close()
-        await svc.stop()
 
 
 async def test_insert_leaving_out_a_column_with_a_string_default_is_polled(tables, shard_pools, lookup_pool):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL}", extra=",\n  label VARCHAR(8) NOT NULL DEFAULT 'new'")
-    svc, s, manager = await _serving(shard_pools, name)
-    try:
+    async with _serving(shard_pools, name) as (svc, s, manager):
         await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id) VALUES (1)")
         assert await s.rows(1, within=3) == [("1", None, None, "new")]
         assert (manager.counters.inserts_cached, manager.counters.inserts_polled) == (0, 1)
-    finally:
-        await s.close()
-        await svc.stop()
 
 
 async def test_priority_and_time_next_as_written_order_the_cached_messages(tables, shard_pools, lookup_pool):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL.replace('vt_batch_size=10', 'vt_batch_size=1')}")
-    svc, s, manager = await _serving(shard_pools, name)
-    try:
+    async with _serving(shard_pools, name) as (svc, s, manager):
         await _insert_through_proxy(svc, lookup_pool, name, (
             f"INSERT INTO {name} (id, priority, time_next) VALUES (1, 50, 0), (2, 10, 0), (3, 50, 5)"
         ))  # fmt: skip
         order = [(await s.rows(1, within=3))[0][0] for _ in range(3)]
         assert order == ["2", "3", "1"]  # priority first, then the newest time_next
         assert manager.counters.inserts_cached == 1
-    finally:
-        await s.close()
-        await svc.stop()
 
 
 async def test_message_scheduled_in_the_future_is_left_to_the_poll_and_sent_at_its_time(
     tables, shard_pools, lookup_pool
 ):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL}")
-    svc, s, manager = await _serving(shard_pools, name)
-    try:
+    async with _serving(shard_pools, name) as (svc, s, manager):
         at = time.time_ns() + 300_000_000
         await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id, time_next) VALUES (1, {at})")
         await s.nothing_for(0.15)
         assert [r[0] for r in await s.rows(1, within=3)] == ["1"]
         assert (manager.counters.inserts_cached, manager.counters.inserts_polled) == (0, 1)
-    finally:
-        await s.close()
-        await svc.stop()
 
 
 async def test_table_with_a_trigger_has_its_inserts_polled(tables, shard_pools, lookup_pool):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL}")
     await run_sql(lookup_pool, f"CREATE TRIGGER {name}_t BEFORE INSERT ON {name} FOR EACH ROW SET NEW.tenant_id = 99")
-    svc, s, manager = await _serving(shard_pools, name)
-    try:
+    async with _serving(shard_pools, name) as (svc, s, manager):
         await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id, tenant_id) VALUES (1, 1)")
         assert [r[:2] for r in await s.rows(1, within=3)] == [("1", "99")]
         assert (manager.counters.inserts_cached, manager.counters.inserts_polled) == (0, 1)
-    finally:
-        await s.close()
-        await svc.stop()
 
 
 async def test_insert_through_the_proxy_beyond_the_cache_size_is_delivered_whole(tables, shard_pools, lookup_pool):
     comment = SLOW_POLL.replace("vt_poller_interval=30", "vt_poller_interval=1").replace("vt_ack_wait=0.5", "vt_ack_wait=30")
     name = await tables.create(comment=f"vitess_message,{comment}")
-    svc, s, manager = await _serving(shard_pools, name)
-    try:
+    async with _serving(shard_pools, name) as (svc, s, manager):
         values = ", ".join(f"({i})" for i in range(1, 26))  # the cache holds 10
         await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id) VALUES {values}")
         got = [r[0] for r in await s.rows(25, within=5)]
         assert sorted(got, key=int) == [str(i) for i in range(1, 26)]
         assert manager.counters.inserts_cached == 1
-    finally:
-        await s.close()
-        await svc.stop()
 
 
 async def test_insert_through_the_proxy_with_only_filtered_subscribers_is_polled_with_their_filter(
@@ -185,8 +167,7 @@ async def test_insert_through_the_proxy_with_only_filtered_subscribers_is_polled
 
 async def test_binlog_wake_up_for_an_own_cached_insert_costs_no_poll_in_either_order(tables, shard_pools, lookup_pool):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL}")
-    svc, s, manager = await _serving(shard_pools, name)
-    try:
+    async with _serving(shard_pools, name) as (svc, s, manager):
         polls = manager.counters.polls
         # The watch reads the commit after the proxy reported it ...
         await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id) VALUES (1)")
@@ -203,9 +184,6 @@ async def test_binlog_wake_up_for_an_own_cached_insert_costs_no_poll_in_either_o
         manager.binlog_insert(time.time())
         assert [r[0] for r in await s.rows(1, within=3)] == ["3"]
         assert (manager.counters.binlog_wakeups, manager.counters.polls) == (1, polls + 1)
-    finally:
-        await s.close()
-        await svc.stop()
 
 
 async def test_a_poll_does_not_queue_again_a_message_acked_while_it_ran(tables, lookup_pool):
