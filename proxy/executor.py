@@ -386,10 +386,7 @@ class Executor:
         transaction."""
         topic = self.state.topics.written(session.written_table)
         if topic is not None:
-            if session.in_transaction:
-                session.after_commit.append((topic.keyspace, topic))
-            else:
-                self.state.topics.committed(topic)
+            session.wrote(topic.keyspace, topic)
         dml = self._message_write(session, sql)
         if dml is None:
             return
@@ -400,12 +397,7 @@ class Executor:
             # Only the shards the rows went to poll (the write hold cleared ``reached`` when
             # this statement started); none recorded: every shard.
             dml = dml.sent_to(ks, session.vcursor.reached, session.vcursor.last_sent)
-        if session.in_transaction:
-            # Only a statement's own implicit transaction commits the rows as sent.
-            implicit = session.tx is not None and session.tx.implicit
-            session.after_commit.append((ks, dml if implicit else dml.polled()))
-        else:
-            self.state.committed(ks, dml)
+        session.wrote(ks, dml)
 
     def _message_write(self, session: ProxySession, sql: str) -> MessageDml | None:
         """The message-table write of a DML statement: its table from its plan; only an

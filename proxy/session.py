@@ -185,6 +185,19 @@ class ProxySession(BaseSession):
             implicit=implicit,
         )
 
+    def wrote(self, keyspace: str, write: MessageDml | TopicWrite) -> None:
+        """A write to a message table or topic succeeded: its readers hear of it now, or at the
+        COMMIT of the transaction it is part of. An INSERT in a client's transaction is polled
+        at that COMMIT rather than cached from the values it was sent with (the transaction's
+        later statements may change or delete the rows); a statement's own implicit
+        transaction commits its rows as sent."""
+        if self.tx is None:
+            self.state.committed(keyspace, write)
+            return
+        if isinstance(write, MessageDml) and not self.tx.implicit:
+            write = write.polled()
+        self.after_commit.append((keyspace, write))
+
     async def commit(self) -> None:
         tx, self.tx = self.tx, None
         events, self.after_commit = self.after_commit, []

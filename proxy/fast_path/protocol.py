@@ -603,24 +603,15 @@ class ClientFastPath(asyncio.BufferedProtocol):
         sc.broken = True
         sc.pool.release(sc)
 
-    def _wrote(self, route: FastRoute, in_transaction: bool) -> None:
+    def _wrote(self, route: FastRoute) -> None:
         """What Executor._wrote does once a write succeeded: messaging and topics hear of it
-        now, or at the COMMIT inside a transaction."""
-        session = self.session
+        now, or at the COMMIT inside a transaction (``ProxySession.wrote``)."""
         if route.topic is not None:
-            if in_transaction:
-                session.after_commit.append((route.topic[0], TopicWrite(*route.topic)))
-            else:
-                session.state.topics.published(*route.topic)  # its sequencer runs a pass now
+            self.session.wrote(route.topic[0], TopicWrite(*route.topic))
             return
         write = self._message_write(route)
-        if write is None:
-            return
-        if in_transaction:
-            # A client's transaction: its later statements may change the rows before COMMIT.
-            session.after_commit.append((route.keyspace, write.polled()))
-        else:
-            session.state.committed(route.keyspace, write)
+        if write is not None:
+            self.session.wrote(route.keyspace, write)
 
     def _message_write(self, route: FastRoute) -> MessageDml | None:
         """Executor._message_write (and MessageDml.sent_to) for a fast-path write: an ack's ids
@@ -715,7 +706,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
                 data = _without_info(data)
             route = self._route
             if route is not None and route.keyword != "select":
-                self._wrote(route, sc is not None)
+                self._wrote(route)
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)

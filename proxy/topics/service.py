@@ -590,11 +590,6 @@ class TopicService:
         except ProxyError:
             return None  # REPLACE: the normal path refuses it
 
-    def published(self, keyspace: str, name: str) -> None:
-        rt = self.runtimes.get((keyspace, name))
-        if rt is not None:
-            rt.notify()
-
     def names_topic(self, sql: str) -> bool:
         """Whether ``sql`` may name a topic (then ``route``/``written`` must see it)."""
         return self._pattern is not None and self._pattern.search(sql) is not None
