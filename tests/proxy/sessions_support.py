@@ -144,3 +144,18 @@ def fast_path_statements(metrics_url: str) -> float:
         for sample in family.samples
         if sample.name.endswith("_total")
     )
+
+
+def fast_answer(metrics: str, run: Callable[[], Any], times: int = 4, statements: int = 1) -> Any:
+    """A statement's answer (or ``statements``'), the same every time: run until the fast path
+    has taken them all ``times`` times in a row (the first run plans them, and a session's
+    first statement on a shard needs a shard link with its settings, opened meanwhile)."""
+    first = run()
+    deadline = time.monotonic() + 10
+    in_a_row = 0
+    while in_a_row < times:
+        before = fast_path_statements(metrics)
+        assert run() == first
+        in_a_row = in_a_row + 1 if fast_path_statements(metrics) == before + statements else 0
+        assert time.monotonic() < deadline, "the fast path never took it"
+    return first

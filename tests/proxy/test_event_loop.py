@@ -11,12 +11,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import pytest
 
 from proxy.event_loop import EVENT_LOOP_ENV, EventLoopError, loop_factory, run
-from tests.proxy.sessions_support import dsn_cluster_file
+from tests.proxy.sessions_support import dsn_cluster_file, fast_answer
 from tests.proxy_process import REPO, ProxyProcess, free_port, start_proxy, stop_proxy
 
 needs_uvloop = pytest.mark.skipif(importlib.util.find_spec("uvloop") is None, reason="uvloop is not installed")
@@ -85,6 +86,31 @@ def test_a_proxy_on_uvloop_answers_reads_writes_and_transactions(uvloop_proxy: P
             cur.execute(f"delete from customer where customer_id in ({listed})")
     finally:
         conn.close()
+
+
+@needs_uvloop
+def test_the_fast_path_serves_a_proxy_on_uvloop(local_cluster, tmp_path: Path) -> None:
+    """uvloop's transports are no asyncio.Transport subclasses: the fast path takes them over all the same."""
+    base = local_cluster.config.path
+    http_port = free_port()
+    cfg = base.parent / "event-loop-metered.yaml"
+    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n")
+    proxy = start_proxy(cfg, local_cluster.endpoints, tmp_path / "proxy.log", extra_env={EVENT_LOOP_ENV: "uvloop"})
+    try:
+        metrics = f"http://127.0.0.1:{http_port}/metrics"
+        conn = proxy.connect("commerce", autocommit=True)
+        try:
+            with conn.cursor() as cur:
+
+                def point_select() -> Any:
+                    cur.execute("select customer_id from customer where customer_id = 930101")
+                    return cur.fetchall()
+
+                assert fast_answer(metrics, point_select) == ()
+        finally:
+            conn.close()
+    finally:
+        stop_proxy(proxy)
 
 
 @needs_uvloop

@@ -9,7 +9,6 @@ import datetime
 import re
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import mysql.connector
@@ -25,6 +24,7 @@ from proxy.pools import ShardAddress, ShardPool
 from proxy.session import ProxySession
 from tests.proxy.sessions_support import (
     commerce_endpoints,
+    fast_answer,
     fast_path_statements,
     query,
     run_in_thread,
@@ -348,21 +348,6 @@ def test_targeted_and_unsharded_sessions_send_the_statement_as_written(session: 
     assert fast_route(session, "select database()") is None  # the proxy answers it
 
 
-def _fast_answer(metrics: str, run: Callable[[], Any], times: int = 4, statements: int = 1) -> Any:
-    """A statement's answer (or ``statements``'), the same every time: run until the fast path
-    has taken them all ``times`` times in a row (the first run plans them, and a session's
-    first statement on a shard needs a shard link with its settings, opened meanwhile)."""
-    first = run()
-    deadline = time.monotonic() + 10
-    in_a_row = 0
-    while in_a_row < times:
-        before = fast_path_statements(metrics)
-        assert run() == first
-        in_a_row = in_a_row + 1 if fast_path_statements(metrics) == before + statements else 0
-        assert time.monotonic() < deadline, "the fast path never took it"
-    return first
-
-
 # 2020-01-01 00:00:00 read in time zone +05:00.
 _EPOCH_AT_PLUS_5 = 1577836800 - 5 * 3600
 
@@ -386,7 +371,7 @@ def test_client_libraries_with_session_variables_take_the_fast_path(metered_prox
 
     fast, normal = pymysql_session(proxy), pymysql_session(normal_proxy)
     try:
-        assert _fast_answer(metrics, lambda: query(fast, point)) == ((customer_id, _EPOCH_AT_PLUS_5),)
+        assert fast_answer(metrics, lambda: query(fast, point)) == ((customer_id, _EPOCH_AT_PLUS_5),)
         assert query(normal, point) == ((customer_id, _EPOCH_AT_PLUS_5),)
         ids = iter(range(customer_id + 1, customer_id + 100))
 
@@ -395,7 +380,7 @@ def test_client_libraries_with_session_variables_take_the_fast_path(metered_prox
                 return c.execute(long_email.format(next(ids))), fast._result.warning_count
 
         # Not strict: the long value is cut to 128 bytes with a warning, not refused (1406).
-        assert _fast_answer(metrics, insert_long) == (1, 1)
+        assert fast_answer(metrics, insert_long) == (1, 1)
         assert query(fast, f"select length(email) from customer where customer_id = {customer_id + 1}") == ((128,),)
     finally:
         fast.close()
@@ -408,7 +393,7 @@ def test_client_libraries_with_session_variables_take_the_fast_path(metered_prox
     )
     try:
         with engine.connect() as c:
-            rows = _fast_answer(metrics, lambda: [tuple(r) for r in c.execute(sa.text(point))])
+            rows = fast_answer(metrics, lambda: [tuple(r) for r in c.execute(sa.text(point))])
             assert rows == [(customer_id, _EPOCH_AT_PLUS_5)]
 
             def insert_long_refused() -> str:
@@ -416,7 +401,7 @@ def test_client_libraries_with_session_variables_take_the_fast_path(metered_prox
                     c.execute(sa.text(long_email.format(customer_id + 200)))
                 return str(refused.value.orig.args)
 
-            assert "1406" in _fast_answer(metrics, insert_long_refused)
+            assert "1406" in fast_answer(metrics, insert_long_refused)
     finally:
         engine.dispose()
 
@@ -433,7 +418,7 @@ def test_client_libraries_with_session_variables_take_the_fast_path(metered_prox
             cur.close()
             return rows
 
-        assert _fast_answer(metrics, connector_point) == [(customer_id, _EPOCH_AT_PLUS_5)]
+        assert fast_answer(metrics, connector_point) == [(customer_id, _EPOCH_AT_PLUS_5)]
     finally:
         conn.close()
 
@@ -471,7 +456,7 @@ def test_unsharded_and_targeted_sessions_answer_on_the_fast_path_as_on_the_norma
                     assert masked(_answer(fast, sql), sku, customer_id) == masked(
                         _answer(normal, normal_sql), sku + "n", customer_id + 7), sql
                 reference = masked(_answer(normal, normal_sql), sku + "n", customer_id + 7)
-                got = _fast_answer(metrics, lambda sql=sql, conn=fast: masked(_answer(conn, sql), sku, customer_id))
+                got = fast_answer(metrics, lambda sql=sql, conn=fast: masked(_answer(conn, sql), sku, customer_id))
                 assert got == reference, (sql, got, reference)
         finally:
             fast.close()
@@ -525,7 +510,7 @@ def test_prepared_statements_answer_in_the_binary_protocol_as_on_the_normal_path
     fast, normal = connect(proxy), connect(normal_proxy)
     try:
         reference = _prepared_answers(normal, statements)
-        answer = _fast_answer(metrics, lambda: _prepared_answers(fast, statements), times=2, statements=len(statements))
+        answer = fast_answer(metrics, lambda: _prepared_answers(fast, statements), times=2, statements=len(statements))
     finally:
         fast.close()
         normal.close()
