@@ -72,10 +72,7 @@ async def execute(node: Insert, vcursor: VCursor, bindvars: Mapping[str, Any]) -
         from_values = [tuple(v.resolve(bv) for v in row) for row in vv.rows]
         await create_rows(vcursor, vv.vindex, node.keyspace, from_values, ksids, ignore=node.ignore)  # type: ignore[arg-type]
 
-    per_shard: dict[str, list[int]] = {}
-    shard_for = vs.keyspace(node.keyspace).shard_for  # looked up once: 100 rows 37 -> 28 us
-    for i, shard in enumerate(map(shard_for, ksids)):  # type: ignore[arg-type]  # a None ksid raised VT09020 above
-        per_shard.setdefault(shard, []).append(i)
+    per_shard = vs.keyspace(node.keyspace).shard_map.rows_by_shard(ksids)  # type: ignore[arg-type]  # a None ksid raised VT09020 above
     queries = [(shard, render_rows(node, rows, bv)) for shard, rows in per_shard.items()]
     if len(queries) == 1:
         results = [await vcursor.execute_shard(node.keyspace, queries[0][0], queries[0][1])]

@@ -253,14 +253,14 @@ def _insert_targets(
         ksids = map_values(primary.vindex, [row[0].resolve(bv) for row in primary.rows])
         if None in ksids:
             return None
-        shard_for = vschema.keyspace(node.keyspace).shard_for
-        shard = shard_for(ksids[0])
-        if rows > 1 and any(shard_for(k) != shard for k in ksids[1:]):
-            if not several:
-                return None  # rows for several shards: the normal path splits them
+        if rows == 1:
+            shard = vschema.shard_for(node.keyspace, ksids[0])
+        else:
             # Split as proxy.engine.insert splits them: shards in the order of their first row.
-            per_shard: dict[str, list[int]] = {}
-            for i, s in enumerate(map(shard_for, ksids)):
-                per_shard.setdefault(s, []).append(i)
-            return [(s, render_rows(node, idx, bv)) for s, idx in per_shard.items()]
+            per_shard = vschema.keyspace(node.keyspace).shard_map.rows_by_shard(ksids)
+            if len(per_shard) > 1:
+                if not several:
+                    return None  # rows for several shards: the normal path splits them
+                return [(s, render_rows(node, idx, bv)) for s, idx in per_shard.items()]
+            (shard,) = per_shard
     return [(shard, render_rows(node, range(rows), bv))]
