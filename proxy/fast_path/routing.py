@@ -232,7 +232,7 @@ def _insert_targets(
     the rows to one shard, or (``several``) the rows of several shards."""
     if node.opcode is not DMLOpcode.Sharded:
         return None
-    if any(vv.owned for vv in node.vindex_values[1:]):
+    if len(node.vindex_values) > 1 and any(vv.owned for vv in node.vindex_values[1:]):
         return None  # lookup rows go in first: the normal path's work
     bv = bindvars
     auto = node.auto_increment
