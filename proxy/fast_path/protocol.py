@@ -20,6 +20,11 @@ ROLLBACK answered here, the transaction's qualifying statements sent on its own 
 connections (``PinnedLink``), the rest left to the normal path in the same transaction (see
 "transactions" below). Measured: BENCHMARKS.md, "Fast path: transactions".
 
+An autocommit write reaching several shards (``FastRoute.several``: an INSERT whose rows are
+split per shard, an UPDATE / DELETE by an IN-list on the primary vindex, in ``multi`` mode) runs
+in a task, ``proxy.fast_path.several.run_several``: the normal path's implicit transaction, its
+COMMITs or its rollback of every shard; the answer is the OK (or error) the normal path writes.
+
 On the fast path a statement still shows in SHOW PROCESSLIST (a ``RunningStatement``
 with its shard link on it, so KILL QUERY reaches the shard), is counted in /metrics,
 tells messaging and topics about a successful write as ``Executor._wrote`` does (an INSERT
