@@ -22,7 +22,14 @@ from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
 from proxy.planning import plan_statement
 from proxy.session import ProxySession
-from tests.proxy.sessions_support import fast_path_statements, query, shard_connection
+from tests.proxy.sessions_support import (
+    fast_path_statements,
+    query,
+    run_in_thread,
+    shard_connection,
+    shard_threads_running,
+    wait_for,
+)
 from tests.proxy.test_fast_path_writes import MESSAGE_COMMENT, _pymysql_answers
 from tests.proxy_process import free_port, start_proxy, stop_proxy
 
@@ -127,6 +134,42 @@ def test_a_duplicate_key_on_one_shard_leaves_nothing_on_the_other(metered_proxy,
         assert query(conn, f"select count(*) from customer where customer_id in ({a}, {b}, {c})") == ((0,),)
     finally:
         conn.close()
+
+
+def test_kill_query_stops_a_write_to_two_shards_on_both_and_changes_nothing(
+    metered_proxy, local_cluster, shard_of
+) -> None:
+    proxy, metrics = metered_proxy
+    a, b, _c = _ids(shard_of)
+    tag = f"several-kill-{uuid.uuid4().hex[:8]}"
+    victim, killer = proxy.connect("commerce", autocommit=True), proxy.connect("commerce", autocommit=True)
+
+    def update(seconds: int) -> str:
+        return (f"update customer set email = concat('changed', sleep({seconds})) where customer_id in ({a}, {b})"
+                f" and '{tag}' = '{tag}'")
+
+    try:
+        query(victim, f"insert into customer(customer_id, email, tenant_id) values ({a}, 'w', 1), ({b}, 'x', 1)")
+        assert query(victim, "select 1") == ((1,),)
+        query_count(victim, update(0).replace(f"'{tag}' = '{tag}'", "'x' = 'x'"))  # plans the shape
+        query(victim, f"update customer set email = if(customer_id = {a}, 'w', 'x') where customer_id in ({a}, {b})")
+        before = fast_path_statements(metrics)
+        outcome = run_in_thread(victim, update(30))
+        assert wait_for(lambda: sum(map(len, shard_threads_running(local_cluster, tag).values())) == 2), (
+            "the update never ran on both shards")
+        assert fast_path_statements(metrics) == before + 2  # on the fast path
+        query(killer, f"kill query {victim.thread_id()}")
+        assert outcome.done.wait(10)
+        assert isinstance(outcome.error, pymysql.err.OperationalError)
+        assert outcome.error.args == (1317, "Query execution was interrupted")
+        assert wait_for(lambda: not any(shard_threads_running(local_cluster, tag).values()), timeout=2)
+        # Rolled back on both shards; the session goes on.
+        assert query(victim, f"select email from customer where customer_id in ({a}, {b}) order by email") == (
+            (b"w",), (b"x",))
+        query(victim, f"delete from customer where customer_id in ({a}, {b})")
+    finally:
+        victim.close()
+        killer.close()
 
 
 def test_the_next_statement_follows_a_write_to_two_shards_in_one_round_trip(metered_proxy, shard_of) -> None:
