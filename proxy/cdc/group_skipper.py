@@ -45,7 +45,9 @@ _HEADER_END = 20
 # A MariaDB GTID event's body: seq_no (8), domain_id (4), flags2 (1).
 _GTID_BODY = struct.Struct("<QIB")
 _SERVER_ID = struct.Struct("<I")
-_NOT_PLAIN = FL_STANDALONE | FL_PREPARED_XA | FL_COMPLETED_XA
+# MariaDB's FL_DDL: a DDL's group (standalone as well, as a rule); any flagged group goes whole.
+_FL_DDL = 0x20
+_NOT_PLAIN = FL_STANDALONE | _FL_DDL | FL_PREPARED_XA | FL_COMPLETED_XA
 
 
 class Packet(Protocol):
