@@ -9,7 +9,7 @@ PyMySQL offers none of these publicly; if a release renames them, this is the on
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -56,4 +56,13 @@ def replace_reader(conn: object, reader: object) -> None:
     conn._rfile = reader  # type: ignore[attr-defined]
 
 
-__all__ = ["buffered_reader", "raw_socket", "raw_values", "replace_reader", "result_fields", "unbuffered_result"]
+def intercept_packets(conn: object, wrap: Callable[[Callable[[], Any]], Callable[[], Any]]) -> None:
+    """Route the connection's packet reads (``_read_packet()``, also what python-mysql-replication
+    reads binlog events with) through ``wrap(original)``."""
+    conn._read_packet = wrap(conn._read_packet)  # type: ignore[attr-defined]
+
+
+__all__ = [
+    "buffered_reader", "intercept_packets", "raw_socket", "raw_values", "replace_reader", "result_fields",
+    "unbuffered_result",
+]  # fmt: skip

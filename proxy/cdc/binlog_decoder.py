@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +38,7 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from proxy import pymysql_internals
 from proxy.addresses import is_loopback
 from proxy.cdc import socket_reader
 from proxy.cdc.errors import (
@@ -45,6 +47,7 @@ from proxy.cdc.errors import (
     ShardStreamError,
     ShardUnavailableError,
 )
+from proxy.cdc.group_skipper import ROW_EVENT_TYPES, GroupSkipper
 from proxy.cdc.positions import GtidPosition
 from proxy.cdc.replica_ids import next_replica_server_id
 from proxy.cdc.socket_reader import BufferedSocketReader
@@ -211,6 +214,13 @@ class BinlogDecoder:
             row_ops=spec.row_ops,
         )
         self._stream: BinLogStreamReader | None = None
+        # Row events of the kinds not read: whole transactions made only of them are dropped
+        # under the library (``group_skipper``), on the connection ``_skipper`` serves.
+        self._unwanted = frozenset().union(
+            *(types for op, types in ROW_EVENT_TYPES.items() if op not in spec.row_ops | {"insert"})
+        )
+        self._skipper: GroupSkipper | None = None
+        self._skipped_conn: object = None
 
     @property
     def position(self) -> GtidPosition:
@@ -350,7 +360,10 @@ class BinlogDecoder:
             fetch = stream.fetchone
             clock = time.time
             stats = self.stats
+            unwanted = self._unwanted
             while True:
+                if unwanted:
+                    self._skip_unwanted_groups(stream)
                 event = fetch()
                 if event is None:
                     # The server ended the dump (shutdown): reconnect like a lost link.
@@ -362,11 +375,32 @@ class BinlogDecoder:
                     else:
                         stats.transactions += 1
                     sink.put(item, self._sync_stats())
-                    if not _more_to_read(stream):
+                    if not _more_to_read(stream, self._skipper):
                         sink.idle()
         finally:
             self._stream = None
+            self._skipper = self._skipped_conn = None
             stream.close()
+
+    def _skip_unwanted_groups(self, stream: BinLogStreamReader) -> None:
+        """Put a ``GroupSkipper`` under the library on its binlog connection, once it has one
+        (the library opens it inside its first read, and again when it reconnects: until the
+        next read, events go to the library unfiltered, as without a skipper)."""
+        conn = getattr(stream, "_stream_connection", None)
+        if conn is None or conn is self._skipped_conn:
+            return
+        reader = pymysql_internals.buffered_reader(conn)
+        if not isinstance(reader, BufferedSocketReader):
+            return
+        sink, assembler = self._sink, self._assembler
+
+        def wrap(read_packet: Callable[[], Any]) -> Callable[[], Any]:
+            skipper = GroupSkipper(read_packet, reader, self._unwanted, assembler.skipped, sink.idle)
+            self._skipper = skipper
+            return skipper.read_packet
+
+        pymysql_internals.intercept_packets(conn, wrap)
+        self._skipped_conn = conn
 
 
 def _connect_plain(**kwargs: Any) -> pymysql.Connection:
@@ -376,10 +410,12 @@ def _connect_plain(**kwargs: Any) -> pymysql.Connection:
     return pymysql.connect(**kwargs)
 
 
-def _more_to_read(stream: BinLogStreamReader) -> bool:
+def _more_to_read(stream: BinLogStreamReader, skipper: GroupSkipper | None = None) -> bool:
     """Whether the next read will return at once (bytes already buffered): then the consumer
     need not be woken yet, the next transaction will join this batch. Answered from memory:
     asking the socket as well (``select``) costs a syscall per transaction."""
+    if skipper is not None and skipper.pending:
+        return True
     conn = getattr(stream, "_stream_connection", None)
     reader = getattr(conn, "_rfile", None)
     return isinstance(reader, BufferedSocketReader) and reader.buffered > 0

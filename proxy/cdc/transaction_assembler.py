@@ -318,6 +318,23 @@ class TransactionAssembler:
             # Before the requested start time: consumed for the position only.
             self._skipping = True
 
+    def skipped(self, gtid: Gtid) -> None:
+        """A plain transaction none of whose row events was wanted, dropped before decoding
+        (``group_skipper``): what ``_begin`` and ``_finish`` do for such a transaction, which
+        delivers nothing and only moves the position."""
+        if self._gtid is not None:
+            self.partial_transactions_discarded += 1  # as _begin: cut by a reconnect, comes again
+            logger.warning(
+                "discarding partial transaction after reconnect",
+                extra={"keyspace": self.keyspace, "shard": self.shard, "gtid": str(self._gtid)},
+            )
+            self._gtid = None
+            self._events = []
+        if self.position.includes(gtid):
+            self.duplicates_skipped += 1
+            return
+        self.position = self.position.advanced_to(gtid)
+
     def _on_query(self, event: QueryEvent, received_at: float) -> ShardTransaction | None:
         if self._gtid is None:
             return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 
 from proxy.engine.result import Row
@@ -58,6 +58,25 @@ class MessageCache:
         heapq.heappush(self._heap, (msg.sort_key(), msg))
         return True
 
+    def add_new(self, msgs: Iterable[CachedMessage], skip: Container[bytes]) -> bool:
+        """``add`` for each message whose id is not in ``skip``, inline: a commit caches its
+        50-row INSERT's messages at once, and a call per message (``contains``, ``sort_key``)
+        was a third of the cost. False when the cache filled before the last was added."""
+        queued, in_flight, heap, seq = self._queued, self._in_flight, self._heap, self._seq
+        room = self.size - len(queued)
+        push = heapq.heappush
+        for msg in msgs:
+            mid = msg.id
+            if mid in queued or mid in in_flight or mid in skip:
+                continue
+            if room <= 0:
+                return False
+            room -= 1
+            msg.seq = n = next(seq)
+            queued[mid] = msg
+            push(heap, ((msg.priority, -(msg.time_next or 0), n), msg))
+        return True
+
     def _pop_live(self) -> CachedMessage | None:
         while self._heap:
             _, msg = heapq.heappop(self._heap)
@@ -69,6 +88,16 @@ class MessageCache:
     def pop(self, limit: int, accept: Callable[[CachedMessage], bool] | None = None) -> list[CachedMessage]:
         """Up to ``limit`` messages in order (those ``accept`` takes), moved to in flight."""
         taken: list[CachedMessage] = []
+        if accept is None:
+            # Every message goes: the loop of _pop_live inline (a method call per message).
+            heap, queued, in_flight, heappop = self._heap, self._queued, self._in_flight, heapq.heappop
+            while heap and len(taken) < limit:
+                _, head = heappop(heap)
+                if queued.get(head.id) is head:
+                    del queued[head.id]
+                    in_flight.add(head.id)
+                    taken.append(head)
+            return taken
         skipped: list[CachedMessage] = []
         while len(taken) < limit:
             msg = self._pop_live()

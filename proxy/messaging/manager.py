@@ -339,13 +339,8 @@ class MessageManager:
             self._own_commits.append(at)
         if not self.receivers:
             return  # no cache without subscribers: the first one's poll reads these rows
-        cache, unacked = self.cache, self._unacked
-        for msg in messages:
-            if msg.id in unacked:
-                continue
-            if not cache.add(msg):
-                self._pending = True  # the rest are read once the cache drains
-                break
+        if not self.cache.add_new(messages, self._unacked):
+            self._pending = True  # the rest are read once the cache drains
         self._send_wake.set()
 
     async def ack(self, ids: Iterable[bytes]) -> int:
@@ -524,17 +519,34 @@ class MessageManager:
         batch = [m for _, b in picks for m in b]
         rows: list[Row] = []
         epochs: list[int] = []
+        whole = False
         handed = False
         try:
             try:
                 async with self._claims:
-                    rows, epochs = await self._claim(batch)
+                    claimed = await self._claim_or_all(batch)
+                if claimed is None:
+                    whole = True
+                else:
+                    rows, epochs = claimed
             except ProxyError as e:
                 self.counters.postpone_failed += 1
                 logger.warning(
                     "message claim failed",
                     extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
                 )
+            if whole:
+                # The usual claim: every message won, each receiver gets its part as cached.
+                counters = self.counters
+                for receiver, part in picks:
+                    if receiver.closed:
+                        receiver.free()
+                        continue
+                    counters.sent += len(part)
+                    counters.delayed += sum(1 for m in part if m.epoch >= 1)
+                    receiver.offer(Result(rows=[m.row for m in part]))
+                handed = True
+                return
             id_index = self.spec.id_index
             won = {row[id_index]: (row, epoch) for row, epoch in zip(rows, epochs, strict=True)}
             for receiver, part in picks:
@@ -558,7 +570,15 @@ class MessageManager:
                     receiver.free()
 
     async def _claim(self, batch: list[CachedMessage]) -> tuple[list[Row], list[int]]:
-        """Postpone the rows this proxy may send; returns them with the epochs they were sent at.
+        """Postpone the rows this proxy may send; returns them with the epochs they were sent at."""
+        claimed = await self._claim_or_all(batch)
+        if claimed is None:
+            return [m.row for m in batch], [m.epoch for m in batch]
+        return claimed
+
+    async def _claim_or_all(self, batch: list[CachedMessage]) -> tuple[list[Row], list[int]] | None:
+        """As ``_claim``, but None when every message of the batch was claimed as cached (the
+        usual claim: its messages then go out without a row or epoch list rebuilt).
 
         Fast path, one statement: an UPDATE conditional on each row's cached epoch (and on the
         row still being due and unacked). InnoDB re-checks the condition under the row lock, so
@@ -585,16 +605,16 @@ class MessageManager:
             async with self.pool.connection() as sc:
                 res = await sc.execute(sql.conditional_postpone_sql(spec, batch, next_times, now))
                 if res.affected_rows == len(batch):
-                    won = batch
-                else:
-                    check = await sc.execute(sql.claim_check_sql(spec, next_times))
-                    mine = {
-                        row[0] for row in check.rows
-                        if row[0] in next_times
-                        and _int(row[1]) == next(m.epoch for m in batch if m.id == row[0]) + 1
-                        and _int(row[2]) == next_times[row[0]]  # type: ignore[index]
-                    }  # fmt: skip
-                    won = [m for m in batch if m.id in mine]
+                    self._account_claim(len(batch), next_times, now)
+                    return None
+                check = await sc.execute(sql.claim_check_sql(spec, next_times))
+                mine = {
+                    row[0] for row in check.rows
+                    if row[0] in next_times
+                    and _int(row[1]) == next(m.epoch for m in batch if m.id == row[0]) + 1
+                    and _int(row[2]) == next_times[row[0]]  # type: ignore[index]
+                }  # fmt: skip
+                won = [m for m in batch if m.id in mine]
             winners = [m.row for m in won]
             epochs = [m.epoch for m in won]
             claimed = {m.id: next_times[m.id] for m in won}
@@ -636,14 +656,17 @@ class MessageManager:
 
     def _account_claim(self, asked: int, claimed: dict[bytes, int | None], now: int) -> None:
         self.counters.claim_lost += asked - len(claimed)
-        ack_wait_ns = int(self.spec.ack_wait * NS)
-        for mid, t in claimed.items():
+        deadline = now + int(self.spec.ack_wait * NS)
+        unacked = self._unacked
+        for mid in claimed:
+            unacked.pop(mid, None)  # re-inserted last: the dict stays in deadline order
+            unacked[mid] = deadline
+        # As a rule one next time per claim (the jitter is per claim): checked once each.
+        for t in set(claimed.values()):
             if t is None:
-                self.counters.parked += 1
-            self._unacked.pop(mid, None)  # re-inserted last: the dict stays in deadline order
-            self._unacked[mid] = now + ack_wait_ns
+                self.counters.parked += sum(1 for v in claimed.values() if v is None)
             # Proactive scheduling: the poller wakes when the earliest postponed row is due.
-            if t is not None and (self._next_due_ns is None or t < self._next_due_ns):
+            elif self._next_due_ns is None or t < self._next_due_ns:
                 self._next_due_ns = t
 
     # -- purge ------------------------------------------------------------------------------

@@ -67,3 +67,20 @@ def test_discard_drops_acked_ids_from_the_queue():
         c.add(msg(i))
     assert c.discard([b"1", b"9"]) == 1
     assert sorted(ids(c.pop(10))) == [b"0", b"2"]
+
+
+def test_adding_a_commits_messages_skips_known_in_flight_and_unacked_ids_and_keeps_vitess_order():
+    c = MessageCache(10)
+    c.add(msg(1, 50, 10))
+    c.add(msg(2))
+    c.pop(1)  # 1 goes (newest time_next first within a priority), 2 stays queued
+    assert c.add_new([msg(1), msg(2), msg(3, 10, 5), msg(4, 50, 20), msg(5)], skip={b"5"})
+    # 1 in flight, 2 already queued, 5 sent and not acked: only 3 and 4 were added.
+    assert len(c) == 3
+    assert ids(c.pop(10)) == [b"3", b"4", b"2"]
+
+
+def test_adding_a_commits_messages_stops_when_the_cache_is_full():
+    c = MessageCache(2)
+    assert not c.add_new([msg(1), msg(2), msg(3)], skip=())
+    assert ids(c.pop(10)) == [b"1", b"2"]

@@ -76,6 +76,9 @@ def test_a_claim_names_each_id_as_a_literal_of_its_column_in_every_place():
     assert sql.id_literals(spec(), ids) == [sql.literal(i, INT_FIELD) for i in ids]
     text = spec(id_field=Field("id", type=253))
     assert sql.id_literals(text, ids) == ["'7'", "'12'", "'not-a-number'"]
+    # All numbers (checked at once), and one holding a comma: never split into two numbers.
+    assert sql.id_literals(spec(), [b"7", b"-12", b"3.5"]) == ["7", "-12", "3.5"]
+    assert sql.id_literals(spec(), [b"7", b"1,2"]) == ["7", "'1,2'"]
 
 
 def test_a_claim_of_messages_at_one_epoch_and_next_time_needs_no_case():

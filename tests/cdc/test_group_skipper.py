@@ -1,0 +1,90 @@
+"""A decoder reading only inserts drops the transactions made only of updates and deletes under
+the binlog library (``proxy.cdc.group_skipper``) and still moves its position past them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from proxy.cdc.binlog_reader import ShardBinlogReader
+from proxy.cdc.events import RowEvent, RowOp
+from proxy.cdc.positions import GtidPosition
+from proxy.cdc.table_filter import TableFilter
+from proxy.cdc.transaction_assembler import ShardHeartbeat, ShardTransaction
+from tests.cdc.conftest import PROBE, PROBE_TABLE, new_id
+
+INSERTS = frozenset({"insert"})
+
+
+async def _reader(shard, **kwargs) -> ShardBinlogReader:
+    position = GtidPosition.parse(await shard.gtid_binlog_pos())
+    reader = ShardBinlogReader("commerce", shard.name, shard.endpoint, position, TableFilter([PROBE]), **kwargs)
+    await reader.start()
+    return reader
+
+
+async def _until(reader: ShardBinlogReader, done) -> list[ShardTransaction | ShardHeartbeat]:
+    items: list[ShardTransaction | ShardHeartbeat] = []
+    async with asyncio.timeout(10):
+        async for batch in reader.batches():
+            items += batch
+            if done(items):
+                return items
+    raise AssertionError("the stream ended")
+
+
+def _ops(txn: ShardTransaction) -> list[RowOp]:
+    return [e.op for e in txn.events if isinstance(e, RowEvent)]
+
+
+async def test_an_insert_only_reader_delivers_each_transaction_with_an_insert_and_moves_past_the_others(
+    shards, probe_table
+):
+    shard = shards["-80"]
+    a, b, c = new_id(), new_id(), new_id()
+    await shard.run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'a', 1, NULL), (%s, 'b', 1, NULL)", (a, b)))
+    reader = await _reader(shard, row_ops=INSERTS, row_images=False, heartbeat_period=0.2)
+    try:
+        await shard.run((f"UPDATE {PROBE_TABLE} SET label = 'x' WHERE id = %s", (a,)))
+        await shard.run((f"DELETE FROM {PROBE_TABLE} WHERE id = %s", (b,)))
+        # An update, then an insert in the same transaction: wanted, delivered whole.
+        await shard.transaction(
+            (f"UPDATE {PROBE_TABLE} SET label = 'y' WHERE id = %s", (a,)),
+            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'c', 1, NULL)", (c,)),
+        )
+        await shard.run((f"UPDATE {PROBE_TABLE} SET label = 'z' WHERE id = %s", (a,)))
+        await shard.run((f"DELETE FROM {PROBE_TABLE} WHERE id = %s", (c,)))
+        end = GtidPosition.parse(await shard.gtid_binlog_pos())
+        items = await _until(
+            reader, lambda got: isinstance(got[-1], ShardHeartbeat) and got[-1].position == end
+        )
+    finally:
+        await reader.close()
+    transactions = [i for i in items if isinstance(i, ShardTransaction)]
+    assert [_ops(t) for t in transactions] == [[RowOp.INSERT]]
+    assert transactions[0].position != end
+    # The skipped transactions after the insert moved the position too: resuming there
+    # does not read them again.
+    assert reader.position == end
+
+
+async def test_an_insert_right_after_skipped_updates_is_delivered_without_waiting_for_a_heartbeat(
+    shards, probe_table
+):
+    shard = shards["80-"]
+    ids = [new_id() for _ in range(20)]
+    await shard.run(
+        (f"INSERT INTO {PROBE_TABLE} VALUES " + ", ".join(["(%s, 'u', 1, NULL)"] * len(ids)), tuple(ids))
+    )
+    # A heartbeat period far beyond the wait below: only the insert's own transaction can end it.
+    reader = await _reader(shard, row_ops=INSERTS, row_images=False, heartbeat_period=30)
+    try:
+        fresh = new_id()
+        statements = [(f"UPDATE {PROBE_TABLE} SET amount = amount + 1 WHERE id = %s", (i,)) for i in ids]
+        statements.append((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'n', 1, NULL)", (fresh,)))
+        statements += [(f"UPDATE {PROBE_TABLE} SET amount = amount + 1 WHERE id = %s", (i,)) for i in ids]
+        await shard.run(*statements)
+        async with asyncio.timeout(3):
+            items = await _until(reader, lambda got: any(isinstance(i, ShardTransaction) for i in got))
+    finally:
+        await reader.close()
+    assert [_ops(i) for i in items if isinstance(i, ShardTransaction)] == [[RowOp.INSERT]]
