@@ -73,6 +73,7 @@ from proxy.prepared import (
 )
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
+from proxy.topics import direct
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
 from proxy.twopc import SINGLE, TWOPC
@@ -305,7 +306,10 @@ class ClientFastPath(asyncio.BufferedProtocol):
         statement.shard_query_started(link)
         self._link, self._statement, self._route, self._sql = link, statement, route, sql
         self._binary = binary
-        link.query(route.query, self)
+        if route.direct:
+            link.query(route.query, self, results=direct.RESULTS, answer=direct.ANSWER)
+        else:
+            link.query(route.query, self)
         return True
 
     # -- transactions ------------------------------------------------------------------------
@@ -607,7 +611,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         """What Executor._wrote does once a write succeeded: messaging and topics hear of it
         now, or at the COMMIT inside a transaction (``ProxySession.wrote``)."""
         if route.topic is not None:
-            self.session.wrote(route.topic[0], TopicWrite(*route.topic))
+            self.session.wrote(route.topic[0], TopicWrite(*route.topic, direct=route.direct))
             return
         write = self._message_write(route)
         if write is not None:

@@ -60,6 +60,9 @@ class Routed:
     sql: str
     insert_into: TopicInfo | None  # the topic this INSERT publishes to
     planned: bool = False  # beyond one shard: for the planner, with topics as pinned tables
+    # Where ``sql`` names the topic's log table (a publish straight into it): the span a direct
+    # publish (``proxy.topics.direct``) rewrites after; None: through the view, or not a publish.
+    target: tuple[int, int] | None = None
 
 
 def names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
@@ -105,9 +108,14 @@ def route_publish(sql: str, session_keyspace: str | None, lookup: Lookup) -> Rou
     if _SELECT_WORD.search(sql, m.end()):
         return None
     table = log_table(info.name) if _names_view_columns(sql[m.end():], info) else info.name
+    target = None
     if qualifier is not None or table != info.name:
-        sql = sql[: m.start("target")] + quote_identifier(table) + sql[m.end("target"):]
-    return Routed(info.keyspace, info.shard, sql, info)
+        quoted = quote_identifier(table)
+        start = m.start("target")
+        sql = sql[:start] + quoted + sql[m.end("target"):]
+        if table != info.name:
+            target = (start, start + len(quoted))
+    return Routed(info.keyspace, info.shard, sql, info, target=target)
 
 
 def _names_view_columns(rest: str, info: TopicInfo) -> bool:
