@@ -607,11 +607,13 @@ class ClientFastPath(asyncio.BufferedProtocol):
         sc.broken = True
         sc.pool.release(sc)
 
-    def _wrote(self, route: FastRoute) -> None:
+    def _wrote(self, route: FastRoute, link: ShardLink) -> None:
         """What Executor._wrote does once a write succeeded: messaging and topics hear of it
         now, or at the COMMIT inside a transaction (``ProxySession.wrote``)."""
         if route.topic is not None:
-            self.session.wrote(route.topic[0], TopicWrite(*route.topic, direct=route.direct))
+            # A direct publish's rows took their ids unless rows waited for a pass (then they wait too).
+            marked = route.direct and link.results_affected[direct.MARKED] > 0
+            self.session.wrote(route.topic[0], TopicWrite(*route.topic, direct=marked))
             return
         write = self._message_write(route)
         if write is not None:
@@ -710,7 +712,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
                 data = _without_info(data)
             route = self._route
             if route is not None and route.keyword != "select":
-                self._wrote(route)
+                self._wrote(route, link)
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)

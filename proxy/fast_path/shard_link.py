@@ -182,6 +182,8 @@ class ShardLink(asyncio.BufferedProtocol):
         self._answer = 0
         self._result_index = 0
         self._kept = b""
+        # The affected rows of each OK of the last multi-statement, in order.
+        self.results_affected: list[int] = []
         self._login: asyncio.Future[None] | None = None
         self._login_seq = 0
         self._salt = b""
@@ -301,6 +303,8 @@ class ShardLink(asyncio.BufferedProtocol):
         self._seq_shift = 0
         self.began = False
         self._results, self._answer, self._result_index = results, answer, 0
+        if results > 1:
+            self.results_affected = []
         n = len(sql) + 1
         self.transport.write(n.to_bytes(3, "little") + b"\x00\x03" + sql)
 
@@ -412,6 +416,7 @@ class ShardLink(asyncio.BufferedProtocol):
         index = self._result_index
         self._result_index += 1
         more = self.shard_status & _MORE_RESULTS
+        self.results_affected.append(lenenc(buf, pos + 5)[0])
         if index == self._answer:
             buf[pos + 3] = 1
             self._kept = bytes(buf[pos:end])

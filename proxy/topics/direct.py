@@ -7,24 +7,29 @@ written with their ids and no sequencer pass ever has to UPDATE them (the pass's
 UPDATE, ~17-20 us of shard CPU a row, was what kept 100-message transactions at 0.27-0.34 of
 the raw ceiling: BENCHMARKS.md, "topicdirect")::
 
-    SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_b = 0;
+    SET @_sg_ms = NULL, ...;
     BEGIN;
-    UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = messages + n
-      WHERE name = 'topic' AND generation > 0;           -- locks the mark, sets @_sg_ms/@_sg_p
+    SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM _tms_topics
+      WHERE name = 'topic' AND generation > 0 FOR UPDATE;     -- the mark, locked to COMMIT
+    SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position> INTO @_sg_ms, @_sg_p;
     INSERT INTO _tms_topic (cols, publish_time, seq) VALUES (..., <ms of row i>, <seq of row i>), ...;
-    UPDATE _tms_topics SET bytes = bytes + @_sg_b WHERE name = 'topic';
+    UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = ..., bytes = ...
+      WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
     COMMIT
 
-The first UPDATE takes the next ids after the topic's mark by the rule of ``ids.assign`` (the
-shard's clock, never behind the mark; past sequence 0xFFFF the next millisecond): the first
-row's position is ``@_sg_p`` in millisecond ``@_sg_ms``, row ``i`` gets ``(@_sg_ms + (@_sg_p + i)
-DIV 65536, (@_sg_p + i) MOD 65536)``, and the mark moves to the last row's id, all computed
-from the row it has locked. That lock is held to COMMIT, so direct publishes and sequencer
-passes (``ShardTopicStore.sequence``) of every proxy take ids one at a time, each after the
-mark the previous one committed: see ``proxy.topics.sequencer`` for why that is commit order
-with no late arrivals. ``@_sg_b`` sums the rows' payload lengths as MariaDB stored them (an
-expression of a VALUES row may read a column set earlier in the row: ``payload`` is the value
-converted to the column), for the ``bytes`` counter.
+The ids follow the rule of ``ids.assign`` (the shard's clock, never behind the mark; past
+sequence 0xFFFF the next millisecond): the first row's position is ``@_sg_p`` in millisecond
+``@_sg_ms``, row ``i`` gets ``(@_sg_ms + (@_sg_p + i) DIV 65536, (@_sg_p + i) MOD 65536)``, and
+the mark moves to the last row's id, all from the row locked. That lock is held to COMMIT, so
+direct publishes and sequencer passes (``ShardTopicStore.sequence``) of every proxy take ids one
+at a time, each after the mark the previous one committed: see ``proxy.topics.sequencer`` for
+why that is commit order with no late arrivals. When committed rows still wait for a pass (a
+client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL; the
+mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
+(by insert order) rather than before: the sender then wakes the sequencer as for any deferred
+write. ``@_sg_b`` sums the rows' payload lengths as MariaDB stored them (an expression of a
+VALUES row may read a column set earlier in the row: ``payload`` is the value converted to the
+column), for the ``bytes`` counter.
 
 A multi-statement stops at its first error with its transaction still open: whoever sends the
 script rolls it back (or closes the connection) on any error, and answers that error; the
@@ -44,8 +49,9 @@ from proxy.topics.names import META_TABLE
 from proxy.topics.schema import NOW_MS, sql_string
 from sqltext.lexer import split_top_level
 
-RESULTS = 6  # SET, BEGIN, UPDATE, INSERT, UPDATE, COMMIT
-ANSWER = 3  # the INSERT's result: the client's answer
+RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
+ANSWER = 4  # the INSERT's result: the client's answer
+MARKED = 5  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
 
 _PLAIN_INSERT = re.compile(r"^\s*insert\s+into\s+$", re.I)
 _VALUES = re.compile(r"\s*values?\s*(?=\()", re.I)
@@ -125,6 +131,7 @@ def direct_script(
     if ends is None:
         return None
     rows = len(ends)
+    quoted_log = sql[target_start:target_end]
     parts = [
         sql[:target_end],
         " ",
@@ -146,17 +153,20 @@ def direct_script(
     insert = "".join(parts)
     name = sql_string(topic)
     last = rows - 1
+    # Ids only when no committed row waits for a pass (read after the mark is locked): a row that
+    # committed before this publish must not get its place after it (a publisher's one-message
+    # publish, then its batch). Else the rows go without ids, for the pass with the others.
+    ms = f"IF(@_sg_lms IS NULL OR EXISTS(SELECT 1 FROM {quoted_log} FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0), NULL, GREATEST({NOW_MS}, @_sg_lms))"
     script = (
-        "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_b = 0;BEGIN;"
-        # Both variables from the locked row's old values only (the order MariaDB evaluates
-        # them in does not matter); last_seq is assigned after last_ms, from the variables.
-        f"UPDATE {META_TABLE} SET last_ms = (@_sg_ms := GREATEST({NOW_MS}, last_ms))"
-        f" + ((@_sg_p := IF({NOW_MS} <= last_ms, last_seq + 1, 0)) + {last}) DIV 65536,"
-        f" last_seq = (@_sg_p + {last}) MOD 65536, messages = messages + {rows}"
-        f" WHERE name = {name} AND generation > 0;"
+        "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_b = 0, @_sg_lms = NULL, @_sg_lseq = NULL;BEGIN;"
+        # The mark, locked to COMMIT (none: not a live topic, the variables stay NULL).
+        f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
+        f" AND generation > 0 FOR UPDATE;"
+        # A consistent read, taken after the lock: every writer before this one has committed.
+        f"SELECT {ms}, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0) INTO @_sg_ms, @_sg_p;"
         f"{insert};"
-        # Not when the first UPDATE found no live topic (a drop racing this publish): its rows
-        # then got no ids (NULL variables), and the pass that gives them ids counts them.
-        f"UPDATE {META_TABLE} SET bytes = bytes + @_sg_b WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT"
+        # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
+        f"UPDATE {META_TABLE} SET last_ms = @_sg_ms + (@_sg_p + {last}) DIV 65536, last_seq = (@_sg_p + {last}) MOD 65536,"
+        f" messages = messages + {rows}, bytes = bytes + @_sg_b WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT"
     )
     return script, rows

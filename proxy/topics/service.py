@@ -364,10 +364,19 @@ class TopicService:
 
     # -- publish / poll (REST, client) ----------------------------------------------------------
     async def publish(self, keyspace: str, name: str, payloads: Sequence[bytes]) -> int:
-        """Non-transactional publish: durable, with its ids, when this returns (a direct publish)."""
+        """Non-transactional publish: durable when this returns; with its ids (a direct publish)
+        from ``topics.direct_min_rows`` messages on, else at the pass it wakes."""
         info = await self.topic_info(keyspace, name)
-        count = await self.stores[(info.keyspace, info.shard)].insert(info.name, payloads)
-        self.runtime(info).published()
+        store = self.stores[(info.keyspace, info.shard)]
+        marked = False
+        if payloads and len(payloads) >= self.settings.direct_min_rows:
+            count, marked = await store.publish_direct(info.name, payloads)
+        else:
+            count = await store.insert(info.name, payloads)
+        if marked:
+            self.runtime(info).published()
+        else:
+            self.runtime(info).notify()
         return count
 
     async def store_payloads(self, keyspace: str, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
@@ -595,13 +604,13 @@ class TopicService:
         except ProxyError:
             return None  # REPLACE: the normal path refuses it
 
-    @staticmethod
-    def direct_script(session: ProxySession, routed: routing.Routed, in_transaction: bool = False) -> str | None:
+    def direct_script(self, session: ProxySession, routed: routing.Routed, in_transaction: bool = False) -> str | None:
         """The direct publish (``proxy.topics.direct``: ids assigned in the write) of a routed
         INSERT whose transaction the proxy owns: an autocommit one outside a client's transaction
-        (an implicit transaction of the statement alone, twopc/multi mode, is the proxy's too).
-        None: the deferred path (NULL ids, a pass) runs it: inside a client's transaction, into
-        the view, or not rewritten exactly."""
+        (an implicit transaction of the statement alone, twopc/multi mode, is the proxy's too),
+        of at least ``topics.direct_min_rows`` messages. None: the deferred path (NULL ids, a
+        pass) runs it: inside a client's transaction, into the view, fewer messages, or not
+        rewritten exactly."""
         topic, target = routed.insert_into, routed.target
         if topic is None or target is None or in_transaction or not session.autocommit:
             return None
@@ -612,7 +621,7 @@ class TopicService:
         if settings and "sql_mode" in settings and any(c in routed.sql for c in ('"', "\\", "''")):
             return None  # ANSI_QUOTES / NO_BACKSLASH_ESCAPES: the scanner reads the default sql_mode
         built = direct.direct_script(routed.sql, target[0], target[1], topic.name)
-        return None if built is None else built[0]
+        return None if built is None or built[1] < self.settings.direct_min_rows else built[0]
 
     async def _publish_direct(self, session: ProxySession, routed: routing.Routed, script: str) -> Result:
         """A direct publish on the normal path: on a connection of the session's settings outside
@@ -620,8 +629,8 @@ class TopicService:
         topic = routed.insert_into
         assert topic is not None
         async with session.vcursor.scratch(routed.keyspace, routed.shard) as sc:
-            res = await execute_direct(sc, script)
-        session.wrote(topic.keyspace, TopicWrite(topic.keyspace, topic.name, direct=True))
+            res, marked = await execute_direct(sc, script)
+        session.wrote(topic.keyspace, TopicWrite(topic.keyspace, topic.name, direct=marked))
         return res
 
     def names_topic(self, sql: str) -> bool:

@@ -95,11 +95,12 @@ def _topic_row(r: tuple[Any, ...]) -> TopicRow:
     )  # fmt: skip
 
 
-async def execute_direct(sc: ShardConnection, script: str) -> Result:
+async def execute_direct(sc: ShardConnection, script: str) -> tuple[Result, bool]:
     """Run a direct publish's multi-statement (``proxy.topics.direct``) on ``sc``, a connection
-    outside any transaction: the INSERT's own result, or its error (any statement's) with
-    nothing written: the transaction the script began is rolled back (the connection closed
-    if even that fails, which makes MariaDB roll it back)."""
+    outside any transaction: the INSERT's own result and whether its rows took their ids (else
+    they wait for a pass), or its error (any statement's) with nothing written: the
+    transaction the script began is rolled back (the connection closed if even that fails,
+    which makes MariaDB roll it back)."""
     try:
         results = await sc.execute_oks(script)
     except ProxyError:
@@ -113,7 +114,7 @@ async def execute_direct(sc: ShardConnection, script: str) -> Result:
         sc.broken = True
         raise ProxyError(CR_MALFORMED_PACKET, f"Malformed packet: {len(results)} answers to a topic publish of"
                          f" {direct.RESULTS} statements", "HY000")
-    return results[direct.ANSWER]
+    return results[direct.ANSWER], results[direct.MARKED].affected_rows > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,23 +415,32 @@ class ShardTopicStore:
     async def insert(
         self, name: str, payloads: Sequence[bytes], pointer: int | None = None, pending: bool = False,
     ) -> int:
-        """REST publishes: without ``pointer`` a direct publish (ids assigned in the write,
-        ``proxy.topics.direct``), else stored under the pointer for its commit marker."""
+        """REST publishes with no ids (a pass gives them): committed now, or stored under
+        ``pointer`` for its commit marker."""
         if not payloads:
             return 0
         table = quote_identifier(log_table(name))
         if pointer is None:
             values = ",".join(f"({bytes_literal(p)})" for p in payloads)
-            head = f"INSERT INTO {table}"
-            script = direct.direct_script(f"{head} (payload) VALUES {values}", len("INSERT INTO "), len(head), name)
-            assert script is not None  # the proxy's own text: always rewritten
-            async with self.connection() as sc:
-                return (await execute_direct(sc, script[0])).affected_rows
-        flag = 1 if pending else 0
-        values = ",".join(f"({bytes_literal(p)}, {int(pointer)}, {flag}, {NOW_MS})" for p in payloads)
-        sql = f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}"
+            sql = f"INSERT INTO {table} (payload) VALUES {values}"
+        else:
+            flag = 1 if pending else 0
+            values = ",".join(f"({bytes_literal(p)}, {int(pointer)}, {flag}, {NOW_MS})" for p in payloads)
+            sql = f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}"
         async with self.connection() as sc:
             return (await sc.execute(sql)).affected_rows
+
+    async def publish_direct(self, name: str, payloads: Sequence[bytes]) -> tuple[int, bool]:
+        """A REST publish as a direct publish (``proxy.topics.direct``): how many messages, and
+        whether they took their ids (else they wait for a pass, behind rows that did)."""
+        table = quote_identifier(log_table(name))
+        head = f"INSERT INTO {table}"
+        values = ",".join(f"({bytes_literal(p)})" for p in payloads)
+        built = direct.direct_script(f"{head} (payload) VALUES {values}", len("INSERT INTO "), len(head), name)
+        assert built is not None  # the proxy's own text: always rewritten
+        async with self.connection() as sc:
+            res, marked = await execute_direct(sc, built[0])
+        return res.affected_rows, marked
 
     async def commit_pointer(self, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
         """CDAP's commit marker: ``payloads`` and everything stored under ``pointer`` become

@@ -1,6 +1,7 @@
 """Direct publishes (proxy/topics/direct.py): a publish whose transaction the proxy owns (an
 autocommit ``INSERT INTO topic ... VALUES``, on the fast path or the normal path, and REST's
-publish without a pointer) takes its ids in the write, under the topic's mark lock; the
+publish without a pointer) of at least ``topics.direct_min_rows`` messages (2 in these tests'
+proxies, 1 in ``quiet_proxy``) takes its ids in the write, under the topic's mark lock; the
 deferred path (a client's transaction, a REST commit marker, anything not rewritten) keeps
 NULL ids and a sequencer pass. Both interleave into one order, seen alike by every reader."""
 
@@ -30,7 +31,7 @@ async def quiet_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicPro
     cfg = base.parent / "topics-direct-quiet.yaml"
     http_port = free_port()
     cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n"
-                   "topics: {poll_seconds: 30, follow_poll_seconds: 30, refresh_seconds: 30}\n")
+                   "topics: {poll_seconds: 30, follow_poll_seconds: 30, refresh_seconds: 30, direct_min_rows: 1}\n")
     log = tmp_path_factory.mktemp("topics-direct-quiet") / "proxy.log"
     p = TopicProxy(start_proxy(cfg, local_cluster.endpoints, log), http_port)
     try:
@@ -148,10 +149,10 @@ async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_milliseco
             (future_ms + 1, 1)]
         # REST's publish without a pointer is direct too: it continues after the mark.
         url = f"{topic_proxy.rest}/commerce/topics/{name}/publish"
-        async with http.post(url, json={"messages": [base64.b64encode(b"d").decode()]}) as r:
+        async with http.post(url, json={"messages": [base64.b64encode(m).decode() for m in (b"d", b"e")]}) as r:
             assert r.status == 200
-        rows = await _shard_rows(shard, f"SELECT message_id FROM `_tms_{name}` WHERE payload = 'd'")
-        assert rows == [(ids.make_id(future_ms + 1, 2),)]
+        rows = await _shard_rows(shard, f"SELECT message_id FROM `_tms_{name}` WHERE payload IN ('d', 'e') ORDER BY _pk")
+        assert rows == [(ids.make_id(future_ms + 1, 2),), (ids.make_id(future_ms + 1, 3),)]
     finally:
         shard.close()
 
@@ -164,11 +165,11 @@ async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(top
         async with olap.cursor() as cur:
             await cur.execute("SET WORKLOAD = OLAP")  # the normal path
         async with conn.cursor() as cur:
-            await cur.execute(f"INSERT INTO `{name}` (payload, n) VALUES ('ok', 1)")
+            await cur.execute(f"INSERT INTO `{name}` (payload, n) VALUES ('ok', 1), ('ok', 2)")
         mark = await _shard_rows(shard, f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'")
         for c in (conn, olap):
             for bad, code in ((f"INSERT INTO `{name}` (payload, n) VALUES ('x', 2), ('y', NULL)", 1048),
-                              (f"INSERT INTO `{name}` (payload, n) VALUES ('x', 'not a number')", 1366),
+                              (f"INSERT INTO `{name}` (payload, n) VALUES ('x', 2), ('z', 'not a number')", 1366),
                               (f"INSERT INTO `{name}` (payload, nosuch) VALUES ('x', 1)", 1054)):
                 async with c.cursor() as cur:
                     try:
@@ -177,13 +178,13 @@ async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(top
                     except pymysql.err.MySQLError as e:
                         assert e.args[0] == code, (bad, e.args)
                 # Nothing written, the mark where it was (the script's transaction rolled back).
-                assert await _shard_rows(shard, f"SELECT payload FROM `_tms_{name}`") == [(b"ok",)]
+                assert await _shard_rows(shard, f"SELECT payload FROM `_tms_{name}`") == [(b"ok",), (b"ok",)]
                 assert await _shard_rows(
                     shard, f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'") == mark
             # The session goes on publishing.
             async with c.cursor() as cur:
-                await cur.execute(f"INSERT INTO `{name}` (payload, n) VALUES ('after', 3)")
-                assert cur.rowcount == 1
+                await cur.execute(f"INSERT INTO `{name}` (payload, n) VALUES ('after', 3), ('after', 4)")
+                assert cur.rowcount == 2
             await _shard_rows(shard, f"DELETE FROM `_tms_{name}` WHERE payload = 'after'")
             mark = await _shard_rows(
                 shard, f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'")

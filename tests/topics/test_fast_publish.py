@@ -115,28 +115,31 @@ async def test_only_an_autocommit_insert_values_into_a_topic_qualifies(topic_pro
         route = fast_route(session, f"INSERT INTO {name} (payload, order_id) VALUES ('x', 1)")
         assert route is not None and route.topic == ("commerce", name) and route.inserted_table is None
         assert (route.keyspace, route.shard, route.plan) == ("commerce", info.shard, "Topic")
-        # Straight into the log table (only the view's columns are named), with its ids: a direct
-        # publish (proxy.topics.direct), the INSERT inside its multi-statement.
-        assert route.direct
-        assert f";INSERT INTO `_tms_{name}` (payload, order_id, publish_time, seq) VALUES ('x', 1, " in route.query.decode()
+        # Straight into the log table (only the view's columns are named).
+        assert route.query.decode() == f"INSERT INTO `_tms_{name}` (payload, order_id) VALUES ('x', 1)"
+        assert not route.direct  # one message: fewer than topics.direct_min_rows (8 by default)
         qualified = fast_route(session, f"insert into commerce.`{name}` (payload) values ('y'), ('z')")
-        assert qualified is not None and qualified.direct
-        assert f";insert into `_tms_{name}` (payload, publish_time, seq) values ('y', " in qualified.query.decode()
+        assert qualified is not None and qualified.query.decode().startswith(f"insert into `_tms_{name}` (payload)")
         # Quoted names (the lexer's path) are decided alike; a column the view does not show, or
-        # the generated message_id, sends the INSERT through the view, as it is (no ids).
+        # the generated message_id, sends the INSERT through the view.
         quoted = fast_route(session, f"INSERT INTO {name} (`payload`, `Order_Id`) VALUES ('x', 1)")
-        assert quoted is not None and f";INSERT INTO `_tms_{name}` (`payload`, `Order_Id`, publish_time, seq)" in quoted.query.decode()
+        assert quoted is not None and quoted.query.decode().startswith(f"INSERT INTO `_tms_{name}` (`payload`")
         for through_view in ("(payload, message_id)", "(payload, seq)", "(payload, `seq`)", "(payload /* c */, seq)",
                              "(payload,)"):
             viewed = fast_route(session, f"INSERT INTO {name} {through_view} VALUES ('x', 1)")
             assert viewed is not None and viewed.query.decode().startswith(f"INSERT INTO {name} ("), through_view
             assert not viewed.direct
-        # What is not rewritten exactly keeps the deferred path (ids from a pass): IGNORE, ON
-        # DUPLICATE KEY, a publish_time given, a comment among the rows.
-        for deferred in (f"INSERT IGNORE INTO {name} (payload) VALUES ('x')",
-                         f"INSERT INTO {name} (payload) VALUES ('x') ON DUPLICATE KEY UPDATE order_id = 1",
-                         f"INSERT INTO {name} (payload, publish_time) VALUES ('x', 1)",
-                         f"INSERT INTO {name} (payload) VALUES ('x') /* c */"):
+        # Eight messages: a direct publish (proxy.topics.direct), the INSERT, with the ids, inside
+        # its multi-statement; what is not rewritten exactly keeps the deferred path (ids from a
+        # pass): IGNORE, ON DUPLICATE KEY, a publish_time given, a comment among the rows.
+        eight = ", ".join(f"('m{i}', {i})" for i in range(8))
+        batch = fast_route(session, f"INSERT INTO {name} (payload, order_id) VALUES {eight}")
+        assert batch is not None and batch.direct
+        assert f";INSERT INTO `_tms_{name}` (payload, order_id, publish_time, seq) VALUES ('m0', 0, " in batch.query.decode()
+        for deferred in (f"INSERT IGNORE INTO {name} (payload, order_id) VALUES {eight}",
+                         f"INSERT INTO {name} (payload, order_id) VALUES {eight} ON DUPLICATE KEY UPDATE order_id = 1",
+                         f"INSERT INTO {name} (payload, publish_time) VALUES {eight}",
+                         f"INSERT INTO {name} (payload, order_id) VALUES {eight} /* c */"):
             kept = fast_route(session, deferred)
             assert kept is not None and not kept.direct and kept.query.decode().lower().startswith("insert"), deferred
         for other in (f"REPLACE INTO {name} (payload) VALUES ('x')",
@@ -149,7 +152,9 @@ async def test_only_an_autocommit_insert_values_into_a_topic_qualifies(topic_pro
         # Unless the caller runs it in the transaction (its sequencer woken at the COMMIT).
         in_tx = fast_route(session, f"INSERT INTO {name} (payload) VALUES ('x')", in_transaction=True)
         assert in_tx is not None and in_tx.topic == ("commerce", name)
-        assert not in_tx.direct and in_tx.query.decode() == f"INSERT INTO `_tms_{name}` (payload) VALUES ('x')"
+        in_tx = fast_route(session, f"INSERT INTO {name} (payload, order_id) VALUES {eight}", in_transaction=True)
+        assert in_tx is not None and not in_tx.direct
+        assert in_tx.query.decode() == f"INSERT INTO `_tms_{name}` (payload, order_id) VALUES {eight}"
     finally:
         await state.topics.stop()
         await run(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {name}")
