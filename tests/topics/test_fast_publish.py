@@ -135,7 +135,7 @@ async def test_only_an_autocommit_insert_values_into_a_topic_qualifies(topic_pro
         eight = ", ".join(f"('m{i}', {i})" for i in range(8))
         batch = fast_route(session, f"INSERT INTO {name} (payload, order_id) VALUES {eight}")
         assert batch is not None and batch.direct
-        assert f";INSERT INTO `_tms_{name}` (payload, order_id, publish_time, seq) VALUES ('m0', 0, " in batch.query.decode()
+        assert f";INSERT INTO `_tms_{name}` (payload, order_id, seq, publish_time) VALUES ('m0', 0, " in batch.query.decode()
         for deferred in (f"INSERT IGNORE INTO {name} (payload, order_id) VALUES {eight}",
                          f"INSERT INTO {name} (payload, order_id) VALUES {eight} ON DUPLICATE KEY UPDATE order_id = 1",
                          f"INSERT INTO {name} (payload, publish_time) VALUES {eight}",
