@@ -280,3 +280,64 @@ async def test_direct_and_deferred_publishes_through_two_proxies_give_every_read
         assert [bytes(row[2]) for row in final if bytes(row[2]) in mine] == r
     show = _show(topic_proxy, topic)
     assert (show["Messages"], show["Bytes"]) == (len(sent), sum(len(m) for m in sent))
+
+
+def _ok_of(conn: pymysql.Connection, sql: str) -> tuple[int, int, int, int, bytes]:
+    """What the client read from an INSERT's OK packet: affected rows, last insert id, status flags,
+    warnings, info."""
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        r = conn._result
+        assert r is not None
+        return cur.rowcount, cur.lastrowid, conn.server_status, r.warning_count, r.message
+
+
+async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(topic_proxy, topics, local_cluster):
+    """The script's seven answers come to the client as the INSERT's OK alone: its affected rows,
+    last insert id (the first row's key), warnings and info text, the status flags of an
+    autocommit statement (no MORE_RESULTS), and the sequence id a single OK has (the next
+    statement reads fine) — on the fast path, the normal path, and mysql-connector's prepared
+    statements (binary protocol), as for the same INSERT on the deferred path (IGNORE)."""
+    import mysql.connector
+
+    name = await topics.create("commerce")
+    shard = await _shard_conn(local_cluster, topic_proxy, name)
+    values = ", ".join(f"('m{i}')" for i in range(8))
+    conn = pymysql.connect(host="127.0.0.1", port=topic_proxy.port, user="root", password="", database="commerce",
+                           autocommit=True)
+    try:
+        answers = []
+        for workload in ("OLTP", "OLAP"):  # the fast path, then the normal path
+            with conn.cursor() as cur:
+                cur.execute(f"SET WORKLOAD = {workload}")
+            direct = _ok_of(conn, f"INSERT INTO `{name}` (payload) VALUES {values}")
+            deferred = _ok_of(conn, f"INSERT IGNORE INTO `{name}` (payload) VALUES {values}")
+            answers.append((direct, deferred))
+            with conn.cursor() as cur:  # the connection is in step
+                cur.execute("SELECT 1")
+                assert cur.fetchall() == ((1,),)
+        keys = await _shard_rows(shard, f"SELECT _pk, message_id IS NOT NULL FROM `_tms_{name}` ORDER BY _pk")
+        firsts = [keys[k][0] for k in (0, 8, 16, 24)]
+        for (direct, deferred), (first_direct, first_deferred) in zip(answers, [firsts[:2], firsts[2:]], strict=True):
+            # (PyMySQL's info keeps the text's length byte: "&" is 38.)
+            assert direct == (8, first_direct, 2, 0, b"&Records: 8  Duplicates: 0  Warnings: 0")
+            assert deferred == (8, first_deferred, 2, 0, b"&Records: 8  Duplicates: 0  Warnings: 0")
+        assert [bool(k[1]) for k in keys[:8]] == [True] * 8  # the direct ones had their ids in the write
+    finally:
+        conn.close()
+    connector = mysql.connector.connect(host="127.0.0.1", port=topic_proxy.port, user="root", password="",
+                                        database="commerce", autocommit=True, use_pure=True)
+    try:
+        cur = connector.cursor(prepared=True)
+        cur.execute(f"INSERT INTO `{name}` (payload) VALUES (%s), (%s), (%s)", ("p1", "p2", "p3"))
+        assert cur.rowcount == 3
+        first = cur.lastrowid
+        cur.close()
+        cur = connector.cursor()
+        cur.execute(f"SELECT payload FROM `{name}` WHERE payload LIKE 'p%' ORDER BY message_id")
+        assert cur.fetchall() == [(b"p1",), (b"p2",), (b"p3",)]  # readable at once: ids from the write
+        cur.close()
+        assert (await _shard_rows(shard, f"SELECT MIN(_pk) FROM `_tms_{name}` WHERE payload LIKE 'p%'")) == [(first,)]
+    finally:
+        connector.close()
+        shard.close()
