@@ -49,6 +49,9 @@ from proxy.topics.names import META_TABLE
 from proxy.topics.schema import NOW_MS, sql_string
 from sqltext.lexer import split_top_level
 
+# A script goes as one COM_QUERY packet (the fast path's links send no more; MariaDB's default
+# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~130 bytes a row).
+MAX_SCRIPT_BYTES = 0xFFFFFF - 1
 RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
 ANSWER = 4  # the INSERT's result: the client's answer
 MARKED = (
@@ -182,4 +185,6 @@ def direct_script(
         f"UPDATE {META_TABLE} SET last_ms = @_sg_ms + (@_sg_p + {last}) DIV 65536, last_seq = (@_sg_p + {last}) MOD 65536,"
         f" messages = messages + {rows}, bytes = bytes + @_sg_b WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT"
     )
+    if len(script) >= MAX_SCRIPT_BYTES // 4 and len(script.encode("utf-8")) >= MAX_SCRIPT_BYTES:
+        return None
     return script, rows
