@@ -30,8 +30,10 @@ async def quiet_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicPro
     base = local_cluster.config.path
     cfg = base.parent / "topics-direct-quiet.yaml"
     http_port = free_port()
-    cfg.write_text(base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n"
-                   "topics: {poll_seconds: 30, follow_poll_seconds: 30, refresh_seconds: 30, direct_min_rows: 1}\n")
+    cfg.write_text(
+        base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n"
+        "topics: {poll_seconds: 30, follow_poll_seconds: 30, refresh_seconds: 30, direct_min_rows: 1}\n"
+    )
     log = tmp_path_factory.mktemp("topics-direct-quiet") / "proxy.log"
     p = TopicProxy(start_proxy(cfg, local_cluster.endpoints, log), http_port)
     try:
@@ -66,8 +68,9 @@ async def _shard_conn(local_cluster, p: TopicProxy, topic: str) -> aiomysql.Conn
     """A connection straight to the topic's shard."""
     shard = (await run(p, "commerce", f"SHOW TOPICS FROM commerce LIKE '{topic}'"))[0][2]
     e = local_cluster.endpoints[("commerce", shard)]
-    return await aiomysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, db=e.database,
-                                  autocommit=True)
+    return await aiomysql.connect(
+        host=e.host, port=e.port, user=e.user, password=e.password, db=e.database, autocommit=True
+    )
 
 
 async def _shard_rows(conn: aiomysql.Connection, sql: str) -> list[tuple]:
@@ -77,8 +80,14 @@ async def _shard_rows(conn: aiomysql.Connection, sql: str) -> list[tuple]:
 
 
 def _show(p: TopicProxy, topic: str) -> dict[str, object]:
-    conn = pymysql.connect(host="127.0.0.1", port=p.port, user="root", password="", database="commerce",
-                           autocommit=True)
+    conn = pymysql.connect(
+        host="127.0.0.1",
+        port=p.port,
+        user="root",
+        password="",
+        database="commerce",
+        autocommit=True,
+    )
     try:
         with conn.cursor() as cur:
             cur.execute(f"SHOW TOPICS FROM commerce LIKE '{topic}'")
@@ -94,7 +103,10 @@ async def test_direct_publishes_are_readable_at_their_ok_without_a_sequencer_pas
     await run(p, "commerce", f"CREATE TOPIC {name}")
     try:
         # The pass a newly served topic gets (rows may wait from a dead proxy) has run.
-        await eventually(lambda: asyncio.sleep(0, _topic_events(p, name).get("passes", 0) >= 1), what="first pass")
+        await eventually(
+            lambda: asyncio.sleep(0, _topic_events(p, name).get("passes", 0) >= 1),
+            what="first pass",
+        )
         passes = _topic_events(p, name).get("passes", 0)
         publisher, reader = await connect(p, "commerce"), await connect(p, "commerce")
         olap = await connect(p, "commerce")  # OLAP sessions take the normal path: direct there too
@@ -107,13 +119,18 @@ async def test_direct_publishes_are_readable_at_their_ok_without_a_sequencer_pas
                 rows = [f"m{i}-{k}-" + "x" * i for k in range(1 + i % 3)]
                 conn = olap if i % 4 == 3 else publisher
                 async with conn.cursor() as cur:
-                    await cur.execute(f"INSERT INTO {name} (payload) VALUES " + ", ".join(["(%s)"] * len(rows)), rows)
+                    await cur.execute(
+                        f"INSERT INTO {name} (payload) VALUES " + ", ".join(["(%s)"] * len(rows)),
+                        rows,
+                    )
                     assert cur.rowcount == len(rows)
                 sent += [r.encode() for r in rows]
                 total_bytes += sum(len(r) for r in rows)
                 # Readable as soon as the OK is in: no pass ran for them (the counter below).
                 async with reader.cursor() as cur:
-                    await cur.execute(f"SELECT message_id, payload FROM {name} WHERE message_id > '' ORDER BY message_id")
+                    await cur.execute(
+                        f"SELECT message_id, payload FROM {name} WHERE message_id > '' ORDER BY message_id"
+                    )
                     got = await cur.fetchall()
                 assert [bytes(r[1]) for r in got] == sent
             message_ids = [r[0] for r in got]
@@ -122,7 +139,11 @@ async def test_direct_publishes_are_readable_at_their_ok_without_a_sequencer_pas
             assert events.get("passes", 0) == passes, events
             assert events.get("direct") == 12, events
             show = _show(p, name)
-            assert (show["Messages"], show["Bytes"], show["Last_id"]) == (len(sent), total_bytes, message_ids[-1])
+            assert (show["Messages"], show["Bytes"], show["Last_id"]) == (
+                len(sent),
+                total_bytes,
+                message_ids[-1],
+            )
         finally:
             for c in (publisher, reader, olap):
                 c.close()
@@ -130,34 +151,55 @@ async def test_direct_publishes_are_readable_at_their_ok_without_a_sequencer_pas
         await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
 
 
-async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_millisecond(topic_proxy, topics, local_cluster,
-                                                                                   http):
+async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_millisecond(
+    topic_proxy, topics, local_cluster, http
+):
     """The ids rule of ids.assign, in the write's SQL: a mark at sequence 0xFFFE (and in the
     future: the id's time never runs behind the last id) gives 0xFFFF, then the next ms from 0."""
     name = await topics.create("commerce")
     shard = await _shard_conn(local_cluster, topic_proxy, name)
     try:
         future_ms = int(time.time() * 1000) + 3_600_000
-        await _shard_rows(shard, f"UPDATE _tms_topics SET last_ms = {future_ms}, last_seq = 65534 WHERE name = '{name}'")
-        await run(topic_proxy, "commerce", f"INSERT INTO `{name}` (payload) VALUES ('a'), ('b'), ('c')")
-        expected = [ids.make_id(future_ms, 0xFFFF), ids.make_id(future_ms + 1, 0), ids.make_id(future_ms + 1, 1)]
-        rows = await _shard_rows(shard, f"SELECT message_id, publish_time, seq, payload FROM `_tms_{name}` ORDER BY _pk")
+        await _shard_rows(
+            shard,
+            f"UPDATE _tms_topics SET last_ms = {future_ms}, last_seq = 65534 WHERE name = '{name}'",
+        )
+        await run(
+            topic_proxy, "commerce", f"INSERT INTO `{name}` (payload) VALUES ('a'), ('b'), ('c')"
+        )
+        expected = [
+            ids.make_id(future_ms, 0xFFFF),
+            ids.make_id(future_ms + 1, 0),
+            ids.make_id(future_ms + 1, 1),
+        ]
+        rows = await _shard_rows(
+            shard, f"SELECT message_id, publish_time, seq, payload FROM `_tms_{name}` ORDER BY _pk"
+        )
         assert [(r[0], r[1], r[2], bytes(r[3])) for r in rows] == [
-            (expected[0], future_ms, 0xFFFF, b"a"), (expected[1], future_ms + 1, 0, b"b"),
-            (expected[2], future_ms + 1, 1, b"c")]
-        assert await _shard_rows(shard, f"SELECT last_ms, last_seq FROM _tms_topics WHERE name = '{name}'") == [
-            (future_ms + 1, 1)]
+            (expected[0], future_ms, 0xFFFF, b"a"),
+            (expected[1], future_ms + 1, 0, b"b"),
+            (expected[2], future_ms + 1, 1, b"c"),
+        ]
+        assert await _shard_rows(
+            shard, f"SELECT last_ms, last_seq FROM _tms_topics WHERE name = '{name}'"
+        ) == [(future_ms + 1, 1)]
         # REST's publish without a pointer is direct too: it continues after the mark.
         url = f"{topic_proxy.rest}/commerce/topics/{name}/publish"
-        async with http.post(url, json={"messages": [base64.b64encode(m).decode() for m in (b"d", b"e")]}) as r:
+        async with http.post(
+            url, json={"messages": [base64.b64encode(m).decode() for m in (b"d", b"e")]}
+        ) as r:
             assert r.status == 200
-        rows = await _shard_rows(shard, f"SELECT message_id FROM `_tms_{name}` WHERE payload IN ('d', 'e') ORDER BY _pk")
+        rows = await _shard_rows(
+            shard, f"SELECT message_id FROM `_tms_{name}` WHERE payload IN ('d', 'e') ORDER BY _pk"
+        )
         assert rows == [(ids.make_id(future_ms + 1, 2),), (ids.make_id(future_ms + 1, 3),)]
     finally:
         shard.close()
 
 
-async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(topic_proxy, topics, local_cluster):
+async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(
+    topic_proxy, topics, local_cluster
+):
     name = await topics.create("commerce", spec="(n INT NOT NULL)")
     shard = await _shard_conn(local_cluster, topic_proxy, name)
     conn, olap = await connect(topic_proxy, "commerce"), await connect(topic_proxy, "commerce")
@@ -166,11 +208,16 @@ async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(top
             await cur.execute("SET WORKLOAD = OLAP")  # the normal path
         async with conn.cursor() as cur:
             await cur.execute(f"INSERT INTO `{name}` (payload, n) VALUES ('ok', 1), ('ok', 2)")
-        mark = await _shard_rows(shard, f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'")
+        mark = await _shard_rows(
+            shard,
+            f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
+        )
         for c in (conn, olap):
-            for bad, code in ((f"INSERT INTO `{name}` (payload, n) VALUES ('x', 2), ('y', NULL)", 1048),
-                              (f"INSERT INTO `{name}` (payload, n) VALUES ('x', 2), ('z', 'not a number')", 1366),
-                              (f"INSERT INTO `{name}` (payload, nosuch) VALUES ('x', 1)", 1054)):
+            for bad, code in (
+                (f"INSERT INTO `{name}` (payload, n) VALUES ('x', 2), ('y', NULL)", 1048),
+                (f"INSERT INTO `{name}` (payload, n) VALUES ('x', 2), ('z', 'not a number')", 1366),
+                (f"INSERT INTO `{name}` (payload, nosuch) VALUES ('x', 1)", 1054),
+            ):
                 async with c.cursor() as cur:
                     try:
                         await cur.execute(bad)
@@ -178,16 +225,28 @@ async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(top
                     except pymysql.err.MySQLError as e:
                         assert e.args[0] == code, (bad, e.args)
                 # Nothing written, the mark where it was (the script's transaction rolled back).
-                assert await _shard_rows(shard, f"SELECT payload FROM `_tms_{name}`") == [(b"ok",), (b"ok",)]
-                assert await _shard_rows(
-                    shard, f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'") == mark
+                assert await _shard_rows(shard, f"SELECT payload FROM `_tms_{name}`") == [
+                    (b"ok",),
+                    (b"ok",),
+                ]
+                assert (
+                    await _shard_rows(
+                        shard,
+                        f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
+                    )
+                    == mark
+                )
             # The session goes on publishing.
             async with c.cursor() as cur:
-                await cur.execute(f"INSERT INTO `{name}` (payload, n) VALUES ('after', 3), ('after', 4)")
+                await cur.execute(
+                    f"INSERT INTO `{name}` (payload, n) VALUES ('after', 3), ('after', 4)"
+                )
                 assert cur.rowcount == 2
             await _shard_rows(shard, f"DELETE FROM `_tms_{name}` WHERE payload = 'after'")
             mark = await _shard_rows(
-                shard, f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'")
+                shard,
+                f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
+            )
     finally:
         conn.close()
         olap.close()
@@ -201,7 +260,10 @@ async def _autocommit_publisher(p: TopicProxy, topic: str, tag: str, count: int)
         async with conn.cursor() as cur:
             for k in range(count):
                 batch = [f"{tag}-{k}-{j}" for j in range(1 + k % 3)]
-                await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES " + ", ".join(["(%s)"] * len(batch)), batch)
+                await cur.execute(
+                    f"INSERT INTO `{topic}` (payload) VALUES " + ", ".join(["(%s)"] * len(batch)),
+                    batch,
+                )
                 sent += [m.encode() for m in batch]
     finally:
         conn.close()
@@ -228,32 +290,49 @@ async def _transaction_publisher(p: TopicProxy, topic: str, tag: str, count: int
     return sent
 
 
-async def _rest_pointer_publisher(http, p: TopicProxy, topic: str, tag: str, count: int) -> list[bytes]:
+async def _rest_pointer_publisher(
+    http, p: TopicProxy, topic: str, tag: str, count: int
+) -> list[bytes]:
     url = f"{p.rest}/commerce/topics/{topic}"
     sent: list[bytes] = []
     for k in range(count):
         pointer = 700_000 + k
         stored = [f"{tag}-{k}-s".encode()]
         marker = [f"{tag}-{k}-m".encode()]
-        async with http.post(url + "/store", json={"transactionWritePointer": pointer,
-                                                   "messages": [base64.b64encode(m).decode() for m in stored]}) as r:
+        async with http.post(
+            url + "/store",
+            json={
+                "transactionWritePointer": pointer,
+                "messages": [base64.b64encode(m).decode() for m in stored],
+            },
+        ) as r:
             assert r.status == 200
-        async with http.post(url + "/publish", json={"transactionWritePointer": pointer,
-                                                     "messages": [base64.b64encode(m).decode() for m in marker]}) as r:
+        async with http.post(
+            url + "/publish",
+            json={
+                "transactionWritePointer": pointer,
+                "messages": [base64.b64encode(m).decode() for m in marker],
+            },
+        ) as r:
             assert r.status == 200
         sent += stored + marker
     return sent
 
 
 async def test_direct_and_deferred_publishes_through_two_proxies_give_every_reader_one_order(
-        topic_proxy, other_proxy, topics, follow, http):
+    topic_proxy, other_proxy, topics, follow, http
+):
     """8 publishers over two proxies: autocommit (direct), BEGIN..COMMIT (deferred, some rolled
     back) and REST store/publish with a pointer (deferred). Followers on both proxies receive the
     one sequence the topic ends with, strictly increasing, nothing lost or twice, none late
     (a follower reads only ids after the last it has: a late arrival would be missing)."""
     topic = await topics.create("commerce")
-    assert await read_all(other_proxy, "commerce", topic) == []  # the other proxy learns of it (a miss)
-    followers = [await follow("commerce", f"STREAM * FROM `{topic}`", p) for p in (topic_proxy, other_proxy)]
+    assert (
+        await read_all(other_proxy, "commerce", topic) == []
+    )  # the other proxy learns of it (a miss)
+    followers = [
+        await follow("commerce", f"STREAM * FROM `{topic}`", p) for p in (topic_proxy, other_proxy)
+    ]
     results = await asyncio.gather(
         _autocommit_publisher(topic_proxy, topic, "da", 30),
         _autocommit_publisher(other_proxy, topic, "db", 30),
@@ -270,7 +349,9 @@ async def test_direct_and_deferred_publishes_through_two_proxies_give_every_read
     final = await read_all(topic_proxy, "commerce", topic)
     assert final == await read_all(other_proxy, "commerce", topic)
     message_ids = [r[0] for r in final]
-    assert message_ids == sorted(message_ids) and len(set(message_ids)) == len(message_ids) == len(sent)
+    assert message_ids == sorted(message_ids) and len(set(message_ids)) == len(message_ids) == len(
+        sent
+    )
     assert sorted(bytes(r[2]) for r in final) == sorted(sent)
     for f in followers:
         assert [(r[0], bytes(r[2])) for r in f.rows] == [(r[0], bytes(r[2])) for r in final]
@@ -292,7 +373,9 @@ def _ok_of(conn: pymysql.Connection, sql: str) -> tuple[int, int, int, int, byte
         return cur.rowcount, cur.lastrowid, conn.server_status, r.warning_count, r.message
 
 
-async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(topic_proxy, topics, local_cluster):
+async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(
+    topic_proxy, topics, local_cluster
+):
     """The script's seven answers come to the client as the INSERT's OK alone: its affected rows,
     last insert id (the first row's key), warnings and info text, the status flags of an
     autocommit statement (no MORE_RESULTS), and the sequence id a single OK has (the next
@@ -303,8 +386,14 @@ async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(top
     name = await topics.create("commerce")
     shard = await _shard_conn(local_cluster, topic_proxy, name)
     values = ", ".join(f"('m{i}')" for i in range(8))
-    conn = pymysql.connect(host="127.0.0.1", port=topic_proxy.port, user="root", password="", database="commerce",
-                           autocommit=True)
+    conn = pymysql.connect(
+        host="127.0.0.1",
+        port=topic_proxy.port,
+        user="root",
+        password="",
+        database="commerce",
+        autocommit=True,
+    )
     try:
         answers = []
         for workload in ("OLTP", "OLAP"):  # the fast path, then the normal path
@@ -316,17 +405,30 @@ async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(top
             with conn.cursor() as cur:  # the connection is in step
                 cur.execute("SELECT 1")
                 assert cur.fetchall() == ((1,),)
-        keys = await _shard_rows(shard, f"SELECT _pk, message_id IS NOT NULL FROM `_tms_{name}` ORDER BY _pk")
+        keys = await _shard_rows(
+            shard, f"SELECT _pk, message_id IS NOT NULL FROM `_tms_{name}` ORDER BY _pk"
+        )
         firsts = [keys[k][0] for k in (0, 8, 16, 24)]
-        for (direct, deferred), (first_direct, first_deferred) in zip(answers, [firsts[:2], firsts[2:]], strict=True):
+        for (direct, deferred), (first_direct, first_deferred) in zip(
+            answers, [firsts[:2], firsts[2:]], strict=True
+        ):
             # (PyMySQL's info keeps the text's length byte: "&" is 38.)
             assert direct == (8, first_direct, 2, 0, b"&Records: 8  Duplicates: 0  Warnings: 0")
             assert deferred == (8, first_deferred, 2, 0, b"&Records: 8  Duplicates: 0  Warnings: 0")
-        assert [bool(k[1]) for k in keys[:8]] == [True] * 8  # the direct ones had their ids in the write
+        assert [bool(k[1]) for k in keys[:8]] == [
+            True
+        ] * 8  # the direct ones had their ids in the write
     finally:
         conn.close()
-    connector = mysql.connector.connect(host="127.0.0.1", port=topic_proxy.port, user="root", password="",
-                                        database="commerce", autocommit=True, use_pure=True)
+    connector = mysql.connector.connect(
+        host="127.0.0.1",
+        port=topic_proxy.port,
+        user="root",
+        password="",
+        database="commerce",
+        autocommit=True,
+        use_pure=True,
+    )
     try:
         cur = connector.cursor(prepared=True)
         cur.execute(f"INSERT INTO `{name}` (payload) VALUES (%s), (%s), (%s)", ("p1", "p2", "p3"))
@@ -335,9 +437,15 @@ async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(top
         cur.close()
         cur = connector.cursor()
         cur.execute(f"SELECT payload FROM `{name}` WHERE payload LIKE 'p%' ORDER BY message_id")
-        assert cur.fetchall() == [(b"p1",), (b"p2",), (b"p3",)]  # readable at once: ids from the write
+        assert cur.fetchall() == [
+            (b"p1",),
+            (b"p2",),
+            (b"p3",),
+        ]  # readable at once: ids from the write
         cur.close()
-        assert (await _shard_rows(shard, f"SELECT MIN(_pk) FROM `_tms_{name}` WHERE payload LIKE 'p%'")) == [(first,)]
+        assert (
+            await _shard_rows(shard, f"SELECT MIN(_pk) FROM `_tms_{name}` WHERE payload LIKE 'p%'")
+        ) == [(first,)]
     finally:
         connector.close()
         shard.close()

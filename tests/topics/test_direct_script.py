@@ -15,32 +15,39 @@ def _script(rest: str) -> tuple[str, int] | None:
 
 
 def test_each_row_gets_the_id_columns_before_its_closing_parenthesis_whatever_its_strings_hold():
-    built = _script("""(payload, n) VALUES ('a)(b''c', 1), (CONCAT('x', ')'), (2)) ,( "q\\")", -3)""")
+    built = _script(
+        """(payload, n) VALUES ('a)(b''c', 1), (CONCAT('x', ')'), (2)) ,( "q\\")", -3)"""
+    )
     assert built is not None
     script, rows = built
     assert rows == 3
     statements = script.split(";")
     assert len(statements) == direct.RESULTS
     insert = statements[direct.ANSWER]
-    suffix = insert[insert.index(", ((@_sg_p"):insert.index("DIV 65536)") + len("DIV 65536")]
-    assert insert == (f"{HEAD} (payload, n, seq, publish_time) VALUES ('a)(b''c', 1{suffix}),"
-                      f""" (CONCAT('x', ')'), (2){suffix}) ,( "q\\")", -3{suffix})""")
+    suffix = insert[insert.index(", ((@_sg_p") : insert.index("DIV 65536)") + len("DIV 65536")]
+    assert insert == (
+        f"{HEAD} (payload, n, seq, publish_time) VALUES ('a)(b''c', 1{suffix}),"
+        f""" (CONCAT('x', ')'), (2){suffix}) ,( "q\\")", -3{suffix})"""
+    )
     assert "messages = messages + 3" in statements[direct.MARKED]
 
 
-@pytest.mark.parametrize("rest", [
-    "(payload) VALUES ('a') ON DUPLICATE KEY UPDATE payload = 'b'",
-    "(payload) VALUES ('a') AS new",
-    "(payload) VALUES ('a') /* a comment */",
-    "(payload) VALUES ('a' -- a comment\n)",
-    "(payload) VALUES ('a'), ('b",
-    "(payload) VALUES ('a'),",
-    "(payload) VALUES ('a') ('b')",
-    "(payload, publish_time) VALUES ('a', 1)",
-    "(payload) SELECT 'a'",
-    "VALUES ('a')",
-    "(payload) VALUES ('a'); DROP TABLE x",
-])
+@pytest.mark.parametrize(
+    "rest",
+    [
+        "(payload) VALUES ('a') ON DUPLICATE KEY UPDATE payload = 'b'",
+        "(payload) VALUES ('a') AS new",
+        "(payload) VALUES ('a') /* a comment */",
+        "(payload) VALUES ('a' -- a comment\n)",
+        "(payload) VALUES ('a'), ('b",
+        "(payload) VALUES ('a'),",
+        "(payload) VALUES ('a') ('b')",
+        "(payload, publish_time) VALUES ('a', 1)",
+        "(payload) SELECT 'a'",
+        "VALUES ('a')",
+        "(payload) VALUES ('a'); DROP TABLE x",
+    ],
+)
 def test_what_is_not_rewritten_exactly_keeps_the_deferred_path(rest):
     assert _script(rest) is None
 
