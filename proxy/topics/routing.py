@@ -105,7 +105,10 @@ def route_publish(sql: str, session_keyspace: str | None, lookup: Lookup) -> Rou
     if m.group("verb").lower() == "replace":
         raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {info.name} of the REPLACE is not updatable"
                          " (topics are append-only)", "HY000")
-    if _SELECT_WORD.search(sql, m.end()):
+    # The word, case-insensitively, only where the lowered text has it: the regex alone (re.I,
+    # word boundaries) read a 100-row publish's 10 KB at ~11% of the proxy's samples (py-spy,
+    # autocommit 100-message publishes); lower() and a substring test are C speed.
+    if "select" in sql.lower() and _SELECT_WORD.search(sql, m.end()):
         return None
     table = log_table(info.name) if _names_view_columns(sql[m.end():], info) else info.name
     target = None
