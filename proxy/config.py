@@ -170,11 +170,11 @@ class TopicsConfig:
     max_poll_bytes: int = 4 * 1024 * 1024  # proxy.topics.schema.DEFAULT_MAX_POLL_BYTES
     # An autocommit publish (or REST publish without a pointer) of at least this many messages
     # takes its ids in the write (proxy.topics.direct); smaller ones keep NULL ids and a pass.
-    # Measured (BENCHMARKS.md, "topicdirect"; 4 publishers, one topic): 100 messages per INSERT,
-    # shard CPU 54 -> 20 us per message and visible 0.16 -> 0.30 of raw; 1 message per INSERT,
-    # shard CPU 190 -> 350 us and 0.30 -> 0.17 of raw (the mark's UPDATE and the lock it holds
-    # to COMMIT, per publish, against a pass's ~450 us shared by many). Per publish the direct
-    # script costs ~200 us more, per message it saves ~34 us: even from ~6 messages.
+    # Measured (BENCHMARKS.md, "topicdirect"; 4 publishers, one topic, A/B): 100 messages per
+    # INSERT, shard CPU 42-44 -> 27-29 us per message, visible at the OK; 1 message per INSERT
+    # (all direct, first version), shard CPU 160-190 -> 350-380 us and 0.30-0.35 -> 0.17-0.23 of
+    # raw: the mark's lock and UPDATE per publish, against a pass's ~450 us shared by many. Per
+    # publish the script costs the shard ~200 us more, per message it saves ~15-34 us.
     direct_min_rows: int = 8
 
 
