@@ -21,7 +21,9 @@ query to one shard and relay the answer unchanged:
   table too: ``FastRoute.written_table`` names it, and an ack is told to messaging as the normal
   path tells it). Writes of a session in ``twopc`` mode take the normal path;
 - or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
-  no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded.
+  no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded, or,
+  outside a transaction and from ``topics.direct_min_rows`` messages, sent as a direct publish
+  (``proxy.topics.direct``: its ids taken in the write; the client gets the INSERT's OK alone).
 
 Everything is decided from the session's state and the cached plan, synchronously:
 what does not qualify costs a normalisation (~10 µs) before the normal path.
