@@ -168,6 +168,14 @@ class TopicsConfig:
     # Payload bytes one read hands out at most (a REST/client poll, a STREAM follower's batch),
     # at least one message whatever its size (CDAP's messaging.max.poll.size, in bytes).
     max_poll_bytes: int = 4 * 1024 * 1024  # proxy.topics.schema.DEFAULT_MAX_POLL_BYTES
+    # An autocommit publish (or REST publish without a pointer) of at least this many messages
+    # takes its ids in the write (proxy.topics.direct); smaller ones keep NULL ids and a pass.
+    # Measured (BENCHMARKS.md, "topicdirect"; 4 publishers, one topic, A/B): 100 messages per
+    # INSERT, shard CPU 42-44 -> 27-29 us per message, visible at the OK; 1 message per INSERT
+    # (all direct, first version), shard CPU 160-190 -> 350-380 us and 0.30-0.35 -> 0.17-0.23 of
+    # raw: the mark's lock and UPDATE per publish, against a pass's ~450 us shared by many. Per
+    # publish the script costs the shard ~200 us more, per message it saves ~15-34 us.
+    direct_min_rows: int = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,8 +568,13 @@ class _Reader:
             return TopicsConfig()
         doc = self.mapping(value, "topics")
         fields = {"poll_seconds", "follow_poll_seconds", "purge_seconds", "refresh_seconds", "pending_max_age_seconds"}
-        self.no_unknown_keys(doc, "topics", fields | {"max_poll_bytes"})
+        self.no_unknown_keys(doc, "topics", fields | {"max_poll_bytes", "direct_min_rows"})
         values: dict[str, Any] = {}
+        if "direct_min_rows" in doc:
+            v = doc["direct_min_rows"]
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise self.error("topics.direct_min_rows", f"expected a positive number of messages, got {_kind(v)}")
+            values["direct_min_rows"] = v
         if "max_poll_bytes" in doc:
             v = doc["max_poll_bytes"]
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:

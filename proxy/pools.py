@@ -46,6 +46,7 @@ _CONNECTION_ERRORS = {
     CR_SERVER_LOST_EXTENDED,
 }
 STREAM_BATCH_ROWS = 1000
+_SERVER_MORE_RESULTS_EXISTS = 0x0008
 # A KILL QUERY goes over a connection of its own: the pool may be exhausted by the very
 # queries being killed.
 KILL_CONNECT_TIMEOUT_S = 5
@@ -279,6 +280,42 @@ class ShardConnection:
             return await gen.__anext__()  # batch_rows=0: the whole result is one chunk
         finally:
             await gen.aclose()
+
+    async def execute_oks(self, sql: str) -> list[Result]:
+        """Run a multi-statement whose statements each answer OK (none returns rows): their
+        results, in order. MariaDB stops at the first failing statement, whose error is raised;
+        what ran before it stays done (a transaction it began stays open: the caller rolls it
+        back). Any other answer, or an interruption, leaves the connection broken."""
+        assert self._deferred_begin is None, "a multi-statement on a connection of a transaction"
+        conn = self.conn
+        statement = running_statement.current()
+        if statement is not None:
+            statement.shard_query_started(self)  # raises if that statement was killed
+        results: list[Result] = []
+        pending = True
+        try:
+            try:
+                await aiomysql_wire.send_query(conn, sql)
+                while True:
+                    packet = await aiomysql_wire.read_packet(conn)
+                    if not packet.is_ok_packet():
+                        self.broken = True  # a result set's rows follow, unread
+                        raise pymysql.err.OperationalError(CR_COMMANDS_OUT_OF_SYNC, "a result set in a multi-statement of OKs")
+                    ok = OKPacketWrapper(packet)
+                    conn.server_status = ok.server_status
+                    results.append(Result(affected_rows=ok.affected_rows, insert_id=ok.insert_id,
+                                          warnings=ok.warning_count, info=(ok.message or b"").decode("utf-8", "replace")))
+                    if not ok.server_status & _SERVER_MORE_RESULTS_EXISTS:
+                        pending = False
+                        return results
+            except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
+                pending = not isinstance(e, pymysql.err.MySQLError)  # an error packet ends the response
+                raise self._translate(e) from e
+        finally:
+            if statement is not None:
+                statement.shard_query_ended(self)
+            if pending:
+                self.broken = True
 
     async def stream(
         self, sql: str, batch_rows: int = STREAM_BATCH_ROWS, keep_on_abandon: bool = False

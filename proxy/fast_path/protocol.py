@@ -80,6 +80,7 @@ from proxy.prepared import (
 )
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
+from proxy.topics import direct
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
 from proxy.twopc import SINGLE, TWOPC
@@ -314,7 +315,10 @@ class ClientFastPath(asyncio.BufferedProtocol):
         statement.shard_query_started(link)
         self._link, self._statement, self._route, self._sql = link, statement, route, sql
         self._binary = binary
-        link.query(route.query, self)
+        if route.direct:
+            link.query(route.query, self, results=direct.RESULTS, answer=direct.ANSWER)
+        else:
+            link.query(route.query, self)
         return True
 
     # -- an autocommit write reaching several shards ------------------------------------------
@@ -669,11 +673,13 @@ class ClientFastPath(asyncio.BufferedProtocol):
         sc.broken = True
         sc.pool.release(sc)
 
-    def _wrote(self, route: FastRoute) -> None:
+    def _wrote(self, route: FastRoute, link: ShardLink) -> None:
         """What Executor._wrote does once a write succeeded: messaging and topics hear of it
         now, or at the COMMIT inside a transaction (``ProxySession.wrote``)."""
         if route.topic is not None:
-            self.session.wrote(route.topic[0], TopicWrite(*route.topic))
+            # A direct publish's rows took their ids unless rows waited for a pass (then they wait too).
+            marked = route.direct and link.results_affected[direct.MARKED] > 0
+            self.session.wrote(route.topic[0], TopicWrite(*route.topic, direct=marked))
             return
         write = self._message_write(route)
         if write is not None:
@@ -772,7 +778,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
                 data = _without_info(data)
             route = self._route
             if route is not None and route.keyword != "select":
-                self._wrote(route)
+                self._wrote(route, link)
         if not self.transport.is_closing():
             self.transport.write(data)
         self._finish(link, rows, error is not None)

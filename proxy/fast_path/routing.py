@@ -26,7 +26,9 @@ query to one shard and relay the answer unchanged:
   shards (``FastRoute.several``: one query per shard, run in the statement's implicit
   transaction by ``proxy.fast_path.several``);
 - or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
-  no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded.
+  no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded, or,
+  outside a transaction and from ``topics.direct_min_rows`` messages, sent as a direct publish
+  (``proxy.topics.direct``: its ids taken in the write; the client gets the INSERT's OK alone).
 
 Everything is decided from the session's state and the cached plan, synchronously:
 what does not qualify costs a normalisation (~10 µs) before the normal path.
@@ -76,6 +78,9 @@ class FastRoute:
     without_info: bool = False
     # A publish: the topic (keyspace, name) whose sequencer hears of it once it succeeded.
     topic: tuple[str, str] | None = None
+    # A direct publish (``proxy.topics.direct``): ``query`` is its multi-statement, whose
+    # result ``direct.ANSWER`` of ``direct.RESULTS`` (the INSERT's OK) is the client's answer.
+    direct: bool = False
     # A planned UPDATE of a message table (the plan's keyspace): perhaps an ack, which
     # messaging hears of once it succeeded (Executor._message_write reads its ids).
     acks_table: str | None = None
@@ -115,7 +120,7 @@ def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) ->
     if proxy.topics.names_topic(sql):
         if kw != "insert" or session.target_shard is not None or (settings and "sql_mode" in settings and ('"' in sql or "\\" in sql or "''" in sql)):
             return None
-        return _publish_target(session, sql, settings_key(settings) if settings else NO_SETTINGS)
+        return _publish_target(session, sql, settings_key(settings) if settings else NO_SETTINGS, in_transaction)
     if session.target_shard is not None or not proxy.is_sharded(keyspace):
         return _verbatim(session, keyspace, sql, kw, settings_key(settings) if settings else NO_SETTINGS)
     if settings and "sql_mode" in settings and ('"' in sql or "\\" in sql or "''" in sql):
@@ -180,15 +185,19 @@ def _verbatim(session: ProxySession, keyspace: str, sql: str, kw: str, settings:
     )
 
 
-def _publish_target(session: ProxySession, sql: str, settings: Settings) -> FastRoute | None:
+def _publish_target(session: ProxySession, sql: str, settings: Settings, in_transaction: bool) -> FastRoute | None:
     """An INSERT into a topic: routed by the topics service from the text alone
-    (no parse, no plan), to the topic's shard."""
-    routed = session.state.topics.fast_publish(session, sql)
+    (no parse, no plan), to the topic's shard; outside a transaction, a direct publish
+    (its ids assigned in the write) when it can be rewritten so."""
+    topics = session.state.topics
+    routed = topics.fast_publish(session, sql)
     if routed is None or routed.insert_into is None:
         return None
     topic = routed.insert_into
-    return FastRoute("insert", routed.keyspace, routed.shard, routed.sql.encode("utf-8"), "Topic", None,
-                     settings, topic=(topic.keyspace, topic.name))
+    script = topics.direct_script(session, routed, in_transaction)
+    query = routed.sql if script is None else script
+    return FastRoute("insert", routed.keyspace, routed.shard, query.encode("utf-8"), "Topic", None,
+                     settings, topic=(topic.keyspace, topic.name), direct=script is not None)
 
 
 def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any]) -> tuple[str, str] | None:

@@ -124,6 +124,12 @@ MESSAGES = Counter(
     [*_MESSAGE_TABLE, "event"],
 )
 
+TOPIC_EVENTS = Counter(
+    "shardgate_topic_events", "Topic events of this process (proxy/topics): sequencer passes run (passes),"
+    " messages they gave ids (sequenced), publishes that took their ids in the write (direct)",
+    ["keyspace", "topic", "event"],
+)
+
 _CDC_STREAM = ["table", "keyspace", "shard"]
 CDC_STREAMS_OPEN = Gauge("shardgate_cdc_streams_open", "VSTREAM statements streaming now", ["table"],
                          multiprocess_mode="livesum")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MESSAGE_EVENTS = ("sent", "acked", "delayed", "parked", "purged")
+TOPIC_EVENTS = ("passes", "sequenced", "direct")
 
 
 def transactions_behind(head: GtidPosition, position: GtidPosition) -> int:
@@ -55,6 +56,7 @@ class StateSampler:
         self._plan_cache()
         self._sessions()
         self._messaging()
+        self._topics()
         self._twopc()
 
     def _pools(self) -> None:
@@ -99,6 +101,16 @@ class StateSampler:
             c = m.counters
             for event in MESSAGE_EVENTS:
                 self._counter(metrics.MESSAGES, (*labels, event), getattr(c, event))
+
+    def _topics(self) -> None:
+        last = self._last.setdefault(metrics.TOPIC_EVENTS._name, {})
+        for (keyspace, name), rt in list(self.proxy.topics.runtimes.items()):
+            for event in TOPIC_EVENTS:
+                labels = (keyspace, name, event)
+                value = getattr(rt.counters, event)
+                if value < last.get(labels, 0.0):
+                    last[labels] = 0.0  # a re-created topic's runtime counts from 0 again
+                self._counter(metrics.TOPIC_EVENTS, labels, value)
 
     def _twopc(self) -> None:
         counters = twopc.manager_for(self.proxy).counters.snapshot()

@@ -5,10 +5,12 @@ An id is 20 lower-case hex digits: 16 for the publish time in milliseconds since
 text (any collation), as bytes and as (ms, seq) pairs; ``make_id(ms, 0)`` is the first id a
 message published at ``ms`` can have, which is how time-addressed reads become id ranges.
 
-Ids are assigned by the sequencer (``proxy.topics.sequencer``), never by publishers: CDAP's
-single writer per topic takes the next (ms, seq) after the last one it gave, and waits for the
-next millisecond after 65,536 messages in one; we move on to the next millisecond instead, so
-an id's time may run ahead of the clock by a few ms during a burst, never behind the last id.
+Ids are assigned on the shard under the topic's mark lock, by a direct publish's SQL
+(``proxy.topics.direct``, the same rule in SQL) or a sequencer pass (``assign``; see
+``proxy.topics.sequencer``): CDAP's single writer per topic takes the next (ms, seq) after the
+last one it gave, and waits for the next millisecond after 65,536 messages in one; we move on
+to the next millisecond instead, so an id's time may run ahead of the clock by a few ms during
+a burst, never behind the last id.
 """
 
 from __future__ import annotations

@@ -60,6 +60,9 @@ class Routed:
     sql: str
     insert_into: TopicInfo | None  # the topic this INSERT publishes to
     planned: bool = False  # beyond one shard: for the planner, with topics as pinned tables
+    # Where ``sql`` names the topic's log table (a publish straight into it): the span a direct
+    # publish (``proxy.topics.direct``) rewrites after; None: through the view, or not a publish.
+    target: tuple[int, int] | None = None
 
 
 def names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
@@ -102,12 +105,20 @@ def route_publish(sql: str, session_keyspace: str | None, lookup: Lookup) -> Rou
     if m.group("verb").lower() == "replace":
         raise ProxyError(ER_NON_UPDATABLE_TABLE, f"The target table {info.name} of the REPLACE is not updatable"
                          " (topics are append-only)", "HY000")
-    if _SELECT_WORD.search(sql, m.end()):
+    # The word, case-insensitively, only where the lowered text has it: the regex alone (re.I,
+    # word boundaries) read a 100-row publish's 10 KB at ~11% of the proxy's samples (py-spy,
+    # autocommit 100-message publishes); lower() and a substring test are C speed.
+    if "select" in sql.lower() and _SELECT_WORD.search(sql, m.end()):
         return None
     table = log_table(info.name) if _names_view_columns(sql[m.end():], info) else info.name
+    target = None
     if qualifier is not None or table != info.name:
-        sql = sql[: m.start("target")] + quote_identifier(table) + sql[m.end("target"):]
-    return Routed(info.keyspace, info.shard, sql, info)
+        quoted = quote_identifier(table)
+        start = m.start("target")
+        sql = sql[:start] + quoted + sql[m.end("target"):]
+        if table != info.name:
+            target = (start, start + len(quoted))
+    return Routed(info.keyspace, info.shard, sql, info, target=target)
 
 
 def _names_view_columns(rest: str, info: TopicInfo) -> bool:

@@ -1,8 +1,9 @@
 """The SQL that lays a topic out on its shard (see ``proxy.topics.names``): pure text builders.
 
-The log table keeps every message row. Publishers insert through the view with no id (only
-``payload``, user columns, optionally ``ttl_seconds``); ``publish_time`` and ``seq`` stay NULL
-until the sequencer gives the committed row its place, and ``message_id`` (a stored generated
+The log table keeps every message row. A direct publish (``proxy.topics.direct``) writes its
+rows with ``publish_time`` and ``seq``; other publishes insert with no id (only ``payload``,
+user columns, optionally ``ttl_seconds``): ``publish_time`` and ``seq`` stay NULL until the
+sequencer gives the committed row its place, and ``message_id`` (a stored generated
 column, so its unique index serves ``WHERE message_id > ... ORDER BY message_id``) is NULL
 with them; the same index finds the rows waiting for an id (``message_id IS NULL``, in key order). ``pending`` marks rows stored under a REST transaction write pointer and not yet
 published (CDAP's payload table); the sequencer skips them. ``payload_bytes`` and

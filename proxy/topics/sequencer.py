@@ -2,41 +2,55 @@
 
 Ordering, and why it is commit order with no late arrivals
 ----------------------------------------------------------
-Publishers never take an id: ``INSERT INTO topic (payload) ...`` writes a row with no id,
-inside or outside the client's transaction, and returns as soon as MariaDB has committed it
-(outside a transaction: durable when the OK returns). A row becomes readable only when a
-*sequencer pass* gives it an id; readers (the view, ``STREAM``, REST poll) see only rows with ids.
+A message's id is taken from the topic's high-water mark (``last_ms``, ``last_seq`` of its
+metadata row) by one of two writers, both holding that row's lock from reading the mark to
+committing the ids they give:
 
-A pass (``ShardTopicStore.sequence``) reads the committed rows still without id, in one
-consistent read; then, in one UPDATE, it gives them the next ids after the topic's high-water
-mark (kept in its metadata row) and moves the mark, on the condition that the mark is still
-the one the proxy last read or wrote there (compare-and-set). Any proxy may run a pass; the
-UPDATE locks the metadata row, so passes commit one at a time, each after the mark the
-previous one left (a pass that lost the race changes nothing, reads the mark and tries again).
-Hence:
+* a **direct publish** (``proxy.topics.direct``): a publish whose transaction the proxy owns
+  (an autocommit ``INSERT INTO topic ... VALUES`` through the proxy, REST's publish without a
+  pointer) is one multi-statement ``BEGIN; UPDATE <mark>; INSERT <rows with their ids>;
+  COMMIT``: its UPDATE locks the mark and moves it past the rows' ids, which the INSERT writes;
+  the rows are readable at the commit, when the OK returns;
+* a **sequencer pass** (``ShardTopicStore.sequence``), for rows written with no id: those of a
+  client's transaction (``BEGIN ... INSERT ... COMMIT``; their place is taken at commit, so an
+  open transaction holds nobody back), REST's commit markers, anything the proxy cannot rewrite
+  exactly, and inserts made directly on the shard. A pass reads the committed rows still
+  without id, in one consistent read; then, in one UPDATE, gives them the next ids after the
+  mark and moves it, on the condition that the mark is still the one it read
+  (compare-and-set), or, after losing that race once, with the mark read under its row lock
+  in the same transaction (so a pass never starves however often direct publishes move the
+  mark). Readers (the view, ``STREAM``, REST poll) see only rows with ids.
 
-* ids only grow, across passes and proxies (the mark a pass builds on is checked under the
-  UPDATE's row lock: a proxy's remembered copy is only a guess), and no id is used twice (a
-  unique index backs it);
-* a reader that sees an id of pass N sees every id of passes before N: they were committed
-  before pass N's UPDATE could lock the mark (InnoDB makes a transaction's changes visible
-  before it releases its locks); and a pass's ids appear together, at its commit. So once a
-  reader has seen id B, no id A < B can appear later: **no late arrivals**, for every reader, whatever
-  it reads with (the shard's own MVCC is the arbiter, not any proxy's memory);
+Either way the mark's row lock is held from the mark's read to the commit of the ids given
+after it, so writers of every proxy take ids one at a time, each after the mark the previous
+one committed. Hence:
+
+* ids only grow, across writers and proxies (the mark each builds on is the locked, committed
+  one: a proxy's remembered copy is only a guess), never behind the last id (``GREATEST`` of the
+  shard's clock and the mark), and no id is used twice (a unique index backs it);
+* a reader that sees an id B sees every id below B: those were committed by writers that held
+  the mark's lock before B's writer could take it (InnoDB makes a transaction's changes visible
+  before it releases its locks); and one writer's ids appear together, at its commit. So once a
+  reader has seen id B, no id A < B can appear later: **no late arrivals**, for every reader,
+  whatever it reads with (the shard's own MVCC is the arbiter, not any proxy's memory);
 * a rolled-back transaction's rows never existed for the read; an open transaction's rows are
-  invisible to it (READ COMMITTED, and rows are then reached by primary key only), so they hold
-  nobody back, and get ids in the first pass after their commit — after everything committed
-  before them: **order is commit order**, at the resolution of a pass (rows of transactions
-  that committed between the same two passes' reads are ordered by insert order, i.e. the
-  auto-increment key, so a transaction's own messages keep their insert order);
-* a proxy killed mid-pass loses nothing: its UPDATE rolls back (or never ran), the rows stay
-  committed and un-sequenced, and the next pass of any proxy takes them.
+  invisible to a pass (READ COMMITTED, and rows are then reached by primary key only), so they
+  hold nobody back, and get ids in the first pass after their commit — after everything made
+  visible before that pass: **order is the order messages become visible**, which for a direct
+  publish is its commit and for a deferred row its pass (rows of transactions that committed
+  between the same two passes' reads are ordered by insert order, i.e. the auto-increment key,
+  so a transaction's own messages keep their insert order);
+* a proxy killed mid-publish or mid-pass loses nothing whose publish returned OK: a direct
+  publish's transaction (rows and mark together) commits before its OK or rolls back with the
+  connection; a pass's UPDATE rolls back (or never ran), its rows stay committed and
+  un-sequenced, and the next pass of any proxy takes them.
 
-When a commit through this process inserted into a topic, its sequencer runs a pass at once
-(``notify``), or, under load, ``MIN_PASS_INTERVAL_S`` after the previous pass began (the commits
-of the wait share it: the order argument above holds for a pass of any size); otherwise it
-probes every ``poll_seconds`` (rows inserted through other proxies or directly on the shard,
-and other proxies' passes, which wake this process's followers).
+A direct publish through this process wakes its followers at its OK (``published``); when a
+commit through it left rows without ids, its sequencer runs a pass at once (``notify``), or,
+under load, ``MIN_PASS_INTERVAL_S`` after the previous pass began (the commits of the wait
+share it: the order argument above holds for a pass of any size); otherwise it probes every
+``poll_seconds`` (rows inserted through other proxies or directly on the shard, and other
+proxies' passes and direct publishes, which wake this process's followers).
 """
 
 from __future__ import annotations
@@ -82,6 +96,7 @@ class TopicInfo:
 class TopicCounters:
     passes: int = 0
     sequenced: int = 0
+    direct: int = 0  # direct publishes through this process (ids assigned in the write)
     purged: int = 0
     errors: int = 0
     last_pass_ms: float = 0.0
@@ -143,6 +158,13 @@ class TopicRuntime:
     def notify(self) -> None:
         """Rows were committed into the topic: run a pass now."""
         self._dirty.set()
+
+    def published(self) -> None:
+        """A direct publish through this process committed (its rows have their ids): followers
+        wake; no pass (the next one reads the mark it moved under the mark's lock)."""
+        self.counters.direct += 1
+        self.store.forget_mark(self.info.name)
+        self._bump()
 
     def changed(self) -> asyncio.Event:
         """An event set at the next change of the high-water mark (take it before reading)."""

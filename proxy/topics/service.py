@@ -26,14 +26,14 @@ from proxy.engine.result import PacketBlock, Result, local_result, split_packets
 from proxy.errors import ER_NO_DB_ERROR, ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
-from proxy.topics import routing, statement
+from proxy.topics import direct, routing, statement
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
 from proxy.topics.feed import TopicFeed
 from proxy.topics.http import add_topic_routes
 from proxy.topics.names import LOG_PREFIX, check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
-from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
+from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, execute_direct, rows_of
 from vschema.model import Table, VSchema
 from vschema.tracked_schema import TableSchema, TrackedSchema
 
@@ -72,10 +72,12 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class TopicWrite:
-    """An INSERT into a topic, told to its sequencer when it commits."""
+    """An INSERT into a topic, told to its sequencer when it commits (``direct``: its rows took
+    their ids in the write, ``proxy.topics.direct``: followers wake, no pass)."""
 
     keyspace: str
     name: str
+    direct: bool = False
 
 
 def _last_first_column(block: PacketBlock) -> bytes | None:
@@ -362,10 +364,19 @@ class TopicService:
 
     # -- publish / poll (REST, client) ----------------------------------------------------------
     async def publish(self, keyspace: str, name: str, payloads: Sequence[bytes]) -> int:
-        """Non-transactional publish: durable when this returns."""
+        """Non-transactional publish: durable when this returns; with its ids (a direct publish)
+        from ``topics.direct_min_rows`` messages on, else at the pass it wakes."""
         info = await self.topic_info(keyspace, name)
-        count = await self.stores[(info.keyspace, info.shard)].insert(info.name, payloads)
-        self.runtime(info).notify()
+        store = self.stores[(info.keyspace, info.shard)]
+        marked = False
+        if payloads and len(payloads) >= self.settings.direct_min_rows:
+            count, marked = await store.publish_direct(info.name, payloads)
+        else:
+            count = await store.insert(info.name, payloads)
+        if marked:
+            self.runtime(info).published()
+        else:
+            self.runtime(info).notify()
         return count
 
     async def store_payloads(self, keyspace: str, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
@@ -559,6 +570,9 @@ class TopicService:
         if routed.planned:
             return PlanWithTopics(await self.catalog())
         if routed.insert_into is not None:
+            script = self.direct_script(session, routed)
+            if script is not None:
+                return await self._publish_direct(session, routed, script)
             # The after-write hook reads the topic from here (a topic INSERT is routed, never
             # planned: one reading beyond its shard is refused above).
             session.written_table = (routed.insert_into.keyspace, routed.insert_into.name)
@@ -590,6 +604,40 @@ class TopicService:
         except ProxyError:
             return None  # REPLACE: the normal path refuses it
 
+    def direct_script(self, session: ProxySession, routed: routing.Routed, in_transaction: bool = False) -> str | None:
+        """The direct publish (``proxy.topics.direct``: ids assigned in the write) of a routed
+        INSERT whose transaction the proxy owns: an autocommit one outside a client's transaction
+        (an implicit transaction of the statement alone, twopc/multi mode, is the proxy's too),
+        of at least ``topics.direct_min_rows`` messages. None: the deferred path (NULL ids, a
+        pass) runs it: inside a client's transaction, into the view, fewer messages, or not
+        rewritten exactly."""
+        topic, target = routed.insert_into, routed.target
+        if topic is None or target is None or in_transaction or not session.autocommit:
+            return None
+        tx = session.tx
+        if tx is not None and not (tx.implicit and not tx.conns):
+            return None
+        settings = session.settings
+        if settings and "sql_mode" in settings and any(c in routed.sql for c in ('"', "\\", "''")):
+            return None  # ANSI_QUOTES / NO_BACKSLASH_ESCAPES: the scanner reads the default sql_mode
+        minimum = self.settings.direct_min_rows
+        if minimum > 1 and routed.sql.count("(", target[1]) < minimum + 1:
+            # Fewer parentheses than the column list and ``minimum`` rows: fewer rows, for sure
+            # (the one-message publish skips the script's ~5 us).
+            return None
+        built = direct.direct_script(routed.sql, target[0], target[1], topic.name)
+        return None if built is None or built[1] < self.settings.direct_min_rows else built[0]
+
+    async def _publish_direct(self, session: ProxySession, routed: routing.Routed, script: str) -> Result:
+        """A direct publish on the normal path: on a connection of the session's settings outside
+        any transaction (the script is its own), told to the topic once its OK is in."""
+        topic = routed.insert_into
+        assert topic is not None
+        async with session.vcursor.scratch(routed.keyspace, routed.shard) as sc:
+            res, marked = await execute_direct(sc, script)
+        session.wrote(topic.keyspace, TopicWrite(topic.keyspace, topic.name, direct=marked))
+        return res
+
     def names_topic(self, sql: str) -> bool:
         """Whether ``sql`` may name a topic (then ``route``/``written`` must see it)."""
         return self._pattern is not None and self._pattern.search(sql) is not None
@@ -605,7 +653,10 @@ class TopicService:
     def committed(self, write: TopicWrite) -> None:
         rt = self.runtimes.get((write.keyspace, write.name))
         if rt is not None:
-            rt.notify()
+            if write.direct:
+                rt.published()
+            else:
+                rt.notify()
 
     async def stream(self, session: ProxySession, sql: str) -> Outcome | None:
         """``STREAM * FROM topic [WHERE ...]``; None if the table is not a topic."""

@@ -5,10 +5,12 @@ READ COMMITTED: the sequencer's scan must see every row committed before it and 
 but the rows it sequences, and the purge must take no gap locks (a gap lock at the low end of
 an index would block publishers' inserts). Every connection is returned in a ``finally``.
 
-The sequencer pass (``sequence``) is the heart of ordering; see ``proxy.topics.sequencer`` for
-why its result is commit order with no late arrivals.
+The mark's two writers, the direct publish (``execute_direct``, its SQL from
+``proxy.topics.direct``) and the sequencer pass (``sequence``), are the heart of ordering; see
+``proxy.topics.sequencer`` for why their result is one order with no late arrivals.
 
-Whether a row has its id is always tested on ``message_id`` (NULL until the pass), never on
+Whether a row has its id is always tested on ``message_id`` (NULL until the pass, for rows not
+published directly), never on
 ``seq`` or ``publish_time``: so a log layout giving those NOT NULL defaults (an in-place UPDATE
 by the pass, ~6 µs less shard CPU per row, BENCHMARKS.md) reads the same to this version.
 """
@@ -24,10 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proxy.engine.result import Result, decode_value
-from proxy.errors import ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, ProxyError
+from proxy.errors import CR_MALFORMED_PACKET, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, ProxyError
 from proxy.pools import ShardConnection, ShardPool
 from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
-from proxy.topics import ids
+from proxy.topics import direct, ids
 from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
 from proxy.topics.names import META_TABLE, log_table
 from proxy.topics.schema import (
@@ -91,6 +93,28 @@ def _topic_row(r: tuple[Any, ...]) -> TopicRow:
         columns=json.loads(r[4] or "[]"), last_ms=int(r[5]), last_seq=int(r[6]), messages=int(r[7]),
         bytes=int(r[8]), purged=int(r[9]), created_ms=int(r[10]),
     )  # fmt: skip
+
+
+async def execute_direct(sc: ShardConnection, script: str) -> tuple[Result, bool]:
+    """Run a direct publish's multi-statement (``proxy.topics.direct``) on ``sc``, a connection
+    outside any transaction: the INSERT's own result and whether its rows took their ids (else
+    they wait for a pass), or its error (any statement's) with nothing written: the
+    transaction the script began is rolled back (the connection closed if even that fails,
+    which makes MariaDB roll it back)."""
+    try:
+        results = await sc.execute_oks(script)
+    except ProxyError:
+        if not sc.broken:
+            try:
+                await sc.execute("rollback")
+            except ProxyError:
+                sc.broken = True
+        raise
+    if len(results) != direct.RESULTS:
+        sc.broken = True
+        raise ProxyError(CR_MALFORMED_PACKET, f"Malformed packet: {len(results)} answers to a topic publish of"
+                         f" {direct.RESULTS} statements", "HY000")
+    return results[direct.ANSWER], results[direct.MARKED].affected_rows > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,66 +281,112 @@ class ShardTopicStore:
         """One sequencer pass: give the committed, unsequenced rows (in insert order) the next
         ids after the topic's high-water mark, atomically with the mark's update.
 
-        Two statements, no explicit transaction. (1) One consistent read (READ COMMITTED: it
-        neither waits for nor locks an open transaction's rows) of the rows committed without
-        id, and the shard's clock. (2) One UPDATE that sets their ids *and* moves the mark, on
-        the condition that the mark (and the topic's generation) is still the one this store
-        last read or wrote (compare-and-set): it locks the metadata row, so passes of every
-        proxy commit one at a time, each strictly after the mark the previous one left; a pass
-        that lost the race changes nothing, reads the mark again and retries. The mark is kept
-        between passes (the compare-and-set checks it under the row lock, so a stale one costs
-        a retry, never an id): reading it in the same SELECT as the waiting rows, through a
-        join grouped by the mark's row, cost the shard ~150-200 µs more per pass and the proxy
-        ~80 µs (measured alternately on this machine, 4-row passes). Rows are reached by primary
-        key only (FORCE INDEX): a scan would lock, and wait for, the rows of open transactions."""
+        (1) One consistent read (READ COMMITTED: it neither waits for nor locks an open
+        transaction's rows) of the rows committed without id, and the shard's clock. (2) One
+        UPDATE that sets their ids *and* moves the mark, on the condition that the mark (and the
+        topic's generation) is still the one this store last read or wrote (compare-and-set): it
+        locks the metadata row, so passes and direct publishes (``proxy.topics.direct``, which
+        hold that lock from their first statement to their commit) of every proxy take ids one
+        at a time, each strictly after the mark the previous one left. Keeping the mark between
+        passes saves a round trip while this store is the only one moving it: reading it in the
+        same SELECT as the waiting rows, through a join grouped by the mark's row, cost the shard
+        ~150-200 µs more per pass and the proxy ~80 µs (measured alternately on this machine,
+        4-row passes). (3) When that compare-and-set lost (another proxy's pass, a direct
+        publish) or no mark is remembered (a direct publish through this process forgot it), the
+        pass reads the mark under its row lock (``begin; SELECT ... FOR UPDATE``) and updates
+        in that transaction, reading the waiting rows again under the lock: it cannot lose, so
+        passes never starve however often direct publishes move the mark. Rows are reached by primary key only (FORCE INDEX): a scan
+        would lock, and wait for, the rows of open transactions."""
         table = quote_identifier(log_table(name))
-        quoted = sql_string(name)
         for _ in range(CAS_ATTEMPTS):
             async with self.connection() as sc:
-                mark = self._marks.get(name)
-                if mark is None:
-                    mark = await self._read_mark(sc, name)
-                    if mark is None:
-                        return PassResult(0, None, gone=True)
-                generation, last_ms, last_seq = mark
-                # One row: the shard's clock and the waiting rows' keys as one string (decoding
-                # thousands of rows in Python would cost more than the pass itself).
-                rows = rows_of(await sc.execute(
-                    f"SELECT {NOW_MS}, GROUP_CONCAT(_pk ORDER BY _pk SEPARATOR ','), SUM(payload_bytes) FROM"
-                    f" (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (message_id) WHERE message_id IS NULL"
-                    f" AND pending = 0 ORDER BY _pk LIMIT {PASS_LIMIT}) t"))
-                if not rows[0][1]:
-                    # Nothing waits: answer the mark as the shard has it (another proxy's pass may
-                    # have moved it: this process's followers wake for it).
+                waiting = await self._waiting(sc, table)
+                if waiting is None:
+                    # Nothing waits: answer the mark as the shard has it (another proxy's pass or
+                    # a direct publish may have moved it: this process's followers wake for it).
                     fresh = await self._read_mark(sc, name)
                     if fresh is None:
                         return PassResult(0, None, gone=True)
                     return PassResult(0, ids.make_id(fresh[1], fresh[2]) if fresh[2] >= 0 else None)
-                now_ms = int(rows[0][0])
-                pks = [int(pk) for pk in rows[0][1].split(",")]
-                added = int(rows[0][2] or 0)
-                assigned = ids.assign(last_ms, last_seq, now_ms, len(pks))
-                doc = "[" + ",".join(f"[{pk},{ms},{seq}]" for pk, (ms, seq) in zip(pks, assigned, strict=True)) + "]"
-                new_ms, new_seq = assigned[-1]
-                res = await sc.execute(
-                    f"UPDATE {META_TABLE} m STRAIGHT_JOIN JSON_TABLE('{doc}', '$[*]' COLUMNS (pk BIGINT UNSIGNED"
-                    f" PATH '$[0]', ms BIGINT PATH '$[1]', sq INT PATH '$[2]')) j STRAIGHT_JOIN {table} b"
-                    f" FORCE INDEX (PRIMARY) ON b._pk = j.pk"
-                    f" SET b.publish_time = j.ms, b.seq = j.sq, m.last_ms = {new_ms}, m.last_seq = {new_seq},"
-                    f" m.messages = m.messages + {len(pks)}, m.bytes = m.bytes + {added}"
-                    f" WHERE m.name = {quoted} AND m.generation = {generation} AND m.last_ms = {last_ms}"
-                    f" AND m.last_seq = {last_seq} AND b.message_id IS NULL"
-                )
-                if res.affected_rows > 0:
-                    self._marks[name] = (generation, new_ms, new_seq)
-                    return PassResult(len(pks), ids.make_id(new_ms, new_seq))
-                self._marks.pop(name, None)  # another pass (or a drop) moved it: read it again
+                mark = self._marks.get(name)
+                if mark is not None:
+                    done = await self._give_ids(sc, name, table, mark, *waiting)
+                    if done is not None:
+                        return done
+                    self._marks.pop(name, None)  # another pass, a direct publish or a drop moved it
+                sc.defer_begin("begin", lambda: None)  # sent with the locking read
+                try:
+                    locked = await self._read_mark(sc, name, lock=True)
+                    if locked is not None:
+                        # Read again under the lock: no other writer gives ids now, so these are
+                        # exactly the rows waiting (those read before may have got ids meanwhile).
+                        waiting = await self._waiting(sc, table)
+                        if waiting is None:
+                            done = PassResult(0, ids.make_id(locked[1], locked[2]) if locked[2] >= 0 else None)
+                        else:
+                            done = await self._give_ids(sc, name, table, locked, *waiting)
+                except BaseException:
+                    if not sc.broken:
+                        try:
+                            await sc.execute("rollback")
+                        except ProxyError:
+                            sc.broken = True
+                    raise
+                await sc.execute("commit")
+                if locked is None:
+                    return PassResult(0, None, gone=True)
+                if done is not None:
+                    return done
         raise ProxyError(ER_LOCK_WAIT_TIMEOUT, f"topic {name}: sequencer pass lost {CAS_ATTEMPTS} races in a row", "HY000")
 
-    async def _read_mark(self, sc: ShardConnection, name: str) -> tuple[int, int, int] | None:
-        """(generation, last_ms, last_seq) of a live topic, remembered for the next pass; None: gone."""
+    @staticmethod
+    async def _waiting(sc: ShardConnection, table: str) -> tuple[int, list[int], int] | None:
+        """The shard's clock, and the committed rows waiting for ids (their keys in insert order,
+        their payload bytes), in one consistent read; None: none waits. One row comes back: the
+        keys as one string (decoding thousands of rows in Python would cost more than the pass)."""
         rows = rows_of(await sc.execute(
-            f"SELECT generation, last_ms, last_seq FROM {META_TABLE} WHERE name = {sql_string(name)}"))
+            f"SELECT {NOW_MS}, GROUP_CONCAT(_pk ORDER BY _pk SEPARATOR ','), SUM(payload_bytes) FROM"
+            f" (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (message_id) WHERE message_id IS NULL"
+            f" AND pending = 0 ORDER BY _pk LIMIT {PASS_LIMIT}) t"))
+        if not rows[0][1]:
+            return None
+        return int(rows[0][0]), [int(pk) for pk in rows[0][1].split(",")], int(rows[0][2] or 0)
+
+    async def _give_ids(
+        self, sc: ShardConnection, name: str, table: str, mark: tuple[int, int, int], now_ms: int, pks: list[int],
+        added: int,
+    ) -> PassResult | None:
+        """The pass's UPDATE: ids after ``mark`` for the rows ``pks``, if the mark is still that
+        (None: it is not, nothing changed)."""
+        generation, last_ms, last_seq = mark
+        assigned = ids.assign(last_ms, last_seq, now_ms, len(pks))
+        doc = "[" + ",".join(f"[{pk},{ms},{seq}]" for pk, (ms, seq) in zip(pks, assigned, strict=True)) + "]"
+        new_ms, new_seq = assigned[-1]
+        res = await sc.execute(
+            f"UPDATE {META_TABLE} m STRAIGHT_JOIN JSON_TABLE('{doc}', '$[*]' COLUMNS (pk BIGINT UNSIGNED"
+            f" PATH '$[0]', ms BIGINT PATH '$[1]', sq INT PATH '$[2]')) j STRAIGHT_JOIN {table} b"
+            f" FORCE INDEX (PRIMARY) ON b._pk = j.pk"
+            f" SET b.publish_time = j.ms, b.seq = j.sq, m.last_ms = {new_ms}, m.last_seq = {new_seq},"
+            f" m.messages = m.messages + {len(pks)}, m.bytes = m.bytes + {added}"
+            f" WHERE m.name = {sql_string(name)} AND m.generation = {generation} AND m.last_ms = {last_ms}"
+            f" AND m.last_seq = {last_seq} AND b.message_id IS NULL"
+        )
+        if res.affected_rows == 0:
+            return None
+        self._marks[name] = (generation, new_ms, new_seq)
+        return PassResult(len(pks), ids.make_id(new_ms, new_seq))
+
+    def forget_mark(self, name: str) -> None:
+        """A direct publish through this process moved the topic's mark: the next pass reads it
+        under its lock instead of trying the remembered one first (a compare-and-set it would lose)."""
+        self._marks.pop(name, None)
+
+    async def _read_mark(self, sc: ShardConnection, name: str, lock: bool = False) -> tuple[int, int, int] | None:
+        """(generation, last_ms, last_seq) of a live topic, remembered for the next pass; None:
+        gone. ``lock``: a locking read (inside the caller's transaction)."""
+        rows = rows_of(await sc.execute(
+            f"SELECT generation, last_ms, last_seq FROM {META_TABLE} WHERE name = {sql_string(name)}"
+            + (" FOR UPDATE" if lock else "")))
         if not rows or int(rows[0][0]) <= 0:
             self._marks.pop(name, None)
             return None
@@ -345,6 +415,8 @@ class ShardTopicStore:
     async def insert(
         self, name: str, payloads: Sequence[bytes], pointer: int | None = None, pending: bool = False,
     ) -> int:
+        """REST publishes with no ids (a pass gives them): committed now, or stored under
+        ``pointer`` for its commit marker."""
         if not payloads:
             return 0
         table = quote_identifier(log_table(name))
@@ -357,6 +429,18 @@ class ShardTopicStore:
             sql = f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}"
         async with self.connection() as sc:
             return (await sc.execute(sql)).affected_rows
+
+    async def publish_direct(self, name: str, payloads: Sequence[bytes]) -> tuple[int, bool]:
+        """A REST publish as a direct publish (``proxy.topics.direct``): how many messages, and
+        whether they took their ids (else they wait for a pass, behind rows that did)."""
+        table = quote_identifier(log_table(name))
+        head = f"INSERT INTO {table}"
+        values = ",".join(f"({bytes_literal(p)})" for p in payloads)
+        built = direct.direct_script(f"{head} (payload) VALUES {values}", len("INSERT INTO "), len(head), name)
+        assert built is not None  # the proxy's own text: always rewritten
+        async with self.connection() as sc:
+            res, marked = await execute_direct(sc, built[0])
+        return res.affected_rows, marked
 
     async def commit_pointer(self, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
         """CDAP's commit marker: ``payloads`` and everything stored under ``pointer`` become

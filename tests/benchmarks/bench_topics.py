@@ -128,18 +128,19 @@ async def _wait_sequenced(shard: aiomysql.Connection, topic: str, started: float
 
 
 async def _topic_run(p: ProxyProcess, shard: aiomysql.Connection, topic: str, total: int, per_tx: int,
-                     shard_pid: int = 0) -> Run:
+                     shard_pid: int = 0, transaction: bool | None = None) -> Run:
     p0, s0 = cpu_seconds(p.proc.pid), cpu_seconds(shard_pid)
     started = time.perf_counter()
-    publish_s = await _publish(lambda: _proxy_conn(p), topic, total, per_tx)
+    publish_s = await _publish(lambda: _proxy_conn(p), topic, total, per_tx, transaction)
     visible_s = await _wait_sequenced(shard, topic, started)
     p1, s1 = cpu_seconds(p.proc.pid), cpu_seconds(shard_pid)
     return Run(total // PUBLISHERS // per_tx * PUBLISHERS * per_tx, publish_s, visible_s, p1 - p0, s1 - s0)
 
 
-async def _raw_run(e: ShardEndpoint, table: str, total: int, per_tx: int, shard_pid: int = 0) -> Run:
+async def _raw_run(e: ShardEndpoint, table: str, total: int, per_tx: int, shard_pid: int = 0,
+                   transaction: bool | None = None) -> Run:
     s0 = cpu_seconds(shard_pid)
-    seconds = await _publish(lambda: _shard_conn(e), table, total, per_tx)
+    seconds = await _publish(lambda: _shard_conn(e), table, total, per_tx, transaction)
     n = total // PUBLISHERS // per_tx * PUBLISHERS * per_tx
     return Run(n, seconds, seconds, 0.0, cpu_seconds(shard_pid) - s0)
 
@@ -326,7 +327,7 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
                  shard_pid: Callable[[str, str], int | None]) -> None:
     admin = await _proxy_conn(p)
     topics = {}
-    for name in ("bench_tx", "bench_single", "bench_latency", "bench_fanout"):
+    for name in ("bench_tx", "bench_batch", "bench_single", "bench_latency", "bench_fanout"):
         await _exec(admin, f"DROP TOPIC IF EXISTS {name}")
         await _exec(admin, f"CREATE TOPIC {name}")
         topics[name] = (await _exec(admin, f"SHOW TOPICS LIKE '{name}'"))[0][2]
@@ -345,6 +346,8 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
     await _exec(raw_conn, "DROP TABLE IF EXISTS raw_topic_log")
     await _exec(raw_conn, "CREATE TABLE raw_topic_log LIKE `_tms_bench_tx`")
     raw_tx = await _raw_run(shard_of("bench_tx"), "raw_topic_log", TX_MESSAGES, TX_ROWS, pid_of("bench_tx"))
+    raw_batch = await _raw_run(shard_of("bench_tx"), "raw_topic_log", TX_MESSAGES, TX_ROWS, pid_of("bench_tx"),
+                               transaction=False)
     raw_single = await _raw_run(shard_of("bench_tx"), "raw_topic_log", SINGLE_MESSAGES, 1, pid_of("bench_tx"))
     # the proxy's own floor: the same INSERTs of a plain table through the proxy (shard-targeted
     # session, sent verbatim: no topic, no sequencer)
@@ -356,9 +359,16 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
 
     tx_shard = await _shard_conn(shard_of("bench_tx"))
     single_shard = await _shard_conn(shard_of("bench_single"))
+    batch_shard = await _shard_conn(shard_of("bench_batch"))
     tx = await _topic_run(p, tx_shard, "bench_tx", TX_MESSAGES, TX_ROWS, pid_of("bench_tx"))
+    # The same 100 messages as one autocommit INSERT: the proxy owns its transaction (a direct
+    # publish: ids in the write, no pass), where BEGIN; INSERT; COMMIT above is the client's.
+    batch = await _topic_run(p, batch_shard, "bench_batch", TX_MESSAGES, TX_ROWS, pid_of("bench_batch"),
+                             transaction=False)
     single = await _topic_run(p, single_shard, "bench_single", SINGLE_MESSAGES, 1, pid_of("bench_single"))
-    for label, raw, run in (("100 messages per transaction", raw_tx, tx), ("single-message transactions", raw_single, single)):
+    for label, raw, run in (("100 messages per transaction", raw_tx, tx),
+                            ("100 messages per autocommit INSERT", raw_batch, batch),
+                            ("single-message transactions", raw_single, single)):
         print(f"{label}: raw {raw.publish_rate:,.0f} msg/s; through the proxy {run.publish_rate:,.0f} msg/s committed"
               f" ({run.publish_rate / raw.publish_rate:.2f} of raw), {run.visible_rate:,.0f} msg/s visible"
               f" ({run.visible_rate / raw.publish_rate:.2f} of raw); raw shard CPU per message"
@@ -377,7 +387,7 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
     print(f"fan-out to {FANOUT} followers (another process): publishers {base.publish_rate:,.0f} -> {fanned.publish_rate:,.0f} msg/s"
           f" (cost {1 - fanned.publish_rate / base.publish_rate:.0%}); every follower got {delivered:,} of"
           f" {fanned.messages:,}; {base.cpu} without followers, {fanned.cpu} with them", flush=True)
-    for c in (tx_shard, single_shard, fan_shard):
+    for c in (tx_shard, single_shard, batch_shard, fan_shard):
         c.close()
 
 

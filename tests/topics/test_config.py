@@ -21,16 +21,18 @@ def _cluster(tmp_path, extra: str):
 
 def test_http_and_topics_settings_are_read(tmp_path):
     config = _cluster(tmp_path, "http: {host: 127.0.0.1, port: 18080}\n"
-                                "topics: {poll_seconds: 0.2, purge_seconds: 5, max_poll_bytes: 65536}")
+                                "topics: {poll_seconds: 0.2, purge_seconds: 5, max_poll_bytes: 65536, direct_min_rows: 1}")
     assert (config.http.host, config.http.port) == ("127.0.0.1", 18080)
     assert (config.topics.poll_seconds, config.topics.purge_seconds, config.topics.refresh_seconds) == (0.2, 5.0, 5.0)
     assert config.topics.max_poll_bytes == 65536
+    assert config.topics.direct_min_rows == 1
 
 
 def test_without_http_there_is_no_listener_and_topic_defaults_apply(tmp_path):
     config = _cluster(tmp_path, "")
     assert config.http is None and config.topics.poll_seconds == 0.5
     assert config.topics.max_poll_bytes == 4 * 1024 * 1024
+    assert config.topics.direct_min_rows == 8
 
 
 @pytest.mark.parametrize("extra, field", [
@@ -41,6 +43,8 @@ def test_without_http_there_is_no_listener_and_topic_defaults_apply(tmp_path):
     ("topics: {nope: 1}", "topics.nope"),
     ("topics: {max_poll_bytes: 0}", "topics.max_poll_bytes"),
     ("topics: {max_poll_bytes: 1.5}", "topics.max_poll_bytes"),
+    ("topics: {direct_min_rows: 0}", "topics.direct_min_rows"),
+    ("topics: {direct_min_rows: true}", "topics.direct_min_rows"),
 ])
 def test_bad_http_or_topics_settings_name_the_field(tmp_path, extra, field):
     with pytest.raises(ConfigError) as e:

@@ -312,7 +312,8 @@ async def test_stream_starts_from_an_id_or_a_time_and_ends_when_the_topic_is_dro
 
 async def test_commits_arriving_while_passes_run_share_paced_passes(topic_proxy, topics):
     """Under load a pass begins at most every MIN_PASS_INTERVAL_S and takes every commit of the
-    wait: 4 publishers' single-message commits share passes (a pass gives its rows one
+    wait: 4 publishers' single-message transactions (the deferred path: an autocommit publish
+    takes its ids in the write, with no pass) share passes (a pass gives its rows one
     millisecond: distinct publish times bound the passes), each publisher's messages stay in its
     commit order, and all become visible."""
     topic = await topics.create("commerce")
@@ -324,7 +325,9 @@ async def test_commits_arriving_while_passes_run_share_paced_passes(topic_proxy,
         try:
             async with conn.cursor() as cur:
                 for k in range(per_publisher):
+                    await cur.execute("BEGIN")
                     await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s)", (f"p{i}-{k}",))
+                    await cur.execute("COMMIT")
                     committed[i].append(f"p{i}-{k}".encode())
         finally:
             conn.close()

@@ -1,0 +1,190 @@
+"""Direct publishes: ids assigned in the write, for publishes whose transaction the proxy owns
+(pure text builders, no I/O).
+
+An autocommit ``INSERT INTO topic (cols) VALUES (...), ...`` (and a REST publish without a
+transaction pointer) is sent to the topic's shard as ONE multi-statement, so its rows are
+written with their ids and no sequencer pass ever has to UPDATE them (the pass's per-row
+UPDATE, ~17-20 us of shard CPU a row, was what kept 100-message transactions at 0.27-0.34 of
+the raw ceiling: BENCHMARKS.md, "topicdirect")::
+
+    SET @_sg_ms = NULL, ...;
+    BEGIN;
+    SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM _tms_topics
+      WHERE name = 'topic' AND generation > 0 FOR UPDATE;     -- the mark, locked to COMMIT
+    SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position> INTO @_sg_ms, @_sg_p;
+    INSERT INTO _tms_topic (cols, publish_time, seq) VALUES (..., <ms of row i>, <seq of row i>), ...;
+    UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = ..., bytes = ...
+      WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
+    COMMIT
+
+The ids follow the rule of ``ids.assign`` (the shard's clock, never behind the mark; past
+sequence 0xFFFF the next millisecond): the first row's position is ``@_sg_p`` in millisecond
+``@_sg_ms``, row ``i`` gets ``(@_sg_ms + (@_sg_p + i) DIV 65536, (@_sg_p + i) MOD 65536)``, and
+the mark moves to the last row's id, all from the row locked. That lock is held to COMMIT, so
+direct publishes and sequencer passes (``ShardTopicStore.sequence``) of every proxy take ids one
+at a time, each after the mark the previous one committed: see ``proxy.topics.sequencer`` for
+why that is commit order with no late arrivals. When committed rows still wait for a pass (a
+client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL; the
+mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
+(by insert order) rather than before: the sender then wakes the sequencer as for any deferred
+write. ``@_sg_b`` sums the rows' payload lengths as MariaDB stored them (an expression of a
+VALUES row may read a column set earlier in the row: ``payload`` is the value converted to the
+column), for the ``bytes`` counter.
+
+A multi-statement stops at its first error with its transaction still open: whoever sends the
+script rolls it back (or closes the connection) on any error, and answers that error; the
+client's answer on success is the INSERT's own OK (result ``ANSWER`` of ``RESULTS``).
+
+Only what can be rewritten exactly is: a plain ``INSERT INTO`` (no IGNORE / priority, no ON
+DUPLICATE KEY, no row alias, no comment) into the log table with a column list of view
+columns but ``publish_time``, and rows of a VALUES list. Anything else keeps the deferred path
+(NULL ids, a pass), which interleaves with this one correctly.
+"""
+
+from __future__ import annotations
+
+import re
+
+from proxy.topics.names import META_TABLE
+from proxy.topics.schema import NOW_MS, sql_string
+from sqltext.lexer import split_top_level
+
+# A script goes as one COM_QUERY packet (the fast path's links send no more; MariaDB's default
+# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~130 bytes a row).
+MAX_SCRIPT_BYTES = 0xFFFFFF - 1
+RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
+ANSWER = 4  # the INSERT's result: the client's answer
+MARKED = (
+    5  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
+)
+
+_PLAIN_INSERT = re.compile(r"^\s*insert\s+into\s+$", re.I)
+_VALUES = re.compile(r"\s*values?\s*(?=\()", re.I)
+# Quoted strings and identifiers whole (default sql_mode: the caller declines ANSI_QUOTES /
+# NO_BACKSLASH_ESCAPES sessions' text with quotes or backslashes), parentheses, and what
+# makes the text something this scanner does not read (a comment, an unclosed quote).
+# Loops unrolled (a run of plain characters at a time): 100 rows of 100-byte strings took 433 us
+# with one alternation per character, 119 us so (Python's re reads a character class at ~7 ns
+# a character: matching rows whole, or validating the list with one fullmatch, was no faster).
+_TOKEN = re.compile(
+    r"""'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*"|`[^`]*(?:``[^`]*)*`|[()]|/\*|#|--|['"`;]""",
+    re.S,
+)
+_PLAIN_LIST = re.compile(r"^[A-Za-z0-9_$\s,]*$")
+
+
+def row_ends(text: str) -> list[int] | None:
+    """The index of each row's closing parenthesis in ``text``, a VALUES list ``(...), (...)``
+    and nothing after it; None when it is anything else. Read by tokens: strings and quoted
+    names whole, parentheses, and what ends the scan."""
+    ends: list[int] = []
+    depth = 0
+    last = 0  # end of the last token read at depth 0
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok == "(":
+            if depth == 0:
+                gap = text[last : m.start()].strip()
+                if gap != ("," if ends else ""):
+                    return None  # between rows: one comma
+            depth += 1
+        elif tok == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+            if depth == 0:
+                ends.append(m.start())
+                last = m.end()
+        elif len(tok) < 2 or tok in ("/*", "--"):
+            return None  # a comment, an unclosed quote, a second statement
+        elif depth == 0:
+            return None  # a quoted word between rows
+    if depth != 0 or not ends or text[last:].strip():
+        return None  # unbalanced, or something after the rows (ON DUPLICATE KEY, an alias)
+    return ends
+
+
+def _column_names(inner: str) -> list[str] | None:
+    if _PLAIN_LIST.match(inner):
+        return [c.strip().lower() for c in inner.split(",")]
+    names = []
+    for c in split_top_level(inner):
+        if not (c.startswith("`") and c.endswith("`")) or "." in c:
+            return None
+        names.append(c[1:-1].replace("``", "`").lower())
+    return names
+
+
+def direct_script(
+    sql: str, target_start: int, target_end: int, topic: str
+) -> tuple[str, int] | None:
+    """The multi-statement writing ``sql`` (an INSERT whose target, ``sql[target_start:target_end]``,
+    is the topic's log table) with its ids, and how many rows it publishes; None when it is not
+    rewritten exactly (the deferred path runs it)."""
+    if _PLAIN_INSERT.match(sql, 0, target_start) is None:
+        return None
+    rest = sql[target_end:]
+    head = rest.lstrip()
+    if not head.startswith("("):
+        return None
+    close = head.find(")")
+    if close < 0:
+        return None
+    names = _column_names(head[1:close])
+    if not names or "publish_time" in names or "seq" in names or "" in names:
+        return None
+    m = _VALUES.match(head, close + 1)
+    if m is None:
+        return None
+    values_at = m.end()
+    # Row i's position is @_sg_p + i: a counter the row's seq expression steps (MariaDB evaluates
+    # a VALUES row's expressions in column order, one row after another), which its
+    # publish_time expression, later in the row, reads; the payload's stored length is added up
+    # in a term that is always 0 (LEAST(0, n >= 0)).
+    suffix = (
+        ", ((@_sg_p + (@_sg_i := @_sg_i + 1)) MOD 65536), LEAST(0, @_sg_b := @_sg_b"
+        " + COALESCE(LENGTH(payload), 0)) + @_sg_ms + (@_sg_p + @_sg_i) DIV 65536"
+    )
+    values = head[values_at:]
+    ends = row_ends(values)
+    if ends is None:
+        return None
+    rows = len(ends)
+    pieces: list[str] = []
+    pos = 0
+    for end in ends:
+        pieces += (values[pos:end], suffix)
+        pos = end
+    pieces.append(values[pos:])
+    body = "".join(pieces)
+    quoted_log = sql[target_start:target_end]
+    parts = [
+        sql[:target_end],
+        " ",
+        head[:close],
+        ", seq, publish_time)",
+        head[close + 1 : values_at],
+        body,
+    ]
+    insert = "".join(parts)
+    name = sql_string(topic)
+    last = rows - 1
+    # Ids only when no committed row waits for a pass (read after the mark is locked): a row that
+    # committed before this publish must not get its place after it (a publisher's one-message
+    # publish, then its batch). Else the rows go without ids, for the pass with the others.
+    ms = f"IF(@_sg_lms IS NULL OR EXISTS(SELECT 1 FROM {quoted_log} FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0), NULL, GREATEST({NOW_MS}, @_sg_lms))"
+    script = (
+        "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_b = 0, @_sg_i = -1, @_sg_lms = NULL, @_sg_lseq = NULL;BEGIN;"
+        # The mark, locked to COMMIT (none: not a live topic, the variables stay NULL).
+        f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
+        f" AND generation > 0 FOR UPDATE;"
+        # A consistent read, taken after the lock: every writer before this one has committed.
+        f"SELECT {ms}, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0) INTO @_sg_ms, @_sg_p;"
+        f"{insert};"
+        # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
+        f"UPDATE {META_TABLE} SET last_ms = @_sg_ms + (@_sg_p + {last}) DIV 65536, last_seq = (@_sg_p + {last}) MOD 65536,"
+        f" messages = messages + {rows}, bytes = bytes + @_sg_b WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT"
+    )
+    if len(script) >= MAX_SCRIPT_BYTES // 4 and len(script.encode("utf-8")) >= MAX_SCRIPT_BYTES:
+        return None
+    return script, rows

@@ -1,0 +1,451 @@
+"""Direct publishes (proxy/topics/direct.py): a publish whose transaction the proxy owns (an
+autocommit ``INSERT INTO topic ... VALUES``, on the fast path or the normal path, and REST's
+publish without a pointer) of at least ``topics.direct_min_rows`` messages (2 in these tests'
+proxies, 1 in ``quiet_proxy``) takes its ids in the write, under the topic's mark lock; the
+deferred path (a client's transaction, a REST commit marker, anything not rewritten) keeps
+NULL ids and a sequencer pass. Both interleave into one order, seen alike by every reader."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+
+import aiomysql
+import pymysql
+import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
+
+from proxy.topics import ids
+from tests.proxy_process import free_port, start_proxy, stop_proxy
+from tests.topics.conftest import TopicProxy, connect, eventually, launch, read_all, run
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def quiet_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicProxy]:
+    """A proxy whose sequencers probe only every 30 s: whatever becomes visible through it sooner
+    was made visible by its publish, and its pass counter moves only when a publish asks a pass."""
+    base = local_cluster.config.path
+    cfg = base.parent / "topics-direct-quiet.yaml"
+    http_port = free_port()
+    cfg.write_text(
+        base.read_text() + f"\nhttp: {{host: 127.0.0.1, port: {http_port}}}\n"
+        "topics: {poll_seconds: 30, follow_poll_seconds: 30, refresh_seconds: 30, direct_min_rows: 1}\n"
+    )
+    log = tmp_path_factory.mktemp("topics-direct-quiet") / "proxy.log"
+    p = TopicProxy(start_proxy(cfg, local_cluster.endpoints, log), http_port)
+    try:
+        yield p
+    finally:
+        stop_proxy(p.process)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def other_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicProxy]:
+    p = launch(local_cluster, tmp_path_factory.mktemp("topics-direct-other"), "direct-other")
+    try:
+        yield p
+    finally:
+        stop_proxy(p.process)
+
+
+def _topic_events(p: TopicProxy, topic: str) -> dict[str, float]:
+    """``shardgate_topic_events`` of one topic, by event, as the proxy's /metrics says."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{p.http_port}/metrics", timeout=10) as r:
+        body = r.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(body):
+        if family.name == "shardgate_topic_events":
+            for s in family.samples:
+                if s.name.endswith("_total") and s.labels.get("topic") == topic:
+                    out[s.labels["event"]] = out.get(s.labels["event"], 0.0) + s.value
+    return out
+
+
+async def _shard_conn(local_cluster, p: TopicProxy, topic: str) -> aiomysql.Connection:
+    """A connection straight to the topic's shard."""
+    shard = (await run(p, "commerce", f"SHOW TOPICS FROM commerce LIKE '{topic}'"))[0][2]
+    e = local_cluster.endpoints[("commerce", shard)]
+    return await aiomysql.connect(
+        host=e.host, port=e.port, user=e.user, password=e.password, db=e.database, autocommit=True
+    )
+
+
+async def _shard_rows(conn: aiomysql.Connection, sql: str) -> list[tuple]:
+    async with conn.cursor() as cur:
+        await cur.execute(sql)
+        return list(await cur.fetchall())
+
+
+def _show(p: TopicProxy, topic: str) -> dict[str, object]:
+    conn = pymysql.connect(
+        host="127.0.0.1",
+        port=p.port,
+        user="root",
+        password="",
+        database="commerce",
+        autocommit=True,
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SHOW TOPICS FROM commerce LIKE '{topic}'")
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, cur.fetchone(), strict=True))
+    finally:
+        conn.close()
+
+
+async def test_direct_publishes_are_readable_at_their_ok_without_a_sequencer_pass(quiet_proxy):
+    p, name = quiet_proxy, "direct_at_once"
+    await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
+    await run(p, "commerce", f"CREATE TOPIC {name}")
+    try:
+        # The pass a newly served topic gets (rows may wait from a dead proxy) has run.
+        await eventually(
+            lambda: asyncio.sleep(0, _topic_events(p, name).get("passes", 0) >= 1),
+            what="first pass",
+        )
+        passes = _topic_events(p, name).get("passes", 0)
+        publisher, reader = await connect(p, "commerce"), await connect(p, "commerce")
+        olap = await connect(p, "commerce")  # OLAP sessions take the normal path: direct there too
+        try:
+            async with olap.cursor() as cur:
+                await cur.execute("SET WORKLOAD = OLAP")
+            sent: list[bytes] = []
+            total_bytes = 0
+            for i in range(12):
+                rows = [f"m{i}-{k}-" + "x" * i for k in range(1 + i % 3)]
+                conn = olap if i % 4 == 3 else publisher
+                async with conn.cursor() as cur:
+                    await cur.execute(
+                        f"INSERT INTO {name} (payload) VALUES " + ", ".join(["(%s)"] * len(rows)),
+                        rows,
+                    )
+                    assert cur.rowcount == len(rows)
+                sent += [r.encode() for r in rows]
+                total_bytes += sum(len(r) for r in rows)
+                # Readable as soon as the OK is in: no pass ran for them (the counter below).
+                async with reader.cursor() as cur:
+                    await cur.execute(
+                        f"SELECT message_id, payload FROM {name} WHERE message_id > '' ORDER BY message_id"
+                    )
+                    got = await cur.fetchall()
+                assert [bytes(r[1]) for r in got] == sent
+            message_ids = [r[0] for r in got]
+            assert message_ids == sorted(message_ids) and len(set(message_ids)) == len(sent)
+            events = _topic_events(p, name)
+            assert events.get("passes", 0) == passes, events
+            assert events.get("direct") == 12, events
+            show = _show(p, name)
+            assert (show["Messages"], show["Bytes"], show["Last_id"]) == (
+                len(sent),
+                total_bytes,
+                message_ids[-1],
+            )
+        finally:
+            for c in (publisher, reader, olap):
+                c.close()
+    finally:
+        await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
+
+
+async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_millisecond(
+    topic_proxy, topics, local_cluster, http
+):
+    """The ids rule of ids.assign, in the write's SQL: a mark at sequence 0xFFFE (and in the
+    future: the id's time never runs behind the last id) gives 0xFFFF, then the next ms from 0."""
+    name = await topics.create("commerce")
+    shard = await _shard_conn(local_cluster, topic_proxy, name)
+    try:
+        future_ms = int(time.time() * 1000) + 3_600_000
+        await _shard_rows(
+            shard,
+            f"UPDATE _tms_topics SET last_ms = {future_ms}, last_seq = 65534 WHERE name = '{name}'",
+        )
+        await run(
+            topic_proxy, "commerce", f"INSERT INTO `{name}` (payload) VALUES ('a'), ('b'), ('c')"
+        )
+        expected = [
+            ids.make_id(future_ms, 0xFFFF),
+            ids.make_id(future_ms + 1, 0),
+            ids.make_id(future_ms + 1, 1),
+        ]
+        rows = await _shard_rows(
+            shard, f"SELECT message_id, publish_time, seq, payload FROM `_tms_{name}` ORDER BY _pk"
+        )
+        assert [(r[0], r[1], r[2], bytes(r[3])) for r in rows] == [
+            (expected[0], future_ms, 0xFFFF, b"a"),
+            (expected[1], future_ms + 1, 0, b"b"),
+            (expected[2], future_ms + 1, 1, b"c"),
+        ]
+        assert await _shard_rows(
+            shard, f"SELECT last_ms, last_seq FROM _tms_topics WHERE name = '{name}'"
+        ) == [(future_ms + 1, 1)]
+        # REST's publish without a pointer is direct too: it continues after the mark.
+        url = f"{topic_proxy.rest}/commerce/topics/{name}/publish"
+        async with http.post(
+            url, json={"messages": [base64.b64encode(m).decode() for m in (b"d", b"e")]}
+        ) as r:
+            assert r.status == 200
+        rows = await _shard_rows(
+            shard, f"SELECT message_id FROM `_tms_{name}` WHERE payload IN ('d', 'e') ORDER BY _pk"
+        )
+        assert rows == [(ids.make_id(future_ms + 1, 2),), (ids.make_id(future_ms + 1, 3),)]
+    finally:
+        shard.close()
+
+
+async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(
+    topic_proxy, topics, local_cluster
+):
+    name = await topics.create("commerce", spec="(n INT NOT NULL)")
+    shard = await _shard_conn(local_cluster, topic_proxy, name)
+    conn, olap = await connect(topic_proxy, "commerce"), await connect(topic_proxy, "commerce")
+    try:
+        async with olap.cursor() as cur:
+            await cur.execute("SET WORKLOAD = OLAP")  # the normal path
+        async with conn.cursor() as cur:
+            await cur.execute(f"INSERT INTO `{name}` (payload, n) VALUES ('ok', 1), ('ok', 2)")
+        mark = await _shard_rows(
+            shard,
+            f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
+        )
+        for c in (conn, olap):
+            for bad, code in (
+                (f"INSERT INTO `{name}` (payload, n) VALUES ('x', 2), ('y', NULL)", 1048),
+                (f"INSERT INTO `{name}` (payload, n) VALUES ('x', 2), ('z', 'not a number')", 1366),
+                (f"INSERT INTO `{name}` (payload, nosuch) VALUES ('x', 1)", 1054),
+            ):
+                async with c.cursor() as cur:
+                    try:
+                        await cur.execute(bad)
+                        raise AssertionError(f"no error for {bad}")
+                    except pymysql.err.MySQLError as e:
+                        assert e.args[0] == code, (bad, e.args)
+                # Nothing written, the mark where it was (the script's transaction rolled back).
+                assert await _shard_rows(shard, f"SELECT payload FROM `_tms_{name}`") == [
+                    (b"ok",),
+                    (b"ok",),
+                ]
+                assert (
+                    await _shard_rows(
+                        shard,
+                        f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
+                    )
+                    == mark
+                )
+            # The session goes on publishing.
+            async with c.cursor() as cur:
+                await cur.execute(
+                    f"INSERT INTO `{name}` (payload, n) VALUES ('after', 3), ('after', 4)"
+                )
+                assert cur.rowcount == 2
+            await _shard_rows(shard, f"DELETE FROM `_tms_{name}` WHERE payload = 'after'")
+            mark = await _shard_rows(
+                shard,
+                f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
+            )
+    finally:
+        conn.close()
+        olap.close()
+        shard.close()
+
+
+async def _autocommit_publisher(p: TopicProxy, topic: str, tag: str, count: int) -> list[bytes]:
+    conn = await connect(p, "commerce")
+    sent: list[bytes] = []
+    try:
+        async with conn.cursor() as cur:
+            for k in range(count):
+                batch = [f"{tag}-{k}-{j}" for j in range(1 + k % 3)]
+                await cur.execute(
+                    f"INSERT INTO `{topic}` (payload) VALUES " + ", ".join(["(%s)"] * len(batch)),
+                    batch,
+                )
+                sent += [m.encode() for m in batch]
+    finally:
+        conn.close()
+    return sent
+
+
+async def _transaction_publisher(p: TopicProxy, topic: str, tag: str, count: int) -> list[bytes]:
+    conn = await connect(p, "commerce")
+    sent: list[bytes] = []
+    try:
+        async with conn.cursor() as cur:
+            for k in range(count):
+                await cur.execute("BEGIN")
+                batch = [f"{tag}-{k}-{j}" for j in range(2)]
+                for m in batch:
+                    await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES (%s)", (m,))
+                if k % 5 == 4:
+                    await cur.execute("ROLLBACK")
+                    continue
+                await cur.execute("COMMIT")
+                sent += [m.encode() for m in batch]
+    finally:
+        conn.close()
+    return sent
+
+
+async def _rest_pointer_publisher(
+    http, p: TopicProxy, topic: str, tag: str, count: int
+) -> list[bytes]:
+    url = f"{p.rest}/commerce/topics/{topic}"
+    sent: list[bytes] = []
+    for k in range(count):
+        pointer = 700_000 + k
+        stored = [f"{tag}-{k}-s".encode()]
+        marker = [f"{tag}-{k}-m".encode()]
+        async with http.post(
+            url + "/store",
+            json={
+                "transactionWritePointer": pointer,
+                "messages": [base64.b64encode(m).decode() for m in stored],
+            },
+        ) as r:
+            assert r.status == 200
+        async with http.post(
+            url + "/publish",
+            json={
+                "transactionWritePointer": pointer,
+                "messages": [base64.b64encode(m).decode() for m in marker],
+            },
+        ) as r:
+            assert r.status == 200
+        sent += stored + marker
+    return sent
+
+
+async def test_direct_and_deferred_publishes_through_two_proxies_give_every_reader_one_order(
+    topic_proxy, other_proxy, topics, follow, http
+):
+    """8 publishers over two proxies: autocommit (direct), BEGIN..COMMIT (deferred, some rolled
+    back) and REST store/publish with a pointer (deferred). Followers on both proxies receive the
+    one sequence the topic ends with, strictly increasing, nothing lost or twice, none late
+    (a follower reads only ids after the last it has: a late arrival would be missing)."""
+    topic = await topics.create("commerce")
+    assert (
+        await read_all(other_proxy, "commerce", topic) == []
+    )  # the other proxy learns of it (a miss)
+    followers = [
+        await follow("commerce", f"STREAM * FROM `{topic}`", p) for p in (topic_proxy, other_proxy)
+    ]
+    results = await asyncio.gather(
+        _autocommit_publisher(topic_proxy, topic, "da", 30),
+        _autocommit_publisher(other_proxy, topic, "db", 30),
+        _autocommit_publisher(topic_proxy, topic, "dc", 30),
+        _transaction_publisher(topic_proxy, topic, "ta", 20),
+        _transaction_publisher(other_proxy, topic, "tb", 20),
+        _transaction_publisher(other_proxy, topic, "tc", 20),
+        _autocommit_publisher(other_proxy, topic, "dd", 30),
+        _rest_pointer_publisher(http, other_proxy, topic, "r", 15),
+    )
+    sent = [m for r in results for m in r]
+    for f in followers:
+        await f.wait_for(len(sent), within=20)
+    final = await read_all(topic_proxy, "commerce", topic)
+    assert final == await read_all(other_proxy, "commerce", topic)
+    message_ids = [r[0] for r in final]
+    assert message_ids == sorted(message_ids) and len(set(message_ids)) == len(message_ids) == len(
+        sent
+    )
+    assert sorted(bytes(r[2]) for r in final) == sorted(sent)
+    for f in followers:
+        assert [(r[0], bytes(r[2])) for r in f.rows] == [(r[0], bytes(r[2])) for r in final]
+    # Each publisher's messages in its own commit order.
+    for r in results:
+        mine = set(r)
+        assert [bytes(row[2]) for row in final if bytes(row[2]) in mine] == r
+    show = _show(topic_proxy, topic)
+    assert (show["Messages"], show["Bytes"]) == (len(sent), sum(len(m) for m in sent))
+
+
+def _ok_of(conn: pymysql.Connection, sql: str) -> tuple[int, int, int, int, bytes]:
+    """What the client read from an INSERT's OK packet: affected rows, last insert id, status flags,
+    warnings, info."""
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        r = conn._result
+        assert r is not None
+        return cur.rowcount, cur.lastrowid, conn.server_status, r.warning_count, r.message
+
+
+async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(
+    topic_proxy, topics, local_cluster
+):
+    """The script's seven answers come to the client as the INSERT's OK alone: its affected rows,
+    last insert id (the first row's key), warnings and info text, the status flags of an
+    autocommit statement (no MORE_RESULTS), and the sequence id a single OK has (the next
+    statement reads fine) — on the fast path, the normal path, and mysql-connector's prepared
+    statements (binary protocol), as for the same INSERT on the deferred path (IGNORE)."""
+    import mysql.connector
+
+    name = await topics.create("commerce")
+    shard = await _shard_conn(local_cluster, topic_proxy, name)
+    values = ", ".join(f"('m{i}')" for i in range(8))
+    conn = pymysql.connect(
+        host="127.0.0.1",
+        port=topic_proxy.port,
+        user="root",
+        password="",
+        database="commerce",
+        autocommit=True,
+    )
+    try:
+        answers = []
+        for workload in ("OLTP", "OLAP"):  # the fast path, then the normal path
+            with conn.cursor() as cur:
+                cur.execute(f"SET WORKLOAD = {workload}")
+            direct = _ok_of(conn, f"INSERT INTO `{name}` (payload) VALUES {values}")
+            deferred = _ok_of(conn, f"INSERT IGNORE INTO `{name}` (payload) VALUES {values}")
+            answers.append((direct, deferred))
+            with conn.cursor() as cur:  # the connection is in step
+                cur.execute("SELECT 1")
+                assert cur.fetchall() == ((1,),)
+        keys = await _shard_rows(
+            shard, f"SELECT _pk, message_id IS NOT NULL FROM `_tms_{name}` ORDER BY _pk"
+        )
+        firsts = [keys[k][0] for k in (0, 8, 16, 24)]
+        for (direct, deferred), (first_direct, first_deferred) in zip(
+            answers, [firsts[:2], firsts[2:]], strict=True
+        ):
+            # (PyMySQL's info keeps the text's length byte: "&" is 38.)
+            assert direct == (8, first_direct, 2, 0, b"&Records: 8  Duplicates: 0  Warnings: 0")
+            assert deferred == (8, first_deferred, 2, 0, b"&Records: 8  Duplicates: 0  Warnings: 0")
+        assert [bool(k[1]) for k in keys[:8]] == [
+            True
+        ] * 8  # the direct ones had their ids in the write
+    finally:
+        conn.close()
+    connector = mysql.connector.connect(
+        host="127.0.0.1",
+        port=topic_proxy.port,
+        user="root",
+        password="",
+        database="commerce",
+        autocommit=True,
+        use_pure=True,
+    )
+    try:
+        cur = connector.cursor(prepared=True)
+        cur.execute(f"INSERT INTO `{name}` (payload) VALUES (%s), (%s), (%s)", ("p1", "p2", "p3"))
+        assert cur.rowcount == 3
+        first = cur.lastrowid
+        cur.close()
+        cur = connector.cursor()
+        cur.execute(f"SELECT payload FROM `{name}` WHERE payload LIKE 'p%' ORDER BY message_id")
+        assert cur.fetchall() == [
+            (b"p1",),
+            (b"p2",),
+            (b"p3",),
+        ]  # readable at once: ids from the write
+        cur.close()
+        assert (
+            await _shard_rows(shard, f"SELECT MIN(_pk) FROM `_tms_{name}` WHERE payload LIKE 'p%'")
+        ) == [(first,)]
+    finally:
+        connector.close()
+        shard.close()

@@ -1,0 +1,65 @@
+"""The text of a direct publish (proxy/topics/direct.py), without a shard: which INSERTs are
+rewritten, where each row's ids go, and what keeps the deferred path."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.topics import direct
+
+HEAD = "INSERT INTO `_tms_t`"
+
+
+def _script(rest: str) -> tuple[str, int] | None:
+    return direct.direct_script(f"{HEAD} {rest}", len("INSERT INTO "), len(HEAD), "t")
+
+
+def test_each_row_gets_the_id_columns_before_its_closing_parenthesis_whatever_its_strings_hold():
+    built = _script(
+        """(payload, n) VALUES ('a)(b''c', 1), (CONCAT('x', ')'), (2)) ,( "q\\")", -3)"""
+    )
+    assert built is not None
+    script, rows = built
+    assert rows == 3
+    statements = script.split(";")
+    assert len(statements) == direct.RESULTS
+    insert = statements[direct.ANSWER]
+    suffix = insert[insert.index(", ((@_sg_p") : insert.index("DIV 65536)") + len("DIV 65536")]
+    assert insert == (
+        f"{HEAD} (payload, n, seq, publish_time) VALUES ('a)(b''c', 1{suffix}),"
+        f""" (CONCAT('x', ')'), (2){suffix}) ,( "q\\")", -3{suffix})"""
+    )
+    assert "messages = messages + 3" in statements[direct.MARKED]
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        "(payload) VALUES ('a') ON DUPLICATE KEY UPDATE payload = 'b'",
+        "(payload) VALUES ('a') AS new",
+        "(payload) VALUES ('a') /* a comment */",
+        "(payload) VALUES ('a' -- a comment\n)",
+        "(payload) VALUES ('a'), ('b",
+        "(payload) VALUES ('a'),",
+        "(payload) VALUES ('a') ('b')",
+        "(payload, publish_time) VALUES ('a', 1)",
+        "(payload) SELECT 'a'",
+        "VALUES ('a')",
+        "(payload) VALUES ('a'); DROP TABLE x",
+    ],
+)
+def test_what_is_not_rewritten_exactly_keeps_the_deferred_path(rest):
+    assert _script(rest) is None
+
+
+def test_insert_ignore_and_priorities_keep_the_deferred_path():
+    for verb in ("INSERT IGNORE INTO", "INSERT LOW_PRIORITY INTO", "INSERT"):
+        sql = f"{verb} `_tms_t` (payload) VALUES ('a')"
+        start = sql.index("`")
+        assert direct.direct_script(sql, start, start + len("`_tms_t`"), "t") is None, verb
+
+
+def test_a_script_beyond_one_packet_keeps_the_deferred_path():
+    rows = ",".join(["('" + "y" * 200 + "')"] * 50000)  # 10 MB, and ~6.5 MB of ids
+    assert _script(f"(payload) VALUES {rows}") is None
+    assert _script("(payload) VALUES ('" + "y" * 5_000_000 + "')") is not None
