@@ -122,6 +122,17 @@ def _column_names(inner: str) -> list[str] | None:
     return names
 
 
+def _row_ids(i: int) -> str:
+    """What row ``i`` of a direct publish gets before its closing parenthesis: its seq and publish_time."""
+    return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+
+
+# Rows 0..1023's texts, made once (~70 KB): formatting them per publish (five pieces a row, or an
+# f-string) cost 100 rows ~9 us more than the constant suffix it replaced (142 -> 151 us; made
+# once, 141-146 us).
+_ROW_IDS = [_row_ids(i) for i in range(1024)]
+
+
 def _message_id(position: str) -> str:
     """The ``message_id`` of the row at ``position`` (in ``@_sg_ms``), as the generated column has it."""
     return message_id_sql(f"@_sg_ms + ({position}) DIV 65536", f"({position}) MOD 65536")
@@ -156,12 +167,12 @@ def direct_script(
     rows = len(ends)
     # Row i's position, @_sg_p + i, with i a literal in the row: MariaDB leaves the order in
     # which a VALUES row's expressions run undefined, so no row reads what another row (or
-    # another column) assigned. Five pieces a row and one join for the whole list.
+    # another column) assigned. One join for the whole list.
+    suffixes = _ROW_IDS if rows <= len(_ROW_IDS) else [_row_ids(i) for i in range(rows)]
     pieces: list[str] = []
     pos = 0
-    for i, end in enumerate(ends):
-        n = str(i)
-        pieces += (values[pos:end], ", (@_sg_p + ", n, ") MOD 65536, @_sg_ms + (@_sg_p + ", n, ") DIV 65536")
+    for end, suffix in zip(ends, suffixes, strict=False):  # the made-once list is longer
+        pieces += (values[pos:end], suffix)
         pos = end
     pieces.append(values[pos:])
     body = "".join(pieces)

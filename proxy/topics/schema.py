@@ -67,7 +67,7 @@ def log_ddl(name: str, user_definitions: Sequence[str]) -> str:
   publish_time BIGINT NULL,
   seq INT NULL,
   message_id CHAR(20) CHARACTER SET ascii COLLATE ascii_general_ci
-    AS ({message_id_sql('publish_time', 'seq')}) PERSISTENT,
+    AS ({message_id_sql("publish_time", "seq")}) PERSISTENT,
   payload LONGBLOB NOT NULL DEFAULT '',
   ttl_seconds INT UNSIGNED NULL,
   expire_ms BIGINT AS (publish_time + 1000 * ttl_seconds) PERSISTENT,
