@@ -12,14 +12,17 @@ the raw ceiling: BENCHMARKS.md, "topicdirect")::
     SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM _tms_topics
       WHERE name = 'topic' AND generation > 0 FOR UPDATE;     -- the mark, locked to COMMIT
     SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position> INTO @_sg_ms, @_sg_p;
-    INSERT INTO _tms_topic (cols, publish_time, seq) VALUES (..., <ms of row i>, <seq of row i>), ...;
-    UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = ..., bytes = ...
+    INSERT INTO _tms_topic (cols, seq, publish_time) VALUES (..., <seq of row i>, <ms of row i>), ...;
+    UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = messages + n,
+      bytes = bytes + (SELECT SUM(payload_bytes) FROM _tms_topic WHERE message_id BETWEEN <first> AND <last>)
       WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
     COMMIT
 
 The ids follow the rule of ``ids.assign`` (the shard's clock, never behind the mark; past
 sequence 0xFFFF the next millisecond): the first row's position is ``@_sg_p`` in millisecond
-``@_sg_ms``, row ``i`` gets ``(@_sg_ms + (@_sg_p + i) DIV 65536, (@_sg_p + i) MOD 65536)``, and
+``@_sg_ms``, row ``i`` gets ``(@_sg_ms + (@_sg_p + i) DIV 65536, (@_sg_p + i) MOD 65536)`` with
+``i`` a literal in the row's text (MariaDB leaves the order in which a VALUES row's expressions
+are evaluated undefined: no row reads a variable another row or column assigns), and
 the mark moves to the last row's id, all from the row locked. That lock is held to COMMIT, so
 direct publishes and sequencer passes (``ShardTopicStore.sequence``) of every proxy take ids one
 at a time, each after the mark the previous one committed: see ``proxy.topics.sequencer`` for
@@ -27,9 +30,13 @@ why that is commit order with no late arrivals. When committed rows still wait f
 client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL; the
 mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
 (by insert order) rather than before: the sender then wakes the sequencer as for any deferred
-write. ``@_sg_b`` sums the rows' payload lengths as MariaDB stored them (an expression of a
-VALUES row may read a column set earlier in the row: ``payload`` is the value converted to the
-column), for the ``bytes`` counter.
+write. The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
+them), read back in the mark's UPDATE over ``message_id`` from the first id to the last, both
+computed from ``@_sg_ms``/``@_sg_p`` as the generated column computes them: the mark's lock
+makes that range exactly this publish's rows. That read locks the range (next-key locks of a
+locking subquery): when no row with an id precedes it in the index (a topic's first ids), a
+concurrent deferred INSERT waits for this COMMIT (it goes in the gap of NULL ids before it;
+checked on MariaDB 10.11: with an id before the range, it does not wait).
 
 A multi-statement stops at its first error with its transaction still open: whoever sends the
 script rolls it back (or closes the connection) on any error, and answers that error; the
@@ -46,11 +53,11 @@ from __future__ import annotations
 import re
 
 from proxy.topics.names import META_TABLE
-from proxy.topics.schema import NOW_MS, sql_string
+from proxy.topics.schema import NOW_MS, message_id_sql, sql_string
 from sqltext.lexer import split_top_level
 
 # A script goes as one COM_QUERY packet (the fast path's links send no more; MariaDB's default
-# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~130 bytes a row).
+# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~70 bytes a row).
 MAX_SCRIPT_BYTES = 0xFFFFFF - 1
 RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
 ANSWER = 4  # the INSERT's result: the client's answer
@@ -115,6 +122,22 @@ def _column_names(inner: str) -> list[str] | None:
     return names
 
 
+def _row_ids(i: int) -> str:
+    """What row ``i`` of a direct publish gets before its closing parenthesis: its seq and publish_time."""
+    return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+
+
+# Rows 0..1023's texts, made once (~70 KB): formatting them per publish (five pieces a row, or an
+# f-string) cost 100 rows ~9 us more than the constant suffix it replaced (142 -> 151 us; made
+# once, 141-146 us).
+_ROW_IDS = [_row_ids(i) for i in range(1024)]
+
+
+def _message_id(position: str) -> str:
+    """The ``message_id`` of the row at ``position`` (in ``@_sg_ms``), as the generated column has it."""
+    return message_id_sql(f"@_sg_ms + ({position}) DIV 65536", f"({position}) MOD 65536")
+
+
 def direct_script(
     sql: str, target_start: int, target_end: int, topic: str
 ) -> tuple[str, int] | None:
@@ -137,22 +160,18 @@ def direct_script(
     if m is None:
         return None
     values_at = m.end()
-    # Row i's position is @_sg_p + i: a counter the row's seq expression steps (MariaDB evaluates
-    # a VALUES row's expressions in column order, one row after another), which its
-    # publish_time expression, later in the row, reads; the payload's stored length is added up
-    # in a term that is always 0 (LEAST(0, n >= 0)).
-    suffix = (
-        ", ((@_sg_p + (@_sg_i := @_sg_i + 1)) MOD 65536), LEAST(0, @_sg_b := @_sg_b"
-        " + COALESCE(LENGTH(payload), 0)) + @_sg_ms + (@_sg_p + @_sg_i) DIV 65536"
-    )
     values = head[values_at:]
     ends = row_ends(values)
     if ends is None:
         return None
     rows = len(ends)
+    # Row i's position, @_sg_p + i, with i a literal in the row: MariaDB leaves the order in
+    # which a VALUES row's expressions run undefined, so no row reads what another row (or
+    # another column) assigned. One join for the whole list.
+    suffixes = _ROW_IDS if rows <= len(_ROW_IDS) else [_row_ids(i) for i in range(rows)]
     pieces: list[str] = []
     pos = 0
-    for end in ends:
+    for end, suffix in zip(ends, suffixes, strict=False):  # the made-once list is longer
         pieces += (values[pos:end], suffix)
         pos = end
     pieces.append(values[pos:])
@@ -174,7 +193,7 @@ def direct_script(
     # publish, then its batch). Else the rows go without ids, for the pass with the others.
     ms = f"IF(@_sg_lms IS NULL OR EXISTS(SELECT 1 FROM {quoted_log} FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0), NULL, GREATEST({NOW_MS}, @_sg_lms))"
     script = (
-        "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_b = 0, @_sg_i = -1, @_sg_lms = NULL, @_sg_lseq = NULL;BEGIN;"
+        "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_lms = NULL, @_sg_lseq = NULL;BEGIN;"
         # The mark, locked to COMMIT (none: not a live topic, the variables stay NULL).
         f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
         f" AND generation > 0 FOR UPDATE;"
@@ -183,7 +202,9 @@ def direct_script(
         f"{insert};"
         # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
         f"UPDATE {META_TABLE} SET last_ms = @_sg_ms + (@_sg_p + {last}) DIV 65536, last_seq = (@_sg_p + {last}) MOD 65536,"
-        f" messages = messages + {rows}, bytes = bytes + @_sg_b WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT"
+        f" messages = messages + {rows}, bytes = bytes + (SELECT SUM(payload_bytes) FROM {quoted_log} FORCE INDEX (message_id)"
+        f" WHERE message_id BETWEEN {_message_id('@_sg_p')} AND {_message_id(f'@_sg_p + {last}')})"
+        f" WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT"
     )
     if len(script) >= MAX_SCRIPT_BYTES // 4 and len(script.encode("utf-8")) >= MAX_SCRIPT_BYTES:
         return None

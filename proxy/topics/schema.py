@@ -36,6 +36,13 @@ MAX_TTL_SECONDS = 100 * 365 * 86400
 DEFAULT_MAX_POLL_BYTES = 4 * 1024 * 1024  # payload bytes per read (CDAP's messaging.max.poll.size)
 NOW_MS = "ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000)"
 
+
+def message_id_sql(publish_time: str, seq: str) -> str:
+    """``message_id`` from the SQL expressions of a row's ``publish_time`` and ``seq``: the log
+    table's generated column, and the ids a direct publish computes from its variables."""
+    return f"LOWER(CONCAT(LPAD(HEX({publish_time}), 16, '0'), LPAD(HEX({seq}), 4, '0')))"
+
+
 META_DDL = f"""CREATE TABLE IF NOT EXISTS {META_TABLE} (
   name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   generation BIGINT NOT NULL,
@@ -60,7 +67,7 @@ def log_ddl(name: str, user_definitions: Sequence[str]) -> str:
   publish_time BIGINT NULL,
   seq INT NULL,
   message_id CHAR(20) CHARACTER SET ascii COLLATE ascii_general_ci
-    AS (LOWER(CONCAT(LPAD(HEX(publish_time), 16, '0'), LPAD(HEX(seq), 4, '0')))) PERSISTENT,
+    AS ({message_id_sql("publish_time", "seq")}) PERSISTENT,
   payload LONGBLOB NOT NULL DEFAULT '',
   ttl_seconds INT UNSIGNED NULL,
   expire_ms BIGINT AS (publish_time + 1000 * ttl_seconds) PERSISTENT,

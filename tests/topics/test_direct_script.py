@@ -24,11 +24,15 @@ def test_each_row_gets_the_id_columns_before_its_closing_parenthesis_whatever_it
     statements = script.split(";")
     assert len(statements) == direct.RESULTS
     insert = statements[direct.ANSWER]
-    suffix = insert[insert.index(", ((@_sg_p") : insert.index("DIV 65536)") + len("DIV 65536")]
+
+    def ids(i: int) -> str:  # row i's position as a literal: no row reads another's assignment
+        return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+
     assert insert == (
-        f"{HEAD} (payload, n, seq, publish_time) VALUES ('a)(b''c', 1{suffix}),"
-        f""" (CONCAT('x', ')'), (2){suffix}) ,( "q\\")", -3{suffix})"""
+        f"{HEAD} (payload, n, seq, publish_time) VALUES ('a)(b''c', 1{ids(0)}),"
+        f""" (CONCAT('x', ')'), (2){ids(1)}) ,( "q\\")", -3{ids(2)})"""
     )
+    assert ":=" not in script
     assert "messages = messages + 3" in statements[direct.MARKED]
 
 
@@ -60,6 +64,6 @@ def test_insert_ignore_and_priorities_keep_the_deferred_path():
 
 
 def test_a_script_beyond_one_packet_keeps_the_deferred_path():
-    rows = ",".join(["('" + "y" * 200 + "')"] * 50000)  # 10 MB, and ~6.5 MB of ids
+    rows = ",".join(["('" + "y" * 250 + "')"] * 60000)  # 15 MB, and ~4 MB of ids
     assert _script(f"(payload) VALUES {rows}") is None
     assert _script("(payload) VALUES ('" + "y" * 5_000_000 + "')") is not None
