@@ -34,9 +34,9 @@ from proxy.errors import (
     ER_NOT_SUPPORTED_YET,
     ER_QUERY_INTERRUPTED,
     ER_UNKNOWN_COM,
-    ER_UNKNOWN_ERROR,
     ER_UNKNOWN_STMT_HANDLER,
     ProxyError,
+    internal_error,
 )
 from proxy.executor import Executor
 from proxy.fast_path.protocol import ClientFastPath, install_fast_path
@@ -232,8 +232,7 @@ class ProxyConnection(MimicConnection):
             return e
         if isinstance(e, MysqlError):
             return ProxyError(int(e.code), str(e.msg))
-        logger.exception("internal error", exc_info=e, extra={"connection_id": self.connection_id})
-        return ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(e).__name__}: {e}")
+        return internal_error(e, self.connection_id)
 
     # -- COM_QUERY -----------------------------------------------------------------
     async def handle_query(self, data: bytes) -> None:

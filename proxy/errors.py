@@ -2,10 +2,15 @@
 
 Every failure a client can see goes through ``ProxyError`` so it reaches the wire
 with the right code/SQLSTATE (a Vitess user recognises the texts); anything else
-is a bug and is reported as 1105 with the exception named, never swallowed.
+is a bug: logged with its traceback and reported as 1105 (``internal_error``), never swallowed,
+never as Python's exception text.
 """
 
 from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
 
 # code -> SQLSTATE, for the codes the proxy itself produces or passes through often.
 SQLSTATES: dict[int, str] = {
@@ -156,3 +161,14 @@ class ShardUnavailable(ProxyError):
         )
         self.keyspace = keyspace
         self.shard = shard
+
+
+def internal_error(e: BaseException, connection_id: int | None = None) -> ProxyError:
+    """A failure that is the proxy's own fault (no MySQL error describes it): logged whole, with
+    its traceback, for the operator; the client gets MySQL's 1105 saying where to look, never
+    Python's exception text."""
+    logger.error(
+        "internal error", exc_info=e, extra={"connection_id": connection_id, "error_type": type(e).__name__}
+    )
+    where = "" if connection_id is None else f" (connection {connection_id})"
+    return ProxyError(ER_UNKNOWN_ERROR, f"Unknown error: the proxy failed internally{where}; see its log")

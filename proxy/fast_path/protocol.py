@@ -50,7 +50,7 @@ from mysql_mimic.errors import MysqlError
 from mysql_mimic.types import Capabilities
 
 from proxy import wire
-from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable
+from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable, internal_error
 from proxy.executor import BEGIN_STATEMENT, COMMIT_STATEMENT, ROLLBACK_STATEMENT
 from proxy.fast_path.binary_result import BinaryResult
 from proxy.fast_path.routing import FastRoute, fast_route
@@ -373,9 +373,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if isinstance(error, MysqlError):  # as ProxyConnection._as_proxy_error
             error = ProxyError(int(error.code), str(error.msg))
         elif not isinstance(error, ProxyError):
-            logger.error("fast path: a write to several shards failed", exc_info=error,
-                         extra={"connection_id": self.connection.connection_id})
-            error = ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(error).__name__}: {error}")
+            error = internal_error(error, self.connection.connection_id)
         self._fail(error)
 
     # -- transactions ------------------------------------------------------------------------
@@ -526,9 +524,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self._finish(None, 0, False)
             return
         if not isinstance(error, ProxyError):
-            logger.error("fast path: ending a transaction failed", exc_info=error,
-                         extra={"connection_id": self.connection.connection_id})
-            error = ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(error).__name__}: {error}")
+            error = internal_error(error, self.connection.connection_id)
         self._fail(error)
 
     def _start_in_transaction(self, sql: str, binary: BinaryResult | None) -> bool:
@@ -615,9 +611,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             if tx.aborted and session.tx is tx:  # as Executor._routed: rolled back by the proxy
                 session.tx, session.after_commit = None, []
             if not isinstance(error, ProxyError):
-                logger.error("fast path: joining a shard failed", exc_info=error,
-                             extra={"connection_id": self.connection.connection_id})
-                error = ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(error).__name__}: {error}")
+                error = internal_error(error, self.connection.connection_id)
             self._fail(error)
             return
         self._run_on_joined(task.result(), key)
