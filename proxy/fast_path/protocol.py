@@ -20,6 +20,11 @@ ROLLBACK answered here, the transaction's qualifying statements sent on its own 
 connections (``PinnedLink``), the rest left to the normal path in the same transaction (see
 "transactions" below). Measured: BENCHMARKS.md, "Fast path: transactions".
 
+An autocommit write reaching several shards (``FastRoute.several``: an INSERT whose rows are
+split per shard, an UPDATE / DELETE by an IN-list on the primary vindex, in ``multi`` mode) runs
+in a task, ``proxy.fast_path.several.run_several``: the normal path's implicit transaction, its
+COMMITs or its rollback of every shard; the answer is the OK (or error) the normal path writes.
+
 On the fast path a statement still shows in SHOW PROCESSLIST (a ``RunningStatement``
 with its shard link on it, so KILL QUERY reaches the shard), is counted in /metrics,
 tells messaging and topics about a successful write as ``Executor._wrote`` does (an INSERT
@@ -41,6 +46,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, cast
 
+from mysql_mimic.errors import MysqlError
 from mysql_mimic.types import Capabilities
 
 from proxy import wire
@@ -48,6 +54,7 @@ from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavaila
 from proxy.executor import BEGIN_STATEMENT, COMMIT_STATEMENT, ROLLBACK_STATEMENT
 from proxy.fast_path.binary_result import BinaryResult
 from proxy.fast_path.routing import FastRoute, fast_route
+from proxy.fast_path.several import Summed, run_several
 from proxy.fast_path.shard_link import (
     LinkPools,
     PinnedLink,
@@ -287,6 +294,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return False
         if route is None:
             return False
+        if route.several is not None:
+            return self._start_several(route, sql, binary)
         links = self.links.get(route.keyspace, route.shard)
         if links is None:
             return False
@@ -307,6 +316,63 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._binary = binary
         link.query(route.query, self)
         return True
+
+    # -- an autocommit write reaching several shards ------------------------------------------
+    def _start_several(self, route: FastRoute, sql: str, binary: BinaryResult | None) -> bool:
+        """Run ``route.several`` in a task (``proxy.fast_path.several``); answered when it ends."""
+        if binary is not None:
+            return False  # COM_STMT_EXECUTE: the normal path
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            return False
+        self._started = time.perf_counter()
+        session = self.session
+        session.statement_keyword = route.keyword
+        session.route = (route.plan, route.keyspace)
+        for shard, _ in route.several or ():  # counted with the shard's links' statements
+            links = self.links.get(route.keyspace, shard)
+            if links is not None:
+                links.served += 1
+        self._statement, self._route, self._sql, self._binary = statement, route, sql, None
+        task = statement.start(run_several(session, route, sql))
+        self._joining = task
+        task.add_done_callback(self._ran_several)
+        return True
+
+    def _ran_several(self, task: asyncio.Task[Summed]) -> None:
+        """The statement's shards committed (or all rolled back): its answer, as
+        ``ProxyConnection`` writes the normal path's."""
+        self._joining = None
+        if task.cancelled():
+            error: BaseException | None = ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled")
+        else:
+            error = task.exception()
+        if error is None:
+            out = task.result()
+            ok = wire.ok_packet(self.connection.capabilities, _status(self.session), affected_rows=out.affected_rows,
+                                insert_id=out.insert_id, warnings=out.warnings)
+            if not self.transport.is_closing():
+                self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
+            self._finish(None, 0, False)
+            return
+        if self.transport.is_closing():
+            self._finish(None, 0, True, record=False)
+            return
+        if isinstance(error, ShardError) and is_denied_write_error(error):
+            # Refused at a resharding switch, every shard rolled back: the normal path runs the
+            # command as if it had never come here, and holds it until the new topology serves.
+            self._buf[:0] = self._command
+            self.slow = True
+            self._finish(None, 0, True, record=False)
+            self._to_command_loop()
+            return
+        if isinstance(error, MysqlError):  # as ProxyConnection._as_proxy_error
+            error = ProxyError(int(error.code), str(error.msg))
+        elif not isinstance(error, ProxyError):
+            logger.error("fast path: a write to several shards failed", exc_info=error,
+                         extra={"connection_id": self.connection.connection_id})
+            error = ProxyError(ER_UNKNOWN_ERROR, f"internal error: {type(error).__name__}: {error}")
+        self._fail(error)
 
     # -- transactions ------------------------------------------------------------------------
     # A transaction is the normal path's own (``session.tx``, a ShardTransaction): BEGIN here

@@ -20,6 +20,11 @@ query to one shard and relay the answer unchanged:
   ``Update`` / ``Delete`` reaching one shard without owned lookup rows to maintain (of a message
   table too: ``FastRoute.written_table`` names it, and an ack is told to messaging as the normal
   path tells it). Writes of a session in ``twopc`` mode take the normal path;
+- or, autocommit outside a transaction in ``multi`` mode, such an ``Insert`` whose rows go to
+  several shards (split per shard as ``proxy.engine.insert`` splits them), or such an
+  ``Update`` / ``Delete`` whose WHERE is an IN-list on the primary vindex reaching several
+  shards (``FastRoute.several``: one query per shard, run in the statement's implicit
+  transaction by ``proxy.fast_path.several``);
 - or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
   no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded.
 
@@ -39,7 +44,7 @@ from proxy.errors import ProxyError
 from proxy.fast_path.shard_link import NO_SETTINGS, Settings, settings_key
 from proxy.messaging.dml import inserted_table
 from proxy.observability.metrics import plan_label
-from proxy.twopc import TWOPC
+from proxy.twopc import MULTI, TWOPC
 from rewriter import cached_plan
 from rewriter.nodes import Delete, DMLOpcode, Insert, Opcode, Route, Update
 from sqltext.lexer import first_keyword
@@ -74,6 +79,10 @@ class FastRoute:
     # A planned UPDATE of a message table (the plan's keyspace): perhaps an ack, which
     # messaging hears of once it succeeded (Executor._message_write reads its ids).
     acks_table: str | None = None
+    # An autocommit write reaching several shards: each shard's statement, in the order the
+    # normal path sends them (its first error is the one reported); ``shard`` / ``query`` are
+    # then unused.
+    several: list[tuple[str, str]] | None = None
 
 
 def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) -> FastRoute | None:
@@ -121,27 +130,34 @@ def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) ->
     if found is None:
         return None
     plan, bindvars = found
+    # An autocommit write may reach several shards: Executor._atomic_statement's implicit
+    # transaction, taken here in multi mode only (single: the normal path's own rules).
+    several = not in_transaction and session.transaction_mode == MULTI
     try:
         if type(plan) is Route:
             target = _route_target(plan, session, bindvars)
+            targets_ = None if target is None else [target]
         elif type(plan) is Insert and kw == "insert":
-            target = _insert_target(plan, vschema, bindvars)
+            targets_ = _insert_targets(plan, vschema, bindvars, several)
         elif (type(plan) is Update or type(plan) is Delete) and kw in _MODIFY:
-            target = _modify_target(plan, session, vschema, bindvars)
+            targets_ = _modify_targets(plan, session, vschema, bindvars, several)
         else:
             return None
     except ProxyError:
         return None  # the normal path reports it
-    if target is None:
+    if not targets_:
         return None
-    shard, query = target
     table = plan.table if type(plan) is Insert else None
     acks_table = None
     if type(plan) is Update and proxy.messaging.is_message_table(plan.keyspace, plan.table):
         acks_table = plan.table
+    key = settings_key(settings) if settings else NO_SETTINGS
+    if len(targets_) > 1:
+        return FastRoute(kw, plan.keyspace, "", b"", plan_label(plan), table, key, acks_table=acks_table,
+                         several=targets_)
+    shard, query = targets_[0]
     return FastRoute(
-        kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table,
-        settings_key(settings) if settings else NO_SETTINGS,
+        kw, plan.keyspace, shard, query.encode("utf-8"), plan_label(plan), table, key,
         type(plan) is Insert and len(plan.row_templates) > 1, acks_table=acks_table,
     )
 
@@ -194,27 +210,29 @@ def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any])
     return shard, route.query.render(bv)
 
 
-def _modify_target(
-    node: Update | Delete, session: ProxySession, vschema: Any, bindvars: dict[str, Any]
-) -> tuple[str, str] | None:
-    """An UPDATE / DELETE that ``proxy.engine.dml`` sends to one shard as it is: no owned lookup
-    rows to maintain, routed without a lookup."""
+def _modify_targets(
+    node: Update | Delete, session: ProxySession, vschema: Any, bindvars: dict[str, Any], several: bool
+) -> list[tuple[str, str]] | None:
+    """An UPDATE / DELETE that ``proxy.engine.dml`` sends as it is: no owned lookup rows to
+    maintain, routed without a lookup; to one shard, or (``several``) an IN-list on the primary
+    vindex split per shard, each shard's statement rendered as ``proxy.engine.dml`` renders it."""
     if node.owned_lookups or getattr(node.vindex, "needs_lookup", False):
         return None
     tg = targets(vschema, node.opcode, node.keyspace, node.vindex, node.values, node.in_var, bindvars,
                  node.target_ksid, node.target_shard)
-    if len(tg) != 1:
+    if len(tg) != 1 and not (several and len(tg) > 1 and node.opcode is DMLOpcode.IN):
         return None
-    shard, bv = tg[0]
-    return shard, node.query.render(bv)
+    return [(shard, node.query.render(bv)) for shard, bv in tg]
 
 
-def _insert_target(node: Insert, vschema: Any, bindvars: dict[str, Any]) -> tuple[str, str] | None:
-    """One shard's INSERT of every row, as ``proxy.engine.insert`` renders it when all the
-    rows go to one shard."""
+def _insert_targets(
+    node: Insert, vschema: Any, bindvars: dict[str, Any], several: bool
+) -> list[tuple[str, str]] | None:
+    """Each shard's INSERT of its rows, as ``proxy.engine.insert`` splits and renders them: all
+    the rows to one shard, or (``several``) the rows of several shards."""
     if node.opcode is not DMLOpcode.Sharded:
         return None
-    if any(vv.owned for vv in node.vindex_values[1:]):
+    if len(node.vindex_values) > 1 and any(vv.owned for vv in node.vindex_values[1:]):
         return None  # lookup rows go in first: the normal path's work
     bv = bindvars
     auto = node.auto_increment
@@ -235,7 +253,14 @@ def _insert_target(node: Insert, vschema: Any, bindvars: dict[str, Any]) -> tupl
         ksids = map_values(primary.vindex, [row[0].resolve(bv) for row in primary.rows])
         if None in ksids:
             return None
-        shard = vschema.shard_for(node.keyspace, ksids[0])
-        if rows > 1 and any(vschema.shard_for(node.keyspace, k) != shard for k in ksids[1:]):
-            return None  # rows for several shards: the normal path splits them
-    return shard, render_rows(node, range(rows), bv)
+        if rows == 1:
+            shard = vschema.shard_for(node.keyspace, ksids[0])
+        else:
+            # Split as proxy.engine.insert splits them: shards in the order of their first row.
+            per_shard = vschema.keyspace(node.keyspace).shard_map.rows_by_shard(ksids)
+            if len(per_shard) > 1:
+                if not several:
+                    return None  # rows for several shards: the normal path splits them
+                return [(s, render_rows(node, idx, bv)) for s, idx in per_shard.items()]
+            (shard,) = per_shard
+    return [(shard, render_rows(node, range(rows), bv))]

@@ -7,7 +7,8 @@ Statement kinds: a point select, a single-row INSERT and a scatter select of a p
 point select of a session that SET sql_mode and time_zone at connect (as JDBC drivers and ORMs
 do); a point select as a server-side prepared statement (mysql-connector, pure Python:
 COM_STMT_EXECUTE); a select in the unsharded keyspace and a point select of a shard-targeted
-session (``USE commerce:-80``).
+session (``USE commerce:-80``); autocommit writes reaching both shards: a 100-row INSERT (the messaging
+producers' statement) and an UPDATE of 50 ids by an IN-list (the shape of a message ack).
 
     python -m tests.benchmarks fast_path     # BENCH_SECONDS=3 BENCH_ROUNDS=3 BENCH_CLIENTS=8
     BENCH_KINDS="point select,prepared point select" python -m tests.benchmarks fast_path
@@ -35,7 +36,7 @@ from tests.benchmarks.harness import (
 ROWS = 5_000
 KINDS = (
     "point select", "insert", "scatter select", "SET session point select", "prepared point select",
-    "unsharded select", "targeted point select",
+    "unsharded select", "targeted point select", "two-shard insert", "two-shard update",
 )
 
 
@@ -90,6 +91,20 @@ def main() -> None:
             cur.execute("insert into customer(customer_id, email, tenant_id) values (%s, 'new@example.com', 1)",
                         (next_id[0],))
 
+        def two_shard_insert(cur: MySQLdb.cursors.Cursor, n: int) -> None:
+            first = next_id[0] = next_id[0] + 100
+            cur.execute("insert into customer(customer_id, email, tenant_id) values "
+                        + ", ".join(f"({i}, 'new@example.com', {i % 10})" for i in range(first, first + 100)))
+
+        def two_shard_update(cur: MySQLdb.cursors.Cursor, n: int) -> None:
+            # Each client its own 600 rows (closed_loop's n starts at client * 1_000_003): two
+            # clients locking the same rows on both shards in opposite orders would wait for
+            # each other until the lock wait timeout (no shard sees the cycle).
+            client, k = divmod(n, 1_000_003)
+            first = client * 600 + k * 50 % 550 + 1
+            cur.execute(f"update customer set tenant_id = {n % 17} where customer_id in ("
+                        + ", ".join(str(i) for i in range(first, first + 50)) + ")")
+
         def scatter(cur: MySQLdb.cursors.Cursor, n: int) -> None:
             # ~300 rows from each shard (tenant 1 is the one the inserts grow: left out)
             cur.execute("select customer_id, email from customer where tenant_id = %s", (n % 16 + 2,))
@@ -113,6 +128,8 @@ def main() -> None:
             "unsharded select": (lambda p: connector(p, db="lookup"), unsharded_select),
             # Every id asked for: the rows on -80 are found, the others not (each a one-shard answer).
             "targeted point select": (lambda p: connector(p, db="commerce:-80"), point_select),
+            "two-shard insert": (connector, two_shard_insert),
+            "two-shard update": (connector, two_shard_update),
         }
         chosen = [k.strip() for k in os.environ.get("BENCH_KINDS", ",".join(KINDS)).split(",")]
         for name in chosen:

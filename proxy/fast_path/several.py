@@ -1,0 +1,80 @@
+"""An autocommit write reaching several shards, on the fast path (``FastRoute.several``).
+
+What ``Executor._atomic_statement`` does for such a statement of a ``multi`` session, without
+the command loop and the planning: the session's implicit transaction (``ShardTransaction``,
+``implicit=True``), each shard's statement sent at once with its deferred BEGIN
+(``SessionVCursor.execute_multi``: every shard's answer awaited before the first error is
+raised), messaging told of the write inside it (``ProxySession.wrote``), then the shards'
+COMMITs one after another (``ProxySession.commit``) — or, on any error, the ROLLBACK of every
+shard and that error. The normal path's own objects do the work, so the semantics (and the
+shards' round trips) are the normal path's; what is saved is its command loop, executor
+dispatch, plan lookup and Result writing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from proxy.errors import ProxyError
+from proxy.messaging.dml import MessageDml, acked_ids
+
+if TYPE_CHECKING:
+    from proxy.fast_path.routing import FastRoute
+    from proxy.session import ProxySession
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Summed:
+    """The statement's answer, as ``proxy.engine.insert`` / ``proxy.engine.dml`` sum their shards'."""
+
+    affected_rows: int = 0
+    insert_id: int = 0
+    warnings: int = 0
+
+
+async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summed:
+    """Run ``route``'s shard statements in the session's implicit transaction; raises the
+    normal path's error (everything rolled back) when one fails."""
+    queries = route.several
+    assert queries is not None and session.tx is None
+    vcursor = session.vcursor
+    vcursor.reached.clear()  # as Executor._write_holding: the shards this statement reaches
+    session.begin_transaction(implicit=True)
+    try:
+        results = await vcursor.execute_multi(route.keyspace, queries)
+        write = _message_write(session, route, sql)
+        if write is not None:
+            session.wrote(route.keyspace, write)
+    except BaseException:
+        try:
+            await session.rollback()
+        except ProxyError as e:
+            logger.warning("rollback of a failed statement failed", extra={"error": e.message})
+        raise
+    await session.commit()
+    out = Summed()
+    for r in results:
+        out.affected_rows += r.affected_rows
+        out.warnings += r.warnings
+        if route.keyword == "insert" and not out.insert_id and r.insert_id:
+            out.insert_id = r.insert_id  # proxy.engine.insert: the first shard's that has one
+    return out
+
+
+def _message_write(session: ProxySession, route: FastRoute, sql: str) -> MessageDml | None:
+    """Executor._wrote's message-table write: an ack's ids read from its text; an INSERT with
+    the statement each shard ran (``MessageDml.sent_to``), cached from its values at commit."""
+    if route.acks_table is not None:
+        ack = acked_ids(sql)
+        return None if ack is None else MessageDml("ack", route.keyspace, route.acks_table, ack.ids)
+    table = route.inserted_table
+    if table is None or not session.state.messaging.is_message_table(route.keyspace, table):
+        return None
+    vcursor = session.vcursor
+    return MessageDml("insert", route.keyspace, table).sent_to(
+        route.keyspace, vcursor.reached, vcursor.last_sent
+    )
