@@ -37,6 +37,7 @@ ROW_EVENT_TYPES = {
     "update": frozenset({24, 31}),
     "delete": frozenset({25, 32}),
 }
+_ROW_KINDS = frozenset().union(*ROW_EVENT_TYPES.values())
 
 # A binlog packet as PyMySQL reads it: 0x00 (OK), then the event header: timestamp (4),
 # type (1), server_id (4), size (4), next position (4), flags (2); then the body.
@@ -87,14 +88,20 @@ class GroupSkipper:
         unwanted: frozenset[int],
         on_skipped: Callable[[Gtid], None],
         before_wait: Callable[[], None],
+        own_mark: bytes = b"",
     ) -> None:
+        """``own_mark``: the row events of a statement whose ``ANNOTATE_ROWS`` text holds it
+        are dropped as unwanted ones are (the messaging watch's own inserts, which the proxy
+        caches or polls itself: ``proxy.messaging.own_mark``)."""
         self._read = read_packet
         self._reader = reader
         self._unwanted = unwanted
         self._on_skipped = on_skipped
         self._before_wait = before_wait
+        self._own_mark = own_mark
         self._queue: deque[Packet] = deque()
         self.skipped = 0
+        self.own_skipped = 0  # groups dropped because all their wanted rows were marked own
 
     @property
     def pending(self) -> bool:
@@ -115,14 +122,24 @@ class GroupSkipper:
             if gtid is None:
                 return first
             held: list[Packet] = [first]
+            own = dropped_own = False
+            mark = self._own_mark
             while True:
                 packet = self._next()
                 data = packet.get_all_data()
                 kind = data[_TYPE_AT] if len(data) > _TYPE_AT and data[0] == 0 else -1
-                if kind == TABLE_MAP_EVENT or kind == ANNOTATE_ROWS_EVENT:
+                if kind == TABLE_MAP_EVENT:
                     held.append(packet)  # the library needs them if a wanted event follows
+                elif kind == ANNOTATE_ROWS_EVENT:
+                    # The statement text the following row events came from (until the next
+                    # annotate): its rows are ours if it carries our mark.
+                    own = bool(mark) and data.find(mark, _HEADER_END) >= 0
+                    held.append(packet)
                 elif kind in self._unwanted:
                     continue  # the library would parse it and drop it
+                elif own and kind in _ROW_KINDS:
+                    dropped_own = True  # rows of our own marked INSERT: the proxy knows them
+                    continue
                 elif kind == XID_EVENT:
                     held = []  # the whole group was unwanted: consumed for the position only
                     break
@@ -133,4 +150,5 @@ class GroupSkipper:
                 self._queue.extend(held[1:])
                 return held[0]
             self.skipped += 1
+            self.own_skipped += dropped_own
             self._on_skipped(gtid)

@@ -41,6 +41,12 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summ
     normal path's error (everything rolled back) when one fails."""
     queries = route.several
     assert queries is not None and session.tx is None
+    if route.inserted_table is not None:
+        # Marked as the process's own (proxy/messaging/own_mark.py), as Executor._own_insert
+        # sends it: a failure rolls every shard back; a failed COMMIT polls (ProxySession.commit).
+        mark = session.state.messaging.own_mark(route.keyspace, route.inserted_table)
+        if mark:
+            queries = [(shard, mark + query) for shard, query in queries]
     vcursor = session.vcursor
     vcursor.reached.clear()  # as Executor._write_holding: the shards this statement reaches
     session.begin_transaction(implicit=True)

@@ -38,6 +38,7 @@ from proxy.messaging.backoff import NS, jitter, next_send_ns
 from proxy.messaging.cache import CachedMessage, MessageCache
 from proxy.messaging.errors import MessagingClosed, SubscriptionEnded
 from proxy.messaging.inserted import exact_messages
+from proxy.messaging.own_mark import is_marked
 from proxy.messaging.receiver import Receiver
 from proxy.messaging.table import MessageTableSpec
 
@@ -329,6 +330,18 @@ class MessageManager:
                 return
             messages.extend(found)
         self.counters.inserts_cached += 1
+        # Marked statements' rows are dropped unread by the watch's decoders (own_mark): no
+        # wake-up will come to be matched with this commit.
+        if not all(map(is_marked, statements)):
+            self._expect_own_wakeup()
+        if not self.receivers:
+            return  # no cache without subscribers: the first one's poll reads these rows
+        if not self.cache.add_new(messages, self._unacked):
+            self._pending = True  # the rest are read once the cache drains
+        self._send_wake.set()
+
+    def _expect_own_wakeup(self) -> None:
+        """An own commit the binlog watch reports too: its wake-up is matched, not polled for."""
         early, at = self._early_wakeups, time.monotonic()
         self._own_insert_at = at
         while early and early[0] < at - OWN_COMMIT_MATCH_SECONDS:
@@ -337,11 +350,6 @@ class MessageManager:
             early.popleft()  # its wake-up came first (and polled)
         else:
             self._own_commits.append(at)
-        if not self.receivers:
-            return  # no cache without subscribers: the first one's poll reads these rows
-        if not self.cache.add_new(messages, self._unacked):
-            self._pending = True  # the rest are read once the cache drains
-        self._send_wake.set()
 
     async def ack(self, ids: Iterable[bytes]) -> int:
         """Ack by id on this shard (Vitess's MessageAck); returns the rows acked."""
