@@ -338,8 +338,9 @@ class Executor:
         """An INSERT into a message table, its shard statements marked as this process's own
         (proxy/messaging/own_mark.py: the binlog watch skips their rows; messaging hears of
         them through ``_wrote``). One that fails may still have committed rows (a lost
-        shard): autocommit, the table's managers poll now; in a client's transaction, at its
-        COMMIT (an implicit transaction is rolled back whole by ``_atomic_statement``)."""
+        shard): autocommit or in a statement's implicit transaction (whose lone shard runs in
+        plain autocommit, ``ShardTransaction.connection``), the table's managers poll now; in a
+        client's transaction, at its COMMIT."""
         vcursor = session.vcursor
         vcursor.mark = (plan.keyspace, mark)
         try:
@@ -347,7 +348,7 @@ class Executor:
         except BaseException:
             shards = tuple(sorted(s for k, s in vcursor.reached if k == plan.keyspace))
             tx = session.tx
-            if tx is None:
+            if tx is None or tx.implicit:
                 self.state.messaging.in_doubt(plan.keyspace, plan.table, shards)
             elif not tx.implicit:
                 session.after_commit.append((plan.keyspace, MessageDml("insert", plan.keyspace, plan.table, shards)))

@@ -86,6 +86,7 @@ class MessageCounters:
     binlog_covered: int = 0  # ... that a poll started since, or our own cached commit, covered
     inserts_cached: int = 0  # committed INSERTs through this proxy cached from their values
     inserts_polled: int = 0  # ... whose values were not known exactly (a poll reads them)
+    inserts_in_doubt: int = 0  # own marked INSERTs (or COMMITs) that failed: polled for (own_mark)
     poll_skipped_settled: int = 0  # polled rows claimed or acked while that poll ran
 
 
@@ -250,6 +251,12 @@ class MessageManager:
             self._pending = True
             return
         self.request_poll()
+
+    def in_doubt(self) -> None:
+        """An own marked INSERT on this shard failed or its answer was lost: it may have
+        committed rows the binlog watch skips (proxy/messaging/own_mark.py). Poll, as ``notify``."""
+        self.counters.inserts_in_doubt += 1
+        self.notify()
 
     def acked(self, ids: Iterable[bytes]) -> int:
         """Ids acked through the proxy: drop them from the cache and the in-flight count."""

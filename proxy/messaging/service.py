@@ -212,8 +212,10 @@ class MessagingService:
     def in_doubt(self, keyspace: str, table: str, shards: Iterable[str] = ()) -> None:
         """A marked INSERT into ``table`` failed or its COMMIT's outcome is not known: it may
         have committed rows the watch will not report (they carry our mark), so poll."""
-        for shard in tuple(shards) or (None,):
-            self.notify(keyspace, shard, table)
+        for shard in tuple(shards) or self.shards.get(keyspace, []):
+            manager = self.managers.get((keyspace, shard, table.lower()))
+            if manager is not None:
+                manager.in_doubt()
 
     def is_message_table(self, keyspace: str, table: str) -> bool:
         return any(

@@ -148,7 +148,12 @@ async def test_own_inserts_are_not_read_back_while_direct_and_second_proxy_inser
         finally:
             conn.close()
         await _ids(stream, set(ids))
-        shards_reached = 4 + len(COMMERCE_SHARDS)  # one row each, then one transaction per shard
+        listed = ", ".join(map(str, ids[4:]))
+        multi = 0  # the shards the multi-row INSERT reached: one transaction each
+        for shard in COMMERCE_SHARDS:
+            found = await run_sql(shard_pools.get("commerce", shard), f"SELECT 1 FROM {SHARDED_TABLE} WHERE id IN ({listed})")
+            multi += bool(found.rows)
+        shards_reached = 4 + multi
         middle = start + len(COMMERCE_SHARDS)
         assert await _settled(served, shard_pools, stream, base + 3000) == middle + shards_reached + len(
             COMMERCE_SHARDS
@@ -179,3 +184,40 @@ async def test_a_shard_transaction_mixing_this_proxys_marked_insert_with_another
         assert await _settled(served, shard_pools, stream, base + 1000) == start + 1 + len(COMMERCE_SHARDS)
     finally:
         stream.conn.close()
+
+
+async def test_an_own_insert_that_fails_makes_its_shards_poll(served):
+    base = 400_000_000 + uuid.uuid4().int % 100_000_000
+    producer = await served.connect()
+
+    def in_doubt() -> dict[str, int]:
+        return {s: served.state.messaging.managers[("commerce", s, SHARDED_TABLE)].counters.inserts_in_doubt
+                for s in COMMERCE_SHARDS}
+
+    try:
+        async with producer.cursor() as cur:
+            rows = [base + i for i in range(6)]  # on both shards
+            await cur.execute(INSERT + ", ".join(f"({i}, 1, '{{}}')" for i in rows))
+            await cur.execute(f"{INSERT}({base + 50}, 1, '{{}}')")  # plans the one-row shape
+            before = in_doubt()
+            # A duplicate: refused (1062). Had the shard been lost instead, the row might have
+            # committed unseen by the watch: the shard's manager polls either way.
+            try:
+                await cur.execute(f"{INSERT}({rows[0]}, 1, '{{}}')")
+            except aiomysql.IntegrityError:
+                pass
+            else:
+                raise AssertionError("a duplicate id was accepted")
+            after_one = in_doubt()
+            assert sum(after_one.values()) == sum(before.values()) + 1
+            # Several shards (one of them refuses): every shard it reached polls.
+            try:
+                await cur.execute(INSERT + ", ".join(f"({i}, 1, '{{}}')" for i in [base + 100, base + 101, *rows]))
+            except aiomysql.IntegrityError:
+                pass
+            else:
+                raise AssertionError("duplicate ids were accepted")
+            after = in_doubt()
+            assert all(after[s] >= after_one[s] + 1 for s in COMMERCE_SHARDS), (after_one, after)
+    finally:
+        producer.close()
