@@ -98,6 +98,7 @@ async def test_a_reader_skipping_its_own_mark_drops_those_inserts_and_reads_any_
 ):
     shard = shards["-80"]
     first, own, other, plain, mixed_own, mixed_plain, own2 = (new_id() for _ in range(7))
+    unannotated_own, unannotated = new_id(), new_id()
     reader = await _reader(shard, row_ops=INSERTS, row_images=False, heartbeat_period=0.2, skip_annotated=OWN)
     try:
         # The reader's connection is filtered from its second read on: one plain insert first.
@@ -114,6 +115,13 @@ async def test_a_reader_skipping_its_own_mark_drops_those_inserts_and_reads_any_
             (f"{OWN.decode()} INSERT INTO {PROBE_TABLE} VALUES (%s, 'm', 1, NULL)", (mixed_own,)),
             (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'n', 1, NULL)", (mixed_plain,)),
         )
+        # The mark covers its own statement only: the next one, logged without an annotate, is read.
+        await shard.transaction(
+            (f"{OWN.decode()} INSERT INTO {PROBE_TABLE} VALUES (%s, 'm', 1, NULL)", (unannotated_own,)),
+            "SET SESSION binlog_annotate_row_events = OFF",
+            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'q', 1, NULL)", (unannotated,)),
+            "SET SESSION binlog_annotate_row_events = ON",
+        )
         # An own insert and updates in one transaction: nothing wanted is left, dropped whole.
         await shard.transaction(
             (f"UPDATE {PROBE_TABLE} SET label = 'x' WHERE id = %s", (plain,)),
@@ -126,6 +134,6 @@ async def test_a_reader_skipping_its_own_mark_drops_those_inserts_and_reads_any_
     finally:
         await reader.close()
     transactions = [i for i in items if isinstance(i, ShardTransaction)]
-    # Another's mark, no mark, the mixed transaction (its own rows dropped, the other's read).
-    assert [_ops(t) for t in transactions] == [[RowOp.INSERT], [RowOp.INSERT], [RowOp.INSERT]]
+    # Another's mark, no mark, the mixed transactions (their own rows dropped, the others' read).
+    assert [_ops(t) for t in transactions] == [[RowOp.INSERT]] * 4
     assert reader.position == end  # the dropped own transactions moved the position too
