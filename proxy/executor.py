@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from proxy import engine
 from proxy.cluster_state import ClusterState
@@ -327,7 +328,33 @@ class Executor:
             session.written_table = (plan.keyspace, plan.table)
         if kw in _STREAMED:
             return engine.stream(plan, session.vcursor, bindvars)
+        if isinstance(plan, Insert) and session.transaction_mode != TWOPC:
+            mark = self.state.messaging.own_mark(plan.keyspace, plan.table)
+            if mark:
+                return await self._own_insert(session, plan, bindvars, mark)
         return await engine.execute(plan, session.vcursor, bindvars)
+
+    async def _own_insert(self, session: ProxySession, plan: Insert, bindvars: dict[str, Any], mark: str) -> Outcome:
+        """An INSERT into a message table, its shard statements marked as this process's own
+        (proxy/messaging/own_mark.py: the binlog watch skips their rows; messaging hears of
+        them through ``_wrote``). One that fails may still have committed rows (a lost
+        shard): autocommit or in a statement's implicit transaction (whose lone shard runs in
+        plain autocommit, ``ShardTransaction.connection``), the table's managers poll now; in a
+        client's transaction, at its COMMIT."""
+        vcursor = session.vcursor
+        vcursor.mark = (plan.keyspace, mark)
+        try:
+            return await engine.execute(plan, vcursor, bindvars)
+        except BaseException:
+            shards = tuple(sorted(s for k, s in vcursor.reached if k == plan.keyspace))
+            tx = session.tx
+            if tx is None or tx.implicit:
+                self.state.messaging.in_doubt(plan.keyspace, plan.table, shards)
+            elif not tx.implicit:
+                session.after_commit.append((plan.keyspace, MessageDml("insert", plan.keyspace, plan.table, shards)))
+            raise
+        finally:
+            vcursor.mark = None
 
     async def _ddl(self, session: ProxySession, sql: str) -> Result:
         """DDL goes to every shard of its keyspace, as Vitess's direct DDL does.

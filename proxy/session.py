@@ -198,12 +198,24 @@ class ProxySession(BaseSession):
             write = write.polled()
         self.after_commit.append((keyspace, write))
 
+    def commit_in_doubt(self, events: list[tuple[str, MessageDml | TopicWrite]]) -> None:
+        """A COMMIT failed: some shards may have committed (multi commits them one after
+        another, a lost shard may have): the message-table inserts among ``events`` are polled
+        for, as the binlog watch skips the proxy's own (proxy/messaging/own_mark.py)."""
+        for keyspace, write in events:
+            if isinstance(write, MessageDml) and write.kind == "insert":
+                self.state.committed(keyspace, write.polled())
+
     async def commit(self) -> None:
         tx, self.tx = self.tx, None
         events, self.after_commit = self.after_commit, []
         if tx is not None:
             shards = len(tx.conns)
-            await tx.commit()
+            try:
+                await tx.commit()
+            except BaseException:
+                self.commit_in_doubt(events)
+                raise
             if not (tx.implicit and tx.mode == MULTI):  # one autocommit statement, not a client's transaction
                 record_commit(shards, tx.mode)
         for keyspace, dml in events:

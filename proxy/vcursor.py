@@ -42,12 +42,18 @@ class SessionVCursor:
         # of ``reached``, a committed INSERT into a message table is cached from its rows as each
         # shard ran them (proxy/messaging/inserted.py).
         self.last_sent: dict[tuple[str, str], str] = {}
+        # While an own INSERT into a message table runs: (its keyspace, the comment its
+        # statements to that keyspace's shards start with; proxy/messaging/own_mark.py).
+        self.mark: tuple[str, str] | None = None
 
     @property
     def vschema(self) -> VSchema:
         return self._vschema()
 
     async def execute_shard(self, keyspace: str, shard: str, sql: str) -> Result:
+        mark = self.mark
+        if mark is not None and mark[0] == keyspace:
+            sql = mark[1] + sql
         self.reached.add((keyspace, shard))
         self.last_sent[(keyspace, shard)] = sql
         tx = self._tx()

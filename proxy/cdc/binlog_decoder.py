@@ -131,6 +131,10 @@ class DecoderSpec:
     # False: row events carry no row images (``changes`` empty, no FIELD events): the rows
     # are never decoded, for consumers that only need to know a table changed.
     row_images: bool = True
+    # Non-empty: ANNOTATE_ROWS events are asked for, and the row events of a statement whose
+    # text holds these bytes are dropped undecoded (``GroupSkipper``; messaging's watch skips
+    # the proxy's own inserts, proxy/messaging/own_mark.py). Only for consumers of touches.
+    skip_annotated: bytes = b""
     # The replica id of the second binlog connection that reads prepared XA branches back
     # (see xa_branch_reader); drawn by the proxy like ``server_id``.
     lookup_server_id: int | None = None
@@ -219,6 +223,7 @@ class BinlogDecoder:
         self._unwanted = frozenset().union(
             *(types for op, types in ROW_EVENT_TYPES.items() if op not in spec.row_ops | {"insert"})
         )
+        self._skip_annotated = spec.skip_annotated
         self._skipper: GroupSkipper | None = None
         self._skipped_conn: object = None
 
@@ -345,6 +350,7 @@ class BinlogDecoder:
             # changes; a DDL gives the table a new id). Parsing every transaction's table map
             # was half of such a decoder's CPU (bench_messaging, binlog watch).
             freeze_schema=not self.spec.row_images,
+            annotate_rows_event=bool(self._skip_annotated),
         )
         self._stream = stream
         logger.info(
@@ -360,9 +366,9 @@ class BinlogDecoder:
             fetch = stream.fetchone
             clock = time.time
             stats = self.stats
-            unwanted = self._unwanted
+            skipping = bool(self._unwanted or self._skip_annotated)
             while True:
-                if unwanted:
+                if skipping:
                     self._skip_unwanted_groups(stream)
                 event = fetch()
                 if event is None:
@@ -395,7 +401,9 @@ class BinlogDecoder:
         sink, assembler = self._sink, self._assembler
 
         def wrap(read_packet: Callable[[], Any]) -> Callable[[], Any]:
-            skipper = GroupSkipper(read_packet, reader, self._unwanted, assembler.skipped, sink.idle)
+            skipper = GroupSkipper(
+                read_packet, reader, self._unwanted, assembler.skipped, sink.idle, self._skip_annotated
+            )
             self._skipper = skipper
             return skipper.read_packet
 

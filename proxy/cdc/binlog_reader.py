@@ -146,6 +146,7 @@ class ShardBinlogReader:
         row_ops: frozenset[str] = ALL_ROW_OPS,
         row_images: bool = True,
         max_pending_frames: int = 16,
+        skip_annotated: bytes = b"",
     ) -> None:
         """``row_ops``: which row changes to read; the others are skipped undecoded by the
         library, which is most of the cost of a busy table. ``row_images=False``: row events
@@ -168,6 +169,7 @@ class ShardBinlogReader:
             reconnect_timeout=reconnect_timeout,
             row_ops=row_ops,
             row_images=row_images,
+            skip_annotated=skip_annotated,
             lookup_server_id=next_replica_server_id(),
         )
         self.stats = DecoderStats()

@@ -53,15 +53,19 @@ class TableChangeFeed:
         on_ddl: Callable[[str, str], None] | None = None,
         row_images: bool = True,
         end_shards_at_journal: bool = False,
+        skip_annotated: bytes = b"",
     ) -> None:
         """``end_shards_at_journal``: a shard's feed ends at a resharding journal (for a follower
-        that is restarted on the new shards anyway, as messaging's change watch is)."""
+        that is restarted on the new shards anyway, as messaging's change watch is).
+        ``skip_annotated``: statements whose text holds these bytes are not read (touches only)."""
+        if skip_annotated and row_images:
+            raise ValueError("skip_annotated drops rows: for a feed without row images only")
         shards = {key: ep for key, ep in endpoints.items() if key[0] == keyspace}
         self._on_ddl = on_ddl
         self._row_images = row_images
         self._stream = VStream(
             shards, [f"{keyspace}.{table}"], start=start, row_ops=row_ops, row_images=row_images,
-            end_shards_at_journal=end_shards_at_journal,
+            end_shards_at_journal=end_shards_at_journal, skip_annotated=skip_annotated,
         )
 
     @property

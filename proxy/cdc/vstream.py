@@ -100,6 +100,7 @@ class VStream:
         stop_on_reshard: bool = False,
         shard_locator: ShardLocator | None = None,
         end_shards_at_journal: bool = False,
+        skip_annotated: bytes = b"",
     ) -> None:
         """
         endpoints: every shard of the cluster, by (keyspace, shard).
@@ -126,6 +127,8 @@ class VStream:
         end_shards_at_journal: each shard's stream just ends at its journal (no participant
             check, no move to the targets; ``journals`` says which shard met which); the stream
             ends when every shard did. For readers of fixed per-shard ranges (the Spark source).
+        skip_annotated: the rows of statements whose text holds these bytes are not read
+            (``DecoderSpec.skip_annotated``; with ``row_images=False`` only).
         """
         self._endpoints = dict(endpoints)
         self._filter = TableFilter(tables)
@@ -136,6 +139,7 @@ class VStream:
         self._shard_heartbeat_period = shard_heartbeat_period
         self._row_ops = row_ops
         self._row_images = row_images
+        self._skip_annotated = skip_annotated
         self._minimize_skew = minimize_skew
         self._max_skew = max_skew
         self._max_skew_hold = max_skew_hold
@@ -209,6 +213,7 @@ class VStream:
                 skip_before_timestamp=skip_before,
                 row_ops=self._row_ops,
                 row_images=self._row_images,
+                skip_annotated=self._skip_annotated,
             )
             for key, position in positions.items()
         }

@@ -189,6 +189,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         # A COMMIT (``_commit``) or ROLLBACK on its way: the transaction it ends, and the
         # messaging / topic events its commit releases.
         self._ending: ShardTransaction | None = None
+        # The own-insert mark the current statement was sent with (b"": none; own_mark.py).
+        self._mark = b""
         self._commit = False
         self._events: list[tuple[str, MessageDml | TopicWrite]] = []
         self._ok_packets: dict[int, bytes] = {}  # _answer_ok's, by status flags
@@ -315,10 +317,11 @@ class ClientFastPath(asyncio.BufferedProtocol):
         statement.shard_query_started(link)
         self._link, self._statement, self._route, self._sql = link, statement, route, sql
         self._binary = binary
+        mark = self._mark = self._own_mark(route)
         if route.direct:
             link.query(route.query, self, results=direct.RESULTS, answer=direct.ANSWER)
         else:
-            link.query(route.query, self)
+            link.query(mark + route.query if mark else route.query, self)
         return True
 
     # -- an autocommit write reaching several shards ------------------------------------------
@@ -495,6 +498,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             else:
                 logger.warning("rollback failed", extra={"keyspace": sc.keyspace, "shard": sc.shard, "error": str(error)})
         tx.release_all()
+        if error is not None and commit:
+            self.session.commit_in_doubt(events)
         if error is None:
             if commit:
                 record_commit(1, tx.mode)
@@ -523,6 +528,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self._answer_ok()
             self._finish(None, 0, False)
             return
+        if commit:
+            self.session.commit_in_doubt(events)
         if not isinstance(error, ProxyError):
             error = internal_error(error, self.connection.connection_id)
         self._fail(error)
@@ -640,7 +647,10 @@ class ClientFastPath(asyncio.BufferedProtocol):
         begin = sc.take_deferred_begin()
         self._link, self._sc, self._sent_begin, self._joined_now = link, sc, begin is not None, joined_now
         # No newline after the BEGIN: a syntax error in the statement still says "at line 1".
-        query = route.query if begin is None else begin.encode() + b";" + route.query
+        mark = self._mark = self._own_mark(route)
+        query = mark + route.query if mark else route.query
+        if begin is not None:
+            query = begin.encode() + b";" + query
         self._count(sc)
         link.query(query, self, _status(self.session), after_begin=begin is not None)
 
@@ -691,7 +701,24 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return None
         shard = route.shard
         return MessageDml("insert", route.keyspace, table, shards=(shard,),
-                          statements=((shard, route.query.decode("utf-8")),))
+                          statements=((shard, (self._mark + route.query).decode("utf-8")),))
+
+    def _own_mark(self, route: FastRoute) -> bytes:
+        """The mark of an own INSERT into a message table (proxy/messaging/own_mark.py; not in
+        twopc, whose commit the resolver may finish later), as the normal path's
+        ``Executor._own_insert`` sends it."""
+        table = route.inserted_table
+        if table is None or self.session.transaction_mode == TWOPC:
+            return b""
+        return self.session.state.messaging.own_mark(route.keyspace, table).encode()
+
+    def _own_insert_in_doubt(self) -> None:
+        """The current statement, an own marked INSERT in autocommit, failed or its answer was
+        lost: it may have committed rows the binlog watch skips; the table's manager polls
+        (in a transaction the shard rolls the statement back, or the whole transaction)."""
+        route = self._route
+        if self._mark and route is not None and route.inserted_table is not None and self.session.tx is None:
+            self.session.state.messaging.in_doubt(route.keyspace, route.inserted_table, (route.shard,))
 
     def _statement_is(self, sql: str, keyword: str) -> None:
         session = self.session
@@ -759,6 +786,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return
         binary = self._binary
         if error is not None:
+            self._own_insert_in_doubt()
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
             if binary is not None:
                 head = binary.convert(data[: error.start])
@@ -784,6 +812,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return
         if self._sc is not None and self._sent_begin and not link.began:
             self._sc.begin_answered(False)  # its BEGIN's answer never came: the transaction drops it
+        self._own_insert_in_doubt()
         e = self._error(ShardUnavailable(link.keyspace, link.shard, cause))
         seq = self._binary.next_seq if self._binary is not None else link.next_seq
         if not self.transport.is_closing():
@@ -805,6 +834,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
     def _finish(self, link: ShardLink | None, rows: int, failed: bool, *, record: bool = True) -> None:
         statement, sc = self._statement, self._sc
         self._link = self._statement = self._route = self._sc = None
+        self._mark = b""
         assert statement is not None
         if sc is not None:  # a transaction's connection: it stays with the transaction
             statement.shard_query_ended(sc)
@@ -827,6 +857,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if self._ending is not None:
             pass  # a COMMIT / ROLLBACK finishes on the shard, its answer goes nowhere (_ended)
         elif link is not None and statement is not None:
+            self._own_insert_in_doubt()  # the shard may still commit it
             self._link = self._statement = self._route = self._sc = None
             link.abandon()  # mid-response: the link is out of step
             if sc is not None:

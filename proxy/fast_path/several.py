@@ -41,6 +41,13 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summ
     normal path's error (everything rolled back) when one fails."""
     queries = route.several
     assert queries is not None and session.tx is None
+    mark = ""
+    if route.inserted_table is not None:
+        # Marked as the process's own (proxy/messaging/own_mark.py), as Executor._own_insert
+        # sends it; a failed COMMIT polls (ProxySession.commit).
+        mark = session.state.messaging.own_mark(route.keyspace, route.inserted_table)
+        if mark:
+            queries = [(shard, mark + query) for shard, query in queries]
     vcursor = session.vcursor
     vcursor.reached.clear()  # as Executor._write_holding: the shards this statement reaches
     session.begin_transaction(implicit=True)
@@ -54,6 +61,9 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summ
             await session.rollback()
         except ProxyError as e:
             logger.warning("rollback of a failed statement failed", extra={"error": e.message})
+        if mark and route.inserted_table is not None:
+            # As Executor._own_insert: a shard lost mid-statement leaves its outcome unknown.
+            session.state.messaging.in_doubt(route.keyspace, route.inserted_table, [s for s, _ in queries])
         raise
     await session.commit()
     out = Summed()

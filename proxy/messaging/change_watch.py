@@ -46,12 +46,16 @@ class TableChangeWatch:
         table: str,
         on_insert: Callable[[str, float], None],
         on_ddl: Callable[[str, str], None] | None = None,
+        skip_annotated: bytes = b"",
     ) -> None:
+        """``skip_annotated``: this process's mark for the table (``own_mark.needle``): the
+        decoders drop its own INSERTs' rows unread."""
         self.endpoints = endpoints
         self.keyspace = keyspace
         self.table = table
         self.on_insert = on_insert
         self.on_ddl = on_ddl  # (keyspace, statement) for each DDL the binlog shows
+        self.skip_annotated = skip_annotated
         self.failures = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -72,7 +76,7 @@ class TableChangeWatch:
                 # then starts a watch on the new shards (MessagingService.set_shards).
                 async with TableChangeFeed(
                     self.endpoints, self.keyspace, self.table, row_ops=_INSERTS, on_ddl=self.on_ddl, row_images=False,
-                    end_shards_at_journal=True,
+                    end_shards_at_journal=True, skip_annotated=self.skip_annotated,
                 ) as feed:
                     async for touch in feed.touches():
                         self.on_insert(touch.shard, touch.received_at)

@@ -97,9 +97,10 @@ class InsertShape:
 
 
 # One INSERT statement into a message table, as the proxy sends it to a shard:
-# INSERT INTO [`ks`.]t (cols) VALUES (v, ...), ... with v an integer, a string or NULL.
+# INSERT INTO [`ks`.]t (cols) VALUES (v, ...), ... with v an integer, a string or NULL,
+# perhaps after the proxy's own mark (proxy/messaging/own_mark.py: a comment, no row changes).
 _HEADER = re.compile(
-    r"\s*insert\s+into\s+(?:(?:`[^`]+`|\w+)\s*\.\s*)?(?:`(?P<qt>[^`]+)`|(?P<t>\w+))\s*"
+    r"\s*(?:/\*shardgate-own [0-9a-f]+ \w+\*/\s*)?insert\s+into\s+(?:(?:`[^`]+`|\w+)\s*\.\s*)?(?:`(?P<qt>[^`]+)`|(?P<t>\w+))\s*"
     r"\((?P<cols>[^()]*)\)\s*values?\s*",
     re.I,
 )

@@ -38,6 +38,7 @@ from proxy.messaging.backoff import NS, jitter, next_send_ns
 from proxy.messaging.cache import CachedMessage, MessageCache
 from proxy.messaging.errors import MessagingClosed, SubscriptionEnded
 from proxy.messaging.inserted import exact_messages
+from proxy.messaging.own_mark import is_marked
 from proxy.messaging.receiver import Receiver
 from proxy.messaging.table import MessageTableSpec
 
@@ -85,6 +86,7 @@ class MessageCounters:
     binlog_covered: int = 0  # ... that a poll started since, or our own cached commit, covered
     inserts_cached: int = 0  # committed INSERTs through this proxy cached from their values
     inserts_polled: int = 0  # ... whose values were not known exactly (a poll reads them)
+    inserts_in_doubt: int = 0  # own marked INSERTs (or COMMITs) that failed: polled for (own_mark)
     poll_skipped_settled: int = 0  # polled rows claimed or acked while that poll ran
 
 
@@ -250,6 +252,12 @@ class MessageManager:
             return
         self.request_poll()
 
+    def in_doubt(self) -> None:
+        """An own marked INSERT on this shard failed or its answer was lost: it may have
+        committed rows the binlog watch skips (proxy/messaging/own_mark.py). Poll, as ``notify``."""
+        self.counters.inserts_in_doubt += 1
+        self.notify()
+
     def acked(self, ids: Iterable[bytes]) -> int:
         """Ids acked through the proxy: drop them from the cache and the in-flight count."""
         id_list = list(ids)
@@ -329,6 +337,18 @@ class MessageManager:
                 return
             messages.extend(found)
         self.counters.inserts_cached += 1
+        # Marked statements' rows are dropped unread by the watch's decoders (own_mark): no
+        # wake-up will come to be matched with this commit.
+        if not all(map(is_marked, statements)):
+            self._expect_own_wakeup()
+        if not self.receivers:
+            return  # no cache without subscribers: the first one's poll reads these rows
+        if not self.cache.add_new(messages, self._unacked):
+            self._pending = True  # the rest are read once the cache drains
+        self._send_wake.set()
+
+    def _expect_own_wakeup(self) -> None:
+        """An own commit the binlog watch reports too: its wake-up is matched, not polled for."""
         early, at = self._early_wakeups, time.monotonic()
         self._own_insert_at = at
         while early and early[0] < at - OWN_COMMIT_MATCH_SECONDS:
@@ -337,11 +357,6 @@ class MessageManager:
             early.popleft()  # its wake-up came first (and polled)
         else:
             self._own_commits.append(at)
-        if not self.receivers:
-            return  # no cache without subscribers: the first one's poll reads these rows
-        if not self.cache.add_new(messages, self._unacked):
-            self._pending = True  # the rest are read once the cache drains
-        self._send_wake.set()
 
     async def ack(self, ids: Iterable[bytes]) -> int:
         """Ack by id on this shard (Vitess's MessageAck); returns the rows acked."""

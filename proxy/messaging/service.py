@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from proxy.engine.result import Result, local_result
 from proxy.errors import ER_BAD_DB_ERROR, ER_NO_DB_ERROR, ER_UNKNOWN_ERROR, ProxyError
+from proxy.messaging import own_mark
 from proxy.messaging.change_watch import TableChangeWatch
 from proxy.messaging.dml import MessageDml
 from proxy.messaging.errors import (
@@ -201,6 +202,21 @@ class MessagingService:
     def _entry(self, keyspace: str, shard: str, table: str) -> LoadedTable | None:
         return self.tables.get((keyspace, shard), {}).get(table.lower())
 
+    def own_mark(self, keyspace: str, table: str) -> str:
+        """The comment to send before an own INSERT into ``table`` (proxy/messaging/own_mark.py):
+        "" when the table is not a message table or no binlog watch runs (nothing to skip)."""
+        if not self.watch_changes or not self.is_message_table(keyspace, table):
+            return ""
+        return own_mark.mark(table)
+
+    def in_doubt(self, keyspace: str, table: str, shards: Iterable[str] = ()) -> None:
+        """A marked INSERT into ``table`` failed or its COMMIT's outcome is not known: it may
+        have committed rows the watch will not report (they carry our mark), so poll."""
+        for shard in tuple(shards) or self.shards.get(keyspace, []):
+            manager = self.managers.get((keyspace, shard, table.lower()))
+            if manager is not None:
+                manager.in_doubt()
+
     def is_message_table(self, keyspace: str, table: str) -> bool:
         return any(
             (e := self._entry(keyspace, s, table)) is not None and e.spec is not None for s in self.shards.get(keyspace, [])
@@ -321,6 +337,7 @@ class MessagingService:
         watch = TableChangeWatch(
             endpoints, keyspace, table, lambda shard, at: self.binlog_insert(keyspace, shard, table, at),
             on_ddl=(lambda ks, _statement: on_ddl(ks)) if on_ddl is not None else None,
+            skip_annotated=own_mark.needle(table),
         )
         watch.start()
         return watch

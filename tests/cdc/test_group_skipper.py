@@ -88,3 +88,52 @@ async def test_an_insert_right_after_skipped_updates_is_delivered_without_waitin
     finally:
         await reader.close()
     assert [_ops(i) for i in items if isinstance(i, ShardTransaction)] == [[RowOp.INSERT]]
+
+
+OWN = b"/*shardgate-own 00112233 cdc_probe*/"
+
+
+async def test_a_reader_skipping_its_own_mark_drops_those_inserts_and_reads_any_other_or_mixed_transaction(
+    shards, probe_table
+):
+    shard = shards["-80"]
+    first, own, other, plain, mixed_own, mixed_plain, own2 = (new_id() for _ in range(7))
+    unannotated_own, unannotated = new_id(), new_id()
+    reader = await _reader(shard, row_ops=INSERTS, row_images=False, heartbeat_period=0.2, skip_annotated=OWN)
+    try:
+        # The reader's connection is filtered from its second read on: one plain insert first.
+        await shard.run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'f', 1, NULL)", (first,)))
+        await _until(reader, lambda got: any(isinstance(i, ShardTransaction) for i in got))
+        await shard.run((f"{OWN.decode()} INSERT INTO {PROBE_TABLE} VALUES (%s, 'own', 1, NULL)", (own,)))
+        # Another process's mark, and no mark: read as before.
+        await shard.run(
+            (f"/*shardgate-own 99999999 cdc_probe*/ INSERT INTO {PROBE_TABLE} VALUES (%s, 'o', 1, NULL)", (other,))
+        )
+        await shard.run((f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'p', 1, NULL)", (plain,)))
+        # One transaction of an own insert and an unmarked one: read (the unmarked insert is news).
+        await shard.transaction(
+            (f"{OWN.decode()} INSERT INTO {PROBE_TABLE} VALUES (%s, 'm', 1, NULL)", (mixed_own,)),
+            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'n', 1, NULL)", (mixed_plain,)),
+        )
+        # The mark covers its own statement only: the next one, logged without an annotate, is read.
+        await shard.transaction(
+            (f"{OWN.decode()} INSERT INTO {PROBE_TABLE} VALUES (%s, 'm', 1, NULL)", (unannotated_own,)),
+            "SET SESSION binlog_annotate_row_events = OFF",
+            (f"INSERT INTO {PROBE_TABLE} VALUES (%s, 'q', 1, NULL)", (unannotated,)),
+            "SET SESSION binlog_annotate_row_events = ON",
+        )
+        # An own insert and updates in one transaction: nothing wanted is left, dropped whole.
+        await shard.transaction(
+            (f"UPDATE {PROBE_TABLE} SET label = 'x' WHERE id = %s", (plain,)),
+            (f"{OWN.decode()} INSERT INTO {PROBE_TABLE} VALUES (%s, 'own', 1, NULL)", (own2,)),
+        )
+        end = GtidPosition.parse(await shard.gtid_binlog_pos())
+        items = await _until(
+            reader, lambda got: isinstance(got[-1], ShardHeartbeat) and got[-1].position == end
+        )
+    finally:
+        await reader.close()
+    transactions = [i for i in items if isinstance(i, ShardTransaction)]
+    # Another's mark, no mark, the mixed transactions (their own rows dropped, the others' read).
+    assert [_ops(t) for t in transactions] == [[RowOp.INSERT]] * 4
+    assert reader.position == end  # the dropped own transactions moved the position too
