@@ -266,12 +266,19 @@ class ShardConnection:
         try:
             yield self
         except BaseException:
-            try:
-                await self.execute("rollback")
-            except ProxyError:
-                self.broken = True
+            await self.rollback_or_break()
             raise
         await self.execute("commit")
+
+    async def rollback_or_break(self) -> None:
+        """ROLLBACK after a failure; a connection whose rollback fails (or that is already
+        broken) is marked broken: closed instead of pooled, MariaDB rolls back on disconnect."""
+        if self.broken:
+            return
+        try:
+            await self.execute("rollback")
+        except ProxyError:
+            self.broken = True
 
     async def execute(self, sql: str) -> Result:
         """Run one statement and read its whole result."""

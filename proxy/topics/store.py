@@ -104,11 +104,7 @@ async def execute_direct(sc: ShardConnection, script: str) -> tuple[Result, bool
     try:
         results = await sc.execute_oks(script)
     except ProxyError:
-        if not sc.broken:
-            try:
-                await sc.execute("rollback")
-            except ProxyError:
-                sc.broken = True
+        await sc.rollback_or_break()
         raise
     if len(results) != direct.RESULTS:
         sc.broken = True
@@ -326,11 +322,7 @@ class ShardTopicStore:
                         else:
                             done = await self._give_ids(sc, name, table, locked, *waiting)
                 except BaseException:
-                    if not sc.broken:
-                        try:
-                            await sc.execute("rollback")
-                        except ProxyError:
-                            sc.broken = True
+                    await sc.rollback_or_break()
                     raise
                 await sc.execute("commit")
                 if locked is None:
