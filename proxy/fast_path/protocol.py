@@ -54,7 +54,7 @@ from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavaila
 from proxy.executor import BEGIN_STATEMENT, COMMIT_STATEMENT, ROLLBACK_STATEMENT
 from proxy.fast_path.binary_result import BinaryResult
 from proxy.fast_path.routing import FastRoute, fast_route
-from proxy.fast_path.several import Summed, run_several
+from proxy.fast_path.several import Summed, message_write, run_several
 from proxy.fast_path.shard_link import (
     LinkPools,
     PinnedLink,
@@ -63,7 +63,7 @@ from proxy.fast_path.shard_link import (
     ShardLink,
     lenenc,
 )
-from proxy.messaging.dml import MessageDml, acked_ids
+from proxy.messaging.dml import MessageDml
 from proxy.mysql_mimic_internals import buffered_input
 from proxy.observability.metrics import (
     record_commit,
@@ -439,11 +439,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             if len(tx.conns) == 1:
                 ((key, sc),) = tx.conns.items()
                 link = self._pinned_link(key, sc)
-        statement = self.connection.process.begin_now(sql)
+        statement = self._begin_on(sql, link)
         if statement is None:
-            return False
-        if link is not None and not link.attach():
-            self.connection.process.end_now(statement)
             return False
         started = time.perf_counter()
         self._statement_is(sql, "commit" if commit else "rollback")
@@ -534,6 +531,17 @@ class ClientFastPath(asyncio.BufferedProtocol):
             error = internal_error(error, self.connection.connection_id)
         self._fail(error)
 
+    def _begin_on(self, sql: str, link: PinnedLink | None) -> RunningStatement | None:
+        """The statement shown as running, on the transaction's own connection when ``link``
+        is one; None when it cannot start here (the normal path runs it)."""
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            return None
+        if link is not None and not link.attach():
+            self.connection.process.end_now(statement)
+            return None
+        return statement
+
     def _start_in_transaction(self, sql: str, binary: BinaryResult | None) -> bool:
         """A statement of the session's transaction (or one that opens it: autocommit=0), run
         on the transaction's connection to its shard; False: the normal path must run it."""
@@ -560,11 +568,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             link = self._pinned_link(key, sc)
         elif tx is not None and tx.mode == SINGLE and tx.touched:
             return False  # a second shard: the normal path refuses it (and rolls back)
-        statement = self.connection.process.begin_now(sql)
+        statement = self._begin_on(sql, link)
         if statement is None:
-            return False
-        if link is not None and not link.attach():
-            self.connection.process.end_now(statement)
             return False
         if tx is None:
             session.begin_transaction()
@@ -690,18 +695,15 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self.session.wrote(route.keyspace, write)
 
     def _message_write(self, route: FastRoute) -> MessageDml | None:
-        """Executor._message_write (and MessageDml.sent_to) for a fast-path write: an ack's ids
-        read from its text; an INSERT's rows, with the one statement its shard ran, cached by
-        the shard's manager from their values at commit (no poll: proxy/messaging/inserted.py)."""
-        if route.acks_table is not None:
-            ack = acked_ids(self._sql)
-            return None if ack is None else MessageDml("ack", route.keyspace, route.acks_table, ack.ids)
-        table = route.inserted_table
-        if table is None or not self.session.state.messaging.is_message_table(route.keyspace, table):
-            return None
+        """``several.message_write`` of a one-shard write: its INSERT's one statement (the mark
+        included), cached by the shard's manager from its values at commit (no poll)."""
         shard = route.shard
-        return MessageDml("insert", route.keyspace, table, shards=(shard,),
-                          statements=((shard, (self._mark + route.query).decode("utf-8")),))
+
+        def inserted(table: str) -> MessageDml:
+            return MessageDml("insert", route.keyspace, table, shards=(shard,),
+                              statements=((shard, (self._mark + route.query).decode("utf-8")),))
+
+        return message_write(self.session, route, self._sql, inserted)
 
     def _own_mark(self, route: FastRoute) -> bytes:
         """The mark of an own INSERT into a message table (proxy/messaging/own_mark.py; not in

@@ -14,6 +14,7 @@ dispatch, plan lookup and Result writing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -75,16 +76,23 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summ
     return out
 
 
-def _message_write(session: ProxySession, route: FastRoute, sql: str) -> MessageDml | None:
-    """Executor._wrote's message-table write: an ack's ids read from its text; an INSERT with
-    the statement each shard ran (``MessageDml.sent_to``), cached from its values at commit."""
+def message_write(
+    session: ProxySession, route: FastRoute, sql: str, inserted: Callable[[str], MessageDml]
+) -> MessageDml | None:
+    """Executor._message_write for a fast-path write: an ack's ids read from its text; an
+    INSERT into a message table as ``inserted(table)`` describes it (the statements its shards
+    ran, cached from their values at commit: proxy/messaging/inserted.py); None for any other."""
     if route.acks_table is not None:
         ack = acked_ids(sql)
         return None if ack is None else MessageDml("ack", route.keyspace, route.acks_table, ack.ids)
     table = route.inserted_table
     if table is None or not session.state.messaging.is_message_table(route.keyspace, table):
         return None
+    return inserted(table)
+
+
+def _message_write(session: ProxySession, route: FastRoute, sql: str) -> MessageDml | None:
+    """``message_write`` of a write to several shards: each shard's statement (``MessageDml.sent_to``)."""
     vcursor = session.vcursor
-    return MessageDml("insert", route.keyspace, table).sent_to(
-        route.keyspace, vcursor.reached, vcursor.last_sent
-    )
+    return message_write(session, route, sql, lambda table: MessageDml("insert", route.keyspace, table).sent_to(
+        route.keyspace, vcursor.reached, vcursor.last_sent))

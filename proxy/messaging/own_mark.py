@@ -23,29 +23,33 @@ statement's outcome is unknown (an error, a lost shard) the table's managers pol
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
 
 PREFIX = "/*shardgate-own "
 _NAME = re.compile(r"^\w+$")
-# Per process: a forked worker (``serve``'s SO_REUSEPORT workers) draws its own, so each
-# process's watch skips only the rows that process learns of.
-_pid = -1
-_token = ""
+# Per process: a forked worker (``serve``'s SO_REUSEPORT workers) draws its own at the fork, so
+# each process's watch skips only the rows that process learns of.
+_token = secrets.token_hex(16)
 
 
-def _current() -> str:
-    global _pid, _token
-    if _pid != os.getpid():
-        _pid, _token = os.getpid(), secrets.token_hex(16)
-    return _token
-
-
+@functools.cache
 def mark(table: str) -> str:
-    """The comment put before an own INSERT into ``table`` ("" for a name a comment cannot hold)."""
+    """The comment put before an own INSERT into ``table`` ("" for a name a comment cannot hold);
+    made once per table (it goes before every such INSERT), anew in a forked child."""
     name = table.lower()
-    return f"{PREFIX}{_current()} {name}*/ " if _NAME.match(name) else ""
+    return f"{PREFIX}{_token} {name}*/ " if _NAME.match(name) else ""
+
+
+def _drawn_anew() -> None:
+    global _token
+    _token = secrets.token_hex(16)
+    mark.cache_clear()
+
+
+os.register_at_fork(after_in_child=_drawn_anew)
 
 
 def needle(table: str) -> bytes:
@@ -55,4 +59,4 @@ def needle(table: str) -> bytes:
 
 def is_marked(statement: str) -> bool:
     """Whether ``statement`` was sent with this process's mark (its rows skipped by the watch)."""
-    return statement.startswith(PREFIX) and statement.startswith(_current(), len(PREFIX))
+    return statement.startswith(PREFIX) and statement.startswith(_token, len(PREFIX))

@@ -6,15 +6,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiomysql
 
+from proxy.cluster_state import ClusterState
+from proxy.messaging.manager import MessageManager
 from proxy.pools import ShardPools
+from proxy.server import ProxyServer
 from tests.messaging.conftest import MESSAGE_DDL, run_sql
-from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
+from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
 # Vitess's end-to-end comment, used for every table of the acceptance scenarios.
 VITESS_COMMENT = "vitess_message,vt_ack_wait=1,vt_purge_after=3,vt_batch_size=2,vt_cache_size=10,vt_poller_interval=1"
@@ -173,3 +177,53 @@ async def wait_until_no_subscribers(p: ProxyProcess, within: float = 3.0) -> Non
         if time.monotonic() > deadline:
             raise AssertionError(f"subscribers still attached: {rows}")
         await asyncio.sleep(0.05)
+
+
+@dataclass
+class Served:
+    """A proxy served in the test's own process (its state readable by the test) over the
+    prepared message tables."""
+
+    state: ClusterState
+    port: int
+
+    async def connect(self) -> aiomysql.Connection:
+        return await aiomysql.connect(host="127.0.0.1", port=self.port, user="root", password="", db="commerce",
+                                      autocommit=True)
+
+    def manager(self, shard: str) -> MessageManager:
+        return self.state.messaging.managers[("commerce", shard, SHARDED_TABLE)]
+
+    def fast_statements(self, shard: str) -> int:
+        links = self.state.fast_links.get("commerce", shard)
+        assert links is not None
+        return links.served
+
+    def read_back(self) -> int:
+        """Insert transactions the watch's decoders sent this proxy (whatever the manager did)."""
+        total = 0
+        for shard in COMMERCE_SHARDS:
+            c = self.manager(shard).counters
+            total += c.binlog_wakeups + c.binlog_covered
+        return total
+
+    def cached(self) -> int:
+        return sum(self.manager(s).counters.inserts_cached for s in COMMERCE_SHARDS)
+
+
+@contextlib.asynccontextmanager
+async def served_in_process(cluster: Any, pools: ShardPools) -> AsyncIterator[Served]:
+    """The message tables prepared, a proxy serving them in this process; all undone after."""
+    comment = await prepare_tables(pools)
+    state = ClusterState(cluster.config, cluster.endpoints)
+    await state.start()
+    server = ProxyServer(state)
+    port = free_port()
+    await server.start_server(host="127.0.0.1", port=port)
+    try:
+        yield Served(state, port)
+    finally:
+        server.close()
+        await server.wait_closed()
+        await state.close()
+        await restore_tables(pools, comment)

@@ -9,51 +9,17 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import aiomysql
 import pytest_asyncio
 
-from proxy.cluster_state import ClusterState
-from proxy.messaging.manager import MessageManager
-from proxy.server import ProxyServer
-from tests.messaging.proxy_harness import SHARDED_TABLE, prepare_tables, restore_tables
-from tests.proxy_process import free_port
-
-
-@dataclass
-class Served:
-    state: ClusterState
-    port: int
-
-    async def connect(self) -> aiomysql.Connection:
-        return await aiomysql.connect(host="127.0.0.1", port=self.port, user="root", password="", db="commerce",
-                                      autocommit=True)
-
-    def manager(self, shard: str) -> MessageManager:
-        return self.state.messaging.managers[("commerce", shard, SHARDED_TABLE)]
-
-    def fast_statements(self, shard: str) -> int:
-        links = self.state.fast_links.get("commerce", shard)
-        assert links is not None
-        return links.served
+from tests.messaging.proxy_harness import SHARDED_TABLE, Served, served_in_process
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def served(local_cluster, shard_pools) -> AsyncIterator[Served]:
-    comment = await prepare_tables(shard_pools)
-    state = ClusterState(local_cluster.config, local_cluster.endpoints)
-    await state.start()
-    server = ProxyServer(state)
-    port = free_port()
-    await server.start_server(host="127.0.0.1", port=port)
-    try:
-        yield Served(state, port)
-    finally:
-        server.close()
-        await server.wait_closed()
-        await state.close()
-        await restore_tables(shard_pools, comment)
+    async with served_in_process(local_cluster, shard_pools) as served:
+        yield served
 
 
 async def test_a_single_row_insert_on_the_fast_path_is_delivered_from_its_values_and_its_ack_frees_it(served):

@@ -6,70 +6,34 @@ wake the watch; a transaction mixing both is read."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import aiomysql
 import pytest_asyncio
 
-from proxy.cluster_state import ClusterState
 from proxy.messaging import own_mark
-from proxy.server import ProxyServer
 from tests.messaging.conftest import run_sql
 from tests.messaging.proxy_harness import (
     COMMERCE_SHARDS,
     SHARDED_TABLE,
     ProxyStream,
+    Served,
     end_proxy,
     launch_proxy,
-    prepare_tables,
-    restore_tables,
+    served_in_process,
 )
-from tests.proxy_process import free_port
 
 INSERT = f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES "
 
 
-@dataclass
-class Served:
-    state: ClusterState
-    port: int
-
-    async def connect(self) -> aiomysql.Connection:
-        return await aiomysql.connect(host="127.0.0.1", port=self.port, user="root", password="", db="commerce",
-                                      autocommit=True)
-
-    def read_back(self) -> int:
-        """Insert transactions the watch's decoders sent this proxy (whatever the manager did)."""
-        total = 0
-        for shard in COMMERCE_SHARDS:
-            c = self.state.messaging.managers[("commerce", shard, SHARDED_TABLE)].counters
-            total += c.binlog_wakeups + c.binlog_covered
-        return total
-
-    def cached(self) -> int:
-        return sum(self.state.messaging.managers[("commerce", s, SHARDED_TABLE)].counters.inserts_cached
-                   for s in COMMERCE_SHARDS)
-
-
 @pytest_asyncio.fixture(loop_scope="session")
 async def served(local_cluster, shard_pools) -> AsyncIterator[Served]:
-    comment = await prepare_tables(shard_pools)
-    state = ClusterState(local_cluster.config, local_cluster.endpoints)
-    await state.start()
-    assert state.messaging.watch_changes  # the default
-    server = ProxyServer(state)
-    port = free_port()
-    await server.start_server(host="127.0.0.1", port=port)
-    try:
-        yield Served(state, port)
-    finally:
-        server.close()
-        await server.wait_closed()
-        await state.close()
-        await restore_tables(shard_pools, comment)
+    async with served_in_process(local_cluster, shard_pools) as served:
+        assert served.state.messaging.watch_changes  # the default
+        yield served
 
 
 async def _ids(stream: ProxyStream, wanted: set[int], within: float = 5.0) -> None:
@@ -221,3 +185,21 @@ async def test_an_own_insert_that_fails_makes_its_shards_poll(served):
             assert all(after[s] >= after_one[s] + 1 for s in COMMERCE_SHARDS), (after_one, after)
     finally:
         producer.close()
+
+
+def test_a_forked_worker_marks_its_inserts_with_a_token_of_its_own() -> None:
+    parent = own_mark.mark(SHARDED_TABLE)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: what a forked worker would send
+        try:
+            os.write(write, own_mark.mark(SHARDED_TABLE).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as f:
+        child = f.read().decode()
+    assert child.startswith(own_mark.PREFIX) and child.endswith(f" {SHARDED_TABLE}*/ ")
+    assert child != parent
+    assert own_mark.mark(SHARDED_TABLE) == parent  # the parent's stays its own

@@ -11,7 +11,10 @@ from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
 from proxy.planning import plan_statement
 from proxy.session import ProxySession
+from tests.proxy.sessions_support import query, shard_connection
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
+
+MESSAGE_COMMENT = "vitess_message,vt_ack_wait=30,vt_purge_after=86400,vt_batch_size=10,vt_cache_size=100,vt_poller_interval=1"
 
 
 @pytest.fixture(scope="session")
@@ -63,3 +66,22 @@ def shard_of(local_cluster) -> Callable[[int], str]:
         return route.shard
 
     return shard
+
+
+@pytest.fixture(scope="module")
+def message_table(local_cluster) -> Iterator[str]:
+    """customer_events as a message table the proxies serve (its comment set before they start)."""
+    conns = [shard_connection(e) for (ks, _), e in sorted(local_cluster.endpoints.items()) if ks == "commerce"]
+    try:
+        original = query(conns[0], "select table_comment from information_schema.tables"
+                                   " where table_schema = database() and table_name = 'customer_events'")[0][0]
+        for c in conns:
+            query(c, f"alter table customer_events comment '{MESSAGE_COMMENT}'")
+            query(c, "delete from customer_events")
+        yield "customer_events"
+        for c in conns:
+            query(c, "delete from customer_events")
+            query(c, f"alter table customer_events comment '{original}'")
+    finally:
+        for c in conns:
+            c.close()

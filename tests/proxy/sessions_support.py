@@ -15,6 +15,7 @@ from typing import Any
 import pymysql
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from pymysql.connections import MysqlPacket
 
 from tests.proxy_process import REPO
 
@@ -159,3 +160,28 @@ def fast_answer(metrics: str, run: Callable[[], Any], times: int = 4, statements
         in_a_row = in_a_row + 1 if fast_path_statements(metrics) == before + statements else 0
         assert time.monotonic() < deadline, "the fast path never took it"
     return first
+
+
+def pymysql_answers(conn: pymysql.connections.Connection, statements: list[str]) -> list[Any]:
+    """Each statement's answer as PyMySQL reads it, with the packets' bytes."""
+    packets: list[bytes] = []
+    read = conn._read_packet
+
+    def capture(packet_type: Any = MysqlPacket) -> Any:
+        packet = read(packet_type)
+        packets.append(packet.get_all_data())
+        return packet
+
+    conn._read_packet = capture  # type: ignore[method-assign]
+    out: list[Any] = []
+    for sql in statements:
+        packets.clear()
+        try:
+            with conn.cursor() as c:
+                c.execute(sql)
+                out.append((c.rowcount, c.lastrowid, conn._result.warning_count, conn._result.message,
+                            conn.server_status, c.fetchall(), list(packets)))
+        except pymysql.err.MySQLError as e:
+            out.append(("error", e.args, list(packets)))
+    conn._read_packet = read  # type: ignore[method-assign]
+    return out

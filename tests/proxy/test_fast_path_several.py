@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pymysql
@@ -24,13 +24,12 @@ from proxy.planning import plan_statement
 from proxy.session import ProxySession
 from tests.proxy.sessions_support import (
     fast_path_statements,
+    pymysql_answers,
     query,
     run_in_thread,
-    shard_connection,
     shard_threads_running,
     wait_for,
 )
-from tests.proxy.test_fast_path_writes import MESSAGE_COMMENT, _pymysql_answers
 from tests.proxy_process import free_port, start_proxy, stop_proxy
 
 
@@ -91,10 +90,10 @@ def test_writes_to_two_shards_answer_byte_for_byte_as_on_the_normal_path(
     for name, p in (("fast", proxy), ("normal", normal_proxy)):
         conn = p.connect("commerce", autocommit=True)
         try:
-            _pymysql_answers(conn, _statements(*_ids(shard_of)))  # plans every shape
+            pymysql_answers(conn, _statements(*_ids(shard_of)))  # plans every shape
             a, b, c = _ids(shard_of)
             before = fast_path_statements(metrics) if name == "fast" else 0.0
-            got = _pymysql_answers(conn, _statements(a, b, c))
+            got = pymysql_answers(conn, _statements(a, b, c))
             if name == "fast":
                 sent = fast_path_statements(metrics) - before
             answers[name] = _named(got, a, b, c)
@@ -237,29 +236,10 @@ def test_single_mode_writes_to_two_shards_keep_the_normal_paths_answer(metered_p
         try:
             query(conn, "set transaction_mode = 'single'")
             a, b, c = _ids(shard_of)
-            answers.append(_named(_pymysql_answers(conn, _statements(a, b, c)), a, b, c))
+            answers.append(_named(pymysql_answers(conn, _statements(a, b, c)), a, b, c))
         finally:
             conn.close()
     assert answers[0] == answers[1]
-
-
-@pytest.fixture(scope="module")
-def message_table(local_cluster) -> Iterator[str]:
-    """customer_events as a message table the proxies serve (its comment set before they start)."""
-    conns = [shard_connection(e) for (ks, _), e in sorted(local_cluster.endpoints.items()) if ks == "commerce"]
-    try:
-        original = query(conns[0], "select table_comment from information_schema.tables"
-                                   " where table_schema = database() and table_name = 'customer_events'")[0][0]
-        for c in conns:
-            query(c, f"alter table customer_events comment '{MESSAGE_COMMENT}'")
-            query(c, "delete from customer_events")
-        yield "customer_events"
-        for c in conns:
-            query(c, "delete from customer_events")
-            query(c, f"alter table customer_events comment '{original}'")
-    finally:
-        for c in conns:
-            c.close()
 
 
 def _in_flight(conn: pymysql.connections.Connection) -> dict[str, tuple[int, int]]:

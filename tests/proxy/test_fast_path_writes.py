@@ -9,22 +9,23 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import MySQLdb
 import pymysql
 import pytest
-from pymysql.connections import MysqlPacket
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
 from proxy.planning import plan_statement
 from proxy.session import ProxySession
-from tests.proxy.sessions_support import fast_path_statements, query, shard_connection
+from tests.proxy.sessions_support import (
+    fast_path_statements,
+    pymysql_answers,
+    query,
+)
 from tests.proxy_process import free_port, start_proxy, stop_proxy
-
-MESSAGE_COMMENT = "vitess_message,vt_ack_wait=30,vt_purge_after=86400,vt_batch_size=10,vt_cache_size=100,vt_poller_interval=1"
 
 
 def _fresh_id() -> int:
@@ -52,31 +53,6 @@ def _statements(a: int, other_shard: int) -> list[str]:
         f"update customer set tenant_id = 3 where customer_id in ({a}, {other_shard})",
         f"delete from customer where customer_id in ({a}, {other_shard})",
     ]
-
-
-def _pymysql_answers(conn: pymysql.connections.Connection, statements: list[str]) -> list[Any]:
-    """Each statement's answer as PyMySQL reads it, with the packets' bytes."""
-    packets: list[bytes] = []
-    read = conn._read_packet
-
-    def capture(packet_type: Any = MysqlPacket) -> Any:
-        packet = read(packet_type)
-        packets.append(packet.get_all_data())
-        return packet
-
-    conn._read_packet = capture  # type: ignore[method-assign]
-    out: list[Any] = []
-    for sql in statements:
-        packets.clear()
-        try:
-            with conn.cursor() as c:
-                c.execute(sql)
-                out.append((c.rowcount, c.lastrowid, conn._result.warning_count, conn._result.message,
-                            conn.server_status, c.fetchall(), list(packets)))
-        except pymysql.err.MySQLError as e:
-            out.append(("error", e.args, list(packets)))
-    conn._read_packet = read  # type: ignore[method-assign]
-    return out
 
 
 def _mysqlclient_answers(conn: Any, statements: list[str]) -> list[Any]:
@@ -123,7 +99,7 @@ def test_autocommit_updates_and_deletes_answer_byte_for_byte_as_on_the_normal_pa
             conn: Any = p.connect("commerce", autocommit=True)
 
             def run(statements: list[str], conn: Any = conn) -> list[Any]:
-                return _pymysql_answers(conn, statements)
+                return pymysql_answers(conn, statements)
         else:
             conn = MySQLdb.connect(host=p.host, port=p.port, user="root", password="", database="commerce",
                                    autocommit=True)
@@ -169,25 +145,6 @@ def test_lookup_vindex_rows_are_kept_by_updates_and_deletes_as_on_the_normal_pat
             assert query(conn, f"select count(*) from corder where customer_id = {customer}") == ((0,),)
     finally:
         conn.close()
-
-
-@pytest.fixture(scope="module")
-def message_table(local_cluster) -> Iterator[str]:
-    """customer_events as a message table the proxies serve (its comment set before they start)."""
-    conns = [shard_connection(e) for (ks, _), e in sorted(local_cluster.endpoints.items()) if ks == "commerce"]
-    try:
-        original = query(conns[0], "select table_comment from information_schema.tables"
-                                   " where table_schema = database() and table_name = 'customer_events'")[0][0]
-        for c in conns:
-            query(c, f"alter table customer_events comment '{MESSAGE_COMMENT}'")
-            query(c, "delete from customer_events")
-        yield "customer_events"
-        for c in conns:
-            query(c, "delete from customer_events")
-            query(c, f"alter table customer_events comment '{original}'")
-    finally:
-        for c in conns:
-            c.close()
 
 
 def _counters(conn: pymysql.connections.Connection, shard: str) -> tuple[int, int, int]:

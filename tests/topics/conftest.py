@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 import aiomysql
+import pymysql
 import pytest_asyncio
 
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
@@ -61,6 +62,11 @@ async def topic_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicPro
 
 async def connect(p: TopicProxy, db: str | None) -> aiomysql.Connection:
     return await aiomysql.connect(host="127.0.0.1", port=p.port, user="root", password="", db=db, autocommit=True)
+
+
+def blocking_connect(p: TopicProxy, db: str | None) -> pymysql.connections.Connection:
+    """A PyMySQL connection (blocking; where the test reads the client library's own view)."""
+    return pymysql.connect(host="127.0.0.1", port=p.port, user="root", password="", database=db, autocommit=True)
 
 
 async def run(p: TopicProxy, db: str | None, statement: str, args: Any = None) -> list[tuple]:

@@ -14,13 +14,22 @@ import urllib.request
 from collections.abc import AsyncIterator
 
 import aiomysql
+import mysql.connector
 import pymysql
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.topics import ids
 from tests.proxy_process import free_port, start_proxy, stop_proxy
-from tests.topics.conftest import TopicProxy, connect, eventually, launch, read_all, run
+from tests.topics.conftest import (
+    TopicProxy,
+    blocking_connect,
+    connect,
+    eventually,
+    launch,
+    read_all,
+    run,
+)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -80,14 +89,7 @@ async def _shard_rows(conn: aiomysql.Connection, sql: str) -> list[tuple]:
 
 
 def _show(p: TopicProxy, topic: str) -> dict[str, object]:
-    conn = pymysql.connect(
-        host="127.0.0.1",
-        port=p.port,
-        user="root",
-        password="",
-        database="commerce",
-        autocommit=True,
-    )
+    conn = blocking_connect(p, "commerce")
     try:
         with conn.cursor() as cur:
             cur.execute(f"SHOW TOPICS FROM commerce LIKE '{topic}'")
@@ -381,19 +383,10 @@ async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(
     autocommit statement (no MORE_RESULTS), and the sequence id a single OK has (the next
     statement reads fine) — on the fast path, the normal path, and mysql-connector's prepared
     statements (binary protocol), as for the same INSERT on the deferred path (IGNORE)."""
-    import mysql.connector
-
     name = await topics.create("commerce")
     shard = await _shard_conn(local_cluster, topic_proxy, name)
     values = ", ".join(f"('m{i}')" for i in range(8))
-    conn = pymysql.connect(
-        host="127.0.0.1",
-        port=topic_proxy.port,
-        user="root",
-        password="",
-        database="commerce",
-        autocommit=True,
-    )
+    conn = blocking_connect(topic_proxy, "commerce")
     try:
         answers = []
         for workload in ("OLTP", "OLAP"):  # the fast path, then the normal path

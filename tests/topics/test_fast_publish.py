@@ -5,15 +5,14 @@ sequencer once it succeeded, as the commit hook does on the normal path."""
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
 from proxy.session import ProxySession
+from tests.proxy.sessions_support import fast_path_statements
 from tests.proxy_process import free_port, start_proxy, stop_proxy
 from tests.topics.conftest import TopicProxy, connect, read_all, run
 
@@ -64,18 +63,6 @@ async def test_each_autocommit_publish_is_sequenced_at_once_not_at_the_next_prob
         await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
 
 
-def _fast_statements(p: TopicProxy) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{p.http_port}/metrics", timeout=10) as r:
-        body = r.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(body)
-        if family.name == "shardgate_fast_path_statements"
-        for sample in family.samples
-        if sample.name.endswith("_total")
-    )
-
-
 async def test_a_publish_in_a_transaction_is_sequenced_at_its_commit_and_never_if_rolled_back(slow_probe_proxy):
     p, name = slow_probe_proxy, "fast_publish_tx"
     await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
@@ -83,7 +70,7 @@ async def test_a_publish_in_a_transaction_is_sequenced_at_its_commit_and_never_i
     conn = await connect(p, "commerce")
     try:
         async with conn.cursor() as cur:
-            before = _fast_statements(p)
+            before = fast_path_statements(f"http://127.0.0.1:{p.http_port}/metrics")
             await cur.execute("BEGIN")
             await cur.execute(f"INSERT INTO {name} (payload) VALUES ('in tx')")  # the fast path
             assert await _visible_within(p, name, 1, 1.0) == []  # not committed
@@ -95,7 +82,7 @@ async def test_a_publish_in_a_transaction_is_sequenced_at_its_commit_and_never_i
             await cur.execute(f"INSERT INTO {name} (payload) VALUES ('after')")
             assert await _visible_within(p, name, 2, 3.0) == [b"in tx", b"after"]
             # The two INSERTs, the COMMIT and the ROLLBACK, and the autocommit INSERT.
-            assert _fast_statements(p) - before >= 5
+            assert fast_path_statements(f"http://127.0.0.1:{p.http_port}/metrics") - before >= 5
     finally:
         conn.close()
         await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
