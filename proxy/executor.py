@@ -155,6 +155,9 @@ class Executor:
             assert session.tx is not None
             session.tx.writing = kw not in _READS
         elif session.tx is None and kw in _DML and session.transaction_mode in _IMPLICIT_MODES:
+            if kw == "update" and session.transaction_mode == MULTI and self._acks_message_table(session, sql):
+                # Held and run again at a resharding switch as an atomic one: an ack is idempotent.
+                return await self._write_holding(session, lambda: self._ack_per_shard(session, sql, kw), atomic=True)
             return await self._write_holding(session, lambda: self._atomic_statement(session, sql, kw), atomic=True)
         if kw in _DML:
             out = await self._write_holding(session, lambda: self._routed(session, sql, kw))
@@ -263,6 +266,26 @@ class Executor:
                 logger.warning("rollback of a failed statement failed", extra={"error": e.message})
             raise
         await session.commit()
+        return out
+
+    def _acks_message_table(self, session: ProxySession, sql: str) -> bool:
+        """Whether ``sql`` is an ack (``UPDATE t SET time_acked = ... WHERE id IN (...)``) of a
+        message table."""
+        ack = acked_ids(sql)
+        if ack is None:
+            return False
+        keyspace = ack.keyspace or session.keyspace
+        return keyspace is not None and self.state.messaging.is_message_table(keyspace, ack.table)
+
+    async def _ack_per_shard(self, session: ProxySession, sql: str, kw: str) -> Outcome:
+        """An autocommit ack of a multi session: one autocommit UPDATE per shard, as Vitess's
+        MessageAck (per shard, not atomic across shards), rather than an implicit transaction
+        (BEGIN + UPDATE, then COMMIT, on each shard: 4 round trips for an ack of two shards'
+        messages, 2 here). A shard's error is the answer; the other shards' acks stand (acks are
+        idempotent; a message left unacked is sent again after its ack wait). The fast path runs
+        it alike (``proxy.fast_path.several``)."""
+        out = await self._routed(session, sql, kw)
+        self._wrote(session, sql)
         return out
 
     # -- routing ---------------------------------------------------------------------

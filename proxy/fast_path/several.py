@@ -22,6 +22,7 @@ from proxy.errors import ProxyError
 from proxy.messaging.dml import MessageDml, acked_ids
 
 if TYPE_CHECKING:
+    from proxy.engine.result import Result
     from proxy.fast_path.routing import FastRoute
     from proxy.session import ProxySession
 
@@ -42,6 +43,9 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summ
     normal path's error (everything rolled back) when one fails."""
     queries = route.several
     assert queries is not None and session.tx is None
+    if route.acks_table is not None and (ack := acked_ids(sql)) is not None:
+        acked = MessageDml("ack", route.keyspace, route.acks_table, ack.ids)
+        return await _ack_per_shard(session, route, queries, acked)
     mark = ""
     if route.inserted_table is not None:
         # Marked as the process's own (proxy/messaging/own_mark.py), as Executor._own_insert
@@ -67,6 +71,22 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summ
             session.state.messaging.in_doubt(route.keyspace, route.inserted_table, [s for s, _ in queries])
         raise
     await session.commit()
+    return _summed(route, results)
+
+
+async def _ack_per_shard(
+    session: ProxySession, route: FastRoute, queries: list[tuple[str, str]], ack: MessageDml
+) -> Summed:
+    """An ack of a message table's rows on several shards: one autocommit UPDATE per shard
+    (``Executor._ack_per_shard``: Vitess's MessageAck, per shard, not atomic across shards)."""
+    vcursor = session.vcursor
+    vcursor.reached.clear()
+    results = await vcursor.execute_multi(route.keyspace, queries)  # outside a transaction: each autocommit
+    session.wrote(route.keyspace, ack)
+    return _summed(route, results)
+
+
+def _summed(route: FastRoute, results: list[Result]) -> Summed:
     out = Summed()
     for r in results:
         out.affected_rows += r.affected_rows

@@ -306,3 +306,52 @@ def test_messages_inserted_and_acked_on_two_shards_are_sent_once_and_freed(
 def query_count(conn: pymysql.connections.Connection, sql: str) -> int:
     with conn.cursor() as c:
         return c.execute(sql)
+
+
+def _ack_statements(a: int, b: int, c: int) -> list[str]:
+    """Acks of messages a, c (one shard) and b (the other), one of them failing on b's shard."""
+    now = time.time_ns()
+    ack = f"UPDATE customer_events SET time_acked = {now}, time_next = NULL"
+    return [
+        f"insert into customer_events(id, tenant_id, message) values ({a}, 1, '{{}}'), ({b}, 1, '{{}}'), ({c}, 1, '{{}}')",
+        # 1264 on b's shard only: a's and c's shard acks its rows all the same.
+        f"{ack}, priority = if(id = {b}, 1000, priority) WHERE id IN ({a}, {b}, {c}) AND time_acked IS NULL",
+        f"select id, time_acked is not null from customer_events where id in ({a}, {b}, {c}) order by id",
+        f"{ack} WHERE id IN ({a}, {b}, {c}) AND time_acked IS NULL",  # b only: 1 row
+        f"{ack} WHERE id IN ({a}, {b}, {c}) AND time_acked IS NULL",  # none left
+        f"{ack} WHERE id IN ({a}, {b}, {c})",  # all three again (acks are idempotent)
+        f"select id, time_acked is not null from customer_events where id in ({a}, {b}, {c}) order by id",
+    ]
+
+
+def test_an_ack_on_two_shards_is_one_autocommit_update_per_shard_as_on_the_normal_path(
+    message_table, local_cluster, shard_of, tmp_path_factory
+) -> None:
+    """As Vitess's MessageAck: per shard, not atomic across shards. A shard refusing its part
+    answers its error; the other shard's acks stand (before: both rolled back). The fast path
+    and the normal path answer byte for byte alike."""
+    proxies = {
+        "fast": start_proxy(local_cluster.config.path, local_cluster.endpoints,
+                            tmp_path_factory.mktemp("ack-fast") / "proxy.log"),
+        "normal": start_proxy(local_cluster.config.path, local_cluster.endpoints,
+                              tmp_path_factory.mktemp("ack-normal") / "proxy.log",
+                              extra_env={"SHARDGATE_FAST_PATH": "0"}),
+    }
+    answers: dict[str, str] = {}
+    try:
+        for name, p in proxies.items():
+            conn = p.connect("commerce", autocommit=True)
+            try:
+                pymysql_answers(conn, _ack_statements(*_ids(shard_of)))  # plans every shape
+                a, b, c = _ids(shard_of)
+                answers[name] = _named(pymysql_answers(conn, _ack_statements(a, b, c)), a, b, c)
+            finally:
+                conn.close()
+    finally:
+        for p in proxies.values():
+            stop_proxy(p)
+    assert answers["fast"] == answers["normal"]
+    assert "'error', (1264" in answers["fast"]
+    # After the failed ack: a and c (their shard's UPDATE committed alone) acked, b not.
+    assert "((<a>, 1), (<b>, 0), (<c>, 1))" in answers["fast"]
+    assert "((<a>, 1), (<b>, 1), (<c>, 1))" in answers["fast"]
