@@ -366,7 +366,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self._finish(None, 0, True, record=False)
             return
         if isinstance(error, ShardError) and is_denied_write_error(error):
-            # Refused at a resharding switch, every shard rolled back: the normal path runs the
+            # Refused at a resharding switch, every shard rolled back (an ack, per shard: the
+            # other shards' parts stand, and run again, idempotent): the normal path runs the
             # command as if it had never come here, and holds it until the new topology serves.
             self._buf[:0] = self._command
             self.slow = True

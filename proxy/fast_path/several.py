@@ -8,7 +8,8 @@ raised), messaging told of the write inside it (``ProxySession.wrote``), then th
 COMMITs one after another (``ProxySession.commit``) — or, on any error, the ROLLBACK of every
 shard and that error. The normal path's own objects do the work, so the semantics (and the
 shards' round trips) are the normal path's; what is saved is its command loop, executor
-dispatch, plan lookup and Result writing.
+dispatch, plan lookup and Result writing. An ack of a message table's rows is the exception, as
+on the normal path (``Executor._ack_per_shard``): one autocommit UPDATE per shard.
 """
 
 from __future__ import annotations
