@@ -172,11 +172,14 @@ async def _end_to_end(
     return Throughput(messages, elapsed, sum(n - 1 for n in seen.values()), proxy_cpu, helper_cpu, shard_cpu)
 
 
-async def _raw_ceiling(endpoints: dict[str, ShardEndpoint], messages: int, first_id: int) -> Throughput:
+async def _raw_ceiling(
+    endpoints: dict[str, ShardEndpoint], messages: int, first_id: int, shard_pids: list[int]
+) -> Throughput:
     """The same writes straight to the shards: producers insert 100-row batches (half the
     rows per shard, as the vindex would split them), workers postpone then ack each batch of
     ``BATCH_SIZE`` ids on its shard."""
     queue: asyncio.Queue[tuple[str, list[int]] | None] = asyncio.Queue()
+    shard_before = cpu_seconds(*shard_pids)
     start = time.perf_counter()
 
     async def produce(worker: int) -> None:
@@ -223,7 +226,8 @@ async def _raw_ceiling(endpoints: dict[str, ShardEndpoint], messages: int, first
     for _ in workers:
         queue.put_nowait(None)
     handled = sum(await asyncio.gather(*workers))
-    return Throughput(handled, time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    return Throughput(handled, elapsed, shard_cpu=cpu_seconds(*shard_pids) - shard_before)
 
 
 async def _latency(proxy: ProxyProcess, samples: int, first_id: int) -> tuple[list[float], list[float]]:
@@ -273,7 +277,7 @@ async def _run(
     shard_pids: list[int],
 ) -> None:
     await _prepare(endpoints)
-    raw = await _raw_ceiling(endpoints, messages, 1_000_000)
+    raw = await _raw_ceiling(endpoints, messages, 1_000_000, shard_pids)
     await _prepare(endpoints)
     e2e = await _end_to_end(proxy, messages, 2_000_000, 1 + len(SHARDS) if watch else 0, shard_pids)
     print(f"raw ceiling (direct MariaDB, same writes): {raw.rate:9.0f} msg/s  ({raw.messages} in {raw.seconds:.2f} s)")
@@ -281,7 +285,8 @@ async def _run(
           f" duplicates {e2e.duplicates})  = {100 * e2e.rate / raw.rate:.0f}% of raw")  # fmt: skip
     print(f"CPU per message: proxy process {1e6 * e2e.proxy_cpu / e2e.messages:.1f} us,"
           f" its helper processes (binlog decoders) {1e6 * e2e.helper_cpu / e2e.messages:.1f} us,"
-          f" the {len(shard_pids)} shards' mariadbd {1e6 * e2e.shard_cpu / e2e.messages:.1f} us")  # fmt: skip
+          f" the {len(shard_pids)} shards' mariadbd {1e6 * e2e.shard_cpu / e2e.messages:.1f} us"
+          f" (raw: {1e6 * raw.shard_cpu / raw.messages:.1f} us)")  # fmt: skip
     await _prepare(endpoints)
     commit, send = await _latency(proxy, samples, 3_000_000)
     print(f"commit-to-receive ({samples} msgs, no backlog): p50 {_pct(commit, 0.5):.2f} ms  p99 {_pct(commit, 0.99):.2f} ms"
