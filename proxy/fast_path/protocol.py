@@ -50,6 +50,7 @@ from mysql_mimic.errors import MysqlError
 from mysql_mimic.types import Capabilities
 
 from proxy import wire
+from proxy.engine.result import Result
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable, internal_error
 from proxy.executor import BEGIN_STATEMENT, COMMIT_STATEMENT, ROLLBACK_STATEMENT
 from proxy.fast_path.binary_result import BinaryResult
@@ -81,6 +82,7 @@ from proxy.prepared import (
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
 from proxy.topics import direct
+from proxy.topics.batch import TopicBatcher
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
 from proxy.twopc import SINGLE, TWOPC
@@ -191,6 +193,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._ending: ShardTransaction | None = None
         # The own-insert mark the current statement was sent with (b"": none; own_mark.py).
         self._mark = b""
+        # The topic whose direct publish this connection sent on its link (proxy.topics.batch).
+        self._batcher: TopicBatcher | None = None
         self._commit = False
         self._events: list[tuple[str, MessageDml | TopicWrite]] = []
         self._ok_packets: dict[int, bytes] = {}  # _answer_ok's, by status flags
@@ -299,6 +303,21 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return False
         if route.several is not None:
             return self._start_several(route, sql, binary)
+        batcher = None
+        if route.publish is not None and route.topic is not None:
+            batcher = session.state.topics.batcher(route.topic[0], route.topic[1], route.shard)
+            if not batcher.enter():
+                # One of the topic's direct publishes is in flight: this one joins the next
+                # batch (proxy.topics.batch), in a task.
+                return self._start_batched(route, sql, binary, batcher)
+        if not self._start_on_link(route, sql, binary):
+            if batcher is not None:
+                batcher.leave()
+            return False
+        self._batcher = batcher
+        return True
+
+    def _start_on_link(self, route: FastRoute, sql: str, binary: BinaryResult | None) -> bool:
         links = self.links.get(route.keyspace, route.shard)
         if links is None:
             return False
@@ -318,11 +337,59 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._link, self._statement, self._route, self._sql = link, statement, route, sql
         self._binary = binary
         mark = self._mark = self._own_mark(route)
-        if route.direct:
-            link.query(route.query, self, results=direct.RESULTS, answer=direct.ANSWER)
+        if route.publish is not None:
+            link.query(direct.publish_script((route.publish,)).encode("utf-8"), self, results=direct.RESULTS,
+                       answer=direct.ANSWER)
         else:
             link.query(mark + route.query if mark else route.query, self)
         return True
+
+    # -- a direct publish queued behind its topic's in-flight one ------------------------------
+    def _start_batched(self, route: FastRoute, sql: str, binary: BinaryResult | None, batcher: TopicBatcher) -> bool:
+        """Queue a direct publish into its topic's next batch (``proxy.topics.batch``), in a
+        task; answered with its own INSERT's OK after the batch's COMMIT."""
+        if binary is not None:
+            return False  # COM_STMT_EXECUTE: the normal path (which batches it too)
+        publish, topic = route.publish, route.topic
+        assert publish is not None and topic is not None
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            return False
+        self._started = time.perf_counter()
+        session = self.session
+        session.statement_keyword = route.keyword
+        session.route = (route.plan, route.keyspace)
+        links = self.links.get(route.keyspace, route.shard)
+        if links is not None:
+            links.served += 1
+        self._statement, self._route, self._sql, self._binary = statement, route, sql, None
+        task = statement.start(batcher.publish(publish, route.settings))
+        self._joining = task
+        task.add_done_callback(lambda t: self._published(t, topic))
+        return True
+
+    def _published(self, task: asyncio.Task[tuple[Result, bool]], topic: tuple[str, str]) -> None:
+        """A batched direct publish is committed (or failed): its own INSERT's answer."""
+        self._joining = None
+        if task.cancelled():
+            error: BaseException | None = ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled")
+        else:
+            error = task.exception()
+        if error is None:
+            res, marked = task.result()
+            self.session.wrote(topic[0], TopicWrite(*topic, direct=marked))
+            ok = wire.ok_packet(self.connection.capabilities, _status(self.session), affected_rows=res.affected_rows,
+                                insert_id=res.insert_id, warnings=res.warnings, info=res.info)
+            if not self.transport.is_closing():
+                self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
+            self._finish(None, 0, False)
+            return
+        if self.transport.is_closing():
+            self._finish(None, 0, True, record=False)
+            return
+        if not isinstance(error, ProxyError):
+            error = internal_error(error, self.connection.connection_id)
+        self._fail(error)
 
     # -- an autocommit write reaching several shards ------------------------------------------
     def _start_several(self, route: FastRoute, sql: str, binary: BinaryResult | None) -> bool:
@@ -687,7 +754,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         now, or at the COMMIT inside a transaction (``ProxySession.wrote``)."""
         if route.topic is not None:
             # A direct publish's rows took their ids unless rows waited for a pass (then they wait too).
-            marked = route.direct and link.results_affected[direct.MARKED] > 0
+            marked = route.publish is not None and link.results_affected[direct.MARKED] > 0
             self.session.wrote(route.topic[0], TopicWrite(*route.topic, direct=marked))
             return
         write = self._message_write(route)
@@ -821,6 +888,12 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self.transport.write(self._error_packet(e, seq))
         self._finish(link, 0, True)
 
+    def _left_topic(self) -> None:
+        """The direct publish sent on the session's link is over: its topic's next batch may go."""
+        batcher, self._batcher = self._batcher, None
+        if batcher is not None:
+            batcher.leave()
+
     def _error(self, e: ProxyError) -> ProxyError:
         statement = self._statement
         if statement is not None and statement.killed is not None:
@@ -837,6 +910,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         statement, sc = self._statement, self._sc
         self._link = self._statement = self._route = self._sc = None
         self._mark = b""
+        self._left_topic()
         assert statement is not None
         if sc is not None:  # a transaction's connection: it stays with the transaction
             statement.shard_query_ended(sc)
@@ -861,6 +935,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         elif link is not None and statement is not None:
             self._own_insert_in_doubt()  # the shard may still commit it
             self._link = self._statement = self._route = self._sc = None
+            self._left_topic()
             link.abandon()  # mid-response: the link is out of step
             if sc is not None:
                 # The shard rolls back the transaction of the closed connection; the session's

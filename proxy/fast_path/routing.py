@@ -53,6 +53,7 @@ from sqltext.lexer import first_keyword
 
 if TYPE_CHECKING:
     from proxy.session import ProxySession
+    from proxy.topics.direct import DirectInsert
 
 
 # UPDATE and DELETE: only planned ones (never sent as written: see _verbatim).
@@ -78,9 +79,10 @@ class FastRoute:
     without_info: bool = False
     # A publish: the topic (keyspace, name) whose sequencer hears of it once it succeeded.
     topic: tuple[str, str] | None = None
-    # A direct publish (``proxy.topics.direct``): ``query`` is its multi-statement, whose
-    # result ``direct.ANSWER`` of ``direct.RESULTS`` (the INSERT's OK) is the client's answer.
-    direct: bool = False
+    # A direct publish (``proxy.topics.direct``): its INSERT, sent by ``proxy.topics.batch``'s
+    # rules (alone on the session's link as ``direct.publish_script``, whose result
+    # ``direct.ANSWER`` of ``direct.RESULTS`` is the client's answer, or queued into a batch).
+    publish: DirectInsert | None = None
     # A planned UPDATE of a message table (the plan's keyspace): perhaps an ack, which
     # messaging hears of once it succeeded (Executor._message_write reads its ids).
     acks_table: str | None = None
@@ -194,10 +196,10 @@ def _publish_target(session: ProxySession, sql: str, settings: Settings, in_tran
     if routed is None or routed.insert_into is None:
         return None
     topic = routed.insert_into
-    script = topics.direct_script(session, routed, in_transaction)
-    query = routed.sql if script is None else script
-    return FastRoute("insert", routed.keyspace, routed.shard, query.encode("utf-8"), "Topic", None,
-                     settings, topic=(topic.keyspace, topic.name), direct=script is not None)
+    insert = topics.direct_insert(session, routed, in_transaction)
+    query = b"" if insert is not None else routed.sql.encode("utf-8")  # a direct publish's: made when sent
+    return FastRoute("insert", routed.keyspace, routed.shard, query, "Topic", None,
+                     settings, topic=(topic.keyspace, topic.name), publish=insert)
 
 
 def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any]) -> tuple[str, str] | None:
