@@ -54,14 +54,15 @@ class TopicBatcher:
     """The direct publishes of one topic from this process: one in flight at a time, the
     others queued and then sent together."""
 
-    def __init__(self, topic: str, pool: Callable[[], ShardPool]) -> None:
+    def __init__(
+        self, topic: str, pool: Callable[[], ShardPool], counted: Callable[[int], None]
+    ) -> None:
         self.topic = topic
         self._pool = pool
+        self._counted = counted  # a script of several publishes was sent: how many
         self._busy = False  # a direct publish (or batch) of this topic is in flight
         self._queue: list[_Queued] = []
         self._task: asyncio.Task[None] | None = None
-        self.batches = 0  # scripts sent by the drain (for logs and tests)
-        self.batched = 0  # publishes they carried
 
     @property
     def busy(self) -> bool:
@@ -128,7 +129,9 @@ class TopicBatcher:
                 except BaseException as e:
                     for q in batch:
                         if not q.done.done():
-                            q.done.set_exception(e if isinstance(e, Exception) else asyncio.CancelledError())
+                            q.done.set_exception(
+                                e if isinstance(e, Exception) else asyncio.CancelledError()
+                            )
                             q.done.exception()  # retrieved here: its publisher re-raises it
                     if not isinstance(e, Exception):
                         raise
@@ -152,7 +155,9 @@ class TopicBatcher:
         self._queue = rest
         return batch
 
-    async def _run_alone(self, insert: direct.DirectInsert, settings: Settings) -> tuple[Result, bool]:
+    async def _run_alone(
+        self, insert: direct.DirectInsert, settings: Settings
+    ) -> tuple[Result, bool]:
         async with self._pool().connection() as sc:
             await sc.apply_settings(_mapping(settings))
             (res,), marked = await execute_direct(sc, direct.publish_script((insert,)))
@@ -163,17 +168,20 @@ class TopicBatcher:
             q = batch[0]
             q.done.set_result(await self._run_alone(q.insert, q.settings))
             return
-        self.batches += 1
-        self.batched += len(batch)
+        self._counted(len(batch))
         try:
             async with self._pool().connection() as sc:
                 await sc.apply_settings(_mapping(batch[0].settings))
-                answers, marked = await execute_direct(sc, direct.publish_script([q.insert for q in batch]), len(batch))
+                answers, marked = await execute_direct(
+                    sc, direct.publish_script([q.insert for q in batch]), len(batch)
+                )
         except ShardError as e:
             # A statement's error: the script stopped there and was rolled back. Each alone
             # now, so that only the publisher whose INSERT failed gets that error.
-            logger.info("topic batch failed: each publish alone", extra={
-                "topic": self.topic, "publishers": len(batch), "error": e.message})
+            logger.info(
+                "topic batch failed: each publish alone",
+                extra={"topic": self.topic, "publishers": len(batch), "error": e.message},
+            )
             for q in batch:
                 try:
                     q.done.set_result(await self._run_alone(q.insert, q.settings))

@@ -200,7 +200,9 @@ def read_insert(sql: str, target_start: int, target_end: int, topic: str) -> Dir
     ends = row_ends(values)
     if ends is None:
         return None
-    text = "".join((sql[:target_end], " ", head[:close], ", seq, publish_time)", head[close + 1 : values_at]))
+    text = "".join(
+        (sql[:target_end], " ", head[:close], ", seq, publish_time)", head[close + 1 : values_at])
+    )
     return DirectInsert(text, values, ends, sql[target_start:target_end], topic)
 
 

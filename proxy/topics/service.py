@@ -301,7 +301,14 @@ class TopicService:
         b = self.batchers.get(key)
         if b is None:
             pools = self.proxy.pools
-            b = self.batchers[key] = TopicBatcher(name, lambda: pools.get(keyspace, shard))
+
+            def counted(publishers: int) -> None:
+                rt = self.runtimes.get((keyspace, name))
+                if rt is not None:
+                    rt.counters.batches += 1
+                    rt.counters.batched += publishers
+
+            b = self.batchers[key] = TopicBatcher(name, lambda: pools.get(keyspace, shard), counted)
         return b
 
     async def topic_info(self, keyspace: str, name: str) -> TopicInfo:
