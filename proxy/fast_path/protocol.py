@@ -81,8 +81,6 @@ from proxy.prepared import (
 )
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
-from proxy.topics import direct
-from proxy.topics.batch import TopicBatcher
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
 from proxy.twopc import SINGLE, TWOPC
@@ -193,8 +191,6 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._ending: ShardTransaction | None = None
         # The own-insert mark the current statement was sent with (b"": none; own_mark.py).
         self._mark = b""
-        # The topic whose direct publish this connection sent on its link (proxy.topics.batch).
-        self._batcher: TopicBatcher | None = None
         self._commit = False
         self._events: list[tuple[str, MessageDml | TopicWrite]] = []
         self._ok_packets: dict[int, bytes] = {}  # _answer_ok's, by status flags
@@ -303,21 +299,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return False
         if route.several is not None:
             return self._start_several(route, sql, binary)
-        batcher = None
-        if route.publish is not None and route.topic is not None:
-            batcher = session.state.topics.batcher(route.topic[0], route.topic[1], route.shard)
-            if not batcher.enter():
-                # One of the topic's direct publishes is in flight: this one joins the next
-                # batch (proxy.topics.batch), in a task.
-                return self._start_batched(route, sql, binary, batcher)
-        if not self._start_on_link(route, sql, binary):
-            if batcher is not None:
-                batcher.leave()
-            return False
-        self._batcher = batcher
-        return True
-
-    def _start_on_link(self, route: FastRoute, sql: str, binary: BinaryResult | None) -> bool:
+        if route.publish is not None:
+            return self._start_publish(route, sql, binary)
         links = self.links.get(route.keyspace, route.shard)
         if links is None:
             return False
@@ -337,19 +320,17 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._link, self._statement, self._route, self._sql = link, statement, route, sql
         self._binary = binary
         mark = self._mark = self._own_mark(route)
-        if route.publish is not None:
-            link.query(direct.publish_script((route.publish,)).encode("utf-8"), self, results=direct.RESULTS,
-                       answer=direct.ANSWER)
-        else:
-            link.query(mark + route.query if mark else route.query, self)
+        link.query(mark + route.query if mark else route.query, self)
         return True
 
-    # -- a direct publish queued behind its topic's in-flight one ------------------------------
-    def _start_batched(self, route: FastRoute, sql: str, binary: BinaryResult | None, batcher: TopicBatcher) -> bool:
-        """Queue a direct publish into its topic's next batch (``proxy.topics.batch``), in a
-        task; answered with its own INSERT's OK after the batch's COMMIT."""
-        if binary is not None:
-            return False  # COM_STMT_EXECUTE: the normal path (which batches it too)
+    # -- a direct publish ------------------------------------------------------------------------
+    def _start_publish(self, route: FastRoute, sql: str, binary: BinaryResult | None) -> bool:
+        """A direct publish, in a task through its topic's batcher (``proxy.topics.batch``: alone
+        when none of the topic's is in flight, else in the next batch, on a pooled connection of
+        the session's settings); answered with its own INSERT's OK after the COMMIT. Measured
+        (BENCHMARKS.md, "topicbatch"): sending the first one on the session's link instead (the
+        next ones queued behind it) gave 34-44k msg/s for 4 publishers of 100 messages where
+        this gives 42-47k, and no less proxy CPU per message (5-6 against 6-9 us)."""
         publish, topic = route.publish, route.topic
         assert publish is not None and topic is not None
         statement = self.connection.process.begin_now(sql)
@@ -362,7 +343,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         links = self.links.get(route.keyspace, route.shard)
         if links is not None:
             links.served += 1
-        self._statement, self._route, self._sql, self._binary = statement, route, sql, None
+        self._statement, self._route, self._sql, self._binary = statement, route, sql, binary
+        batcher = session.state.topics.batcher(topic[0], topic[1], route.shard)
         task = statement.start(batcher.publish(publish, route.settings))
         self._joining = task
         task.add_done_callback(lambda t: self._published(t, topic))
@@ -380,8 +362,9 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self.session.wrote(topic[0], TopicWrite(*topic, direct=marked))
             ok = wire.ok_packet(self.connection.capabilities, _status(self.session), affected_rows=res.affected_rows,
                                 insert_id=res.insert_id, warnings=res.warnings, info=res.info)
+            seq = self._binary.next_seq if self._binary is not None else 1  # an OK: alike in both protocols
             if not self.transport.is_closing():
-                self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
+                self.transport.write(len(ok).to_bytes(3, "little") + bytes((seq,)) + ok)
             self._finish(None, 0, False)
             return
         if self.transport.is_closing():
@@ -753,9 +736,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         """What Executor._wrote does once a write succeeded: messaging and topics hear of it
         now, or at the COMMIT inside a transaction (``ProxySession.wrote``)."""
         if route.topic is not None:
-            # A direct publish's rows took their ids unless rows waited for a pass (then they wait too).
-            marked = route.publish is not None and link.results_affected[direct.MARKED] > 0
-            self.session.wrote(route.topic[0], TopicWrite(*route.topic, direct=marked))
+            # A deferred publish (NULL ids, a pass); a direct one is told in _published.
+            self.session.wrote(route.topic[0], TopicWrite(*route.topic))
             return
         write = self._message_write(route)
         if write is not None:
@@ -888,12 +870,6 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self.transport.write(self._error_packet(e, seq))
         self._finish(link, 0, True)
 
-    def _left_topic(self) -> None:
-        """The direct publish sent on the session's link is over: its topic's next batch may go."""
-        batcher, self._batcher = self._batcher, None
-        if batcher is not None:
-            batcher.leave()
-
     def _error(self, e: ProxyError) -> ProxyError:
         statement = self._statement
         if statement is not None and statement.killed is not None:
@@ -910,7 +886,6 @@ class ClientFastPath(asyncio.BufferedProtocol):
         statement, sc = self._statement, self._sc
         self._link = self._statement = self._route = self._sc = None
         self._mark = b""
-        self._left_topic()
         assert statement is not None
         if sc is not None:  # a transaction's connection: it stays with the transaction
             statement.shard_query_ended(sc)
@@ -935,7 +910,6 @@ class ClientFastPath(asyncio.BufferedProtocol):
         elif link is not None and statement is not None:
             self._own_insert_in_doubt()  # the shard may still commit it
             self._link = self._statement = self._route = self._sc = None
-            self._left_topic()
             link.abandon()  # mid-response: the link is out of step
             if sc is not None:
                 # The shard rolls back the transaction of the closed connection; the session's

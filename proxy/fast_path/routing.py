@@ -27,8 +27,9 @@ query to one shard and relay the answer unchanged:
   transaction by ``proxy.fast_path.several``);
 - or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
   no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded, or,
-  outside a transaction and from ``topics.direct_min_rows`` messages, sent as a direct publish
-  (``proxy.topics.direct``: its ids taken in the write; the client gets the INSERT's OK alone).
+  outside a transaction and from ``topics.direct_min_rows`` messages, a direct publish
+  (``proxy.topics.direct``: its ids taken in the write), run in a task by its topic's batcher
+  (``proxy.topics.batch``: concurrent ones share one script; the client gets its INSERT's OK).
 
 Everything is decided from the session's state and the cached plan, synchronously:
 what does not qualify costs a normalisation (~10 µs) before the normal path.
@@ -79,9 +80,8 @@ class FastRoute:
     without_info: bool = False
     # A publish: the topic (keyspace, name) whose sequencer hears of it once it succeeded.
     topic: tuple[str, str] | None = None
-    # A direct publish (``proxy.topics.direct``): its INSERT, sent by ``proxy.topics.batch``'s
-    # rules (alone on the session's link as ``direct.publish_script``, whose result
-    # ``direct.ANSWER`` of ``direct.RESULTS`` is the client's answer, or queued into a batch).
+    # A direct publish (``proxy.topics.direct``): its INSERT, for its topic's batcher
+    # (``proxy.topics.batch``); ``query`` is then unused.
     publish: DirectInsert | None = None
     # A planned UPDATE of a message table (the plan's keyspace): perhaps an ack, which
     # messaging hears of once it succeeded (Executor._message_write reads its ids).

@@ -3,16 +3,18 @@
 A direct publish holds its topic's mark row lock from its first statement to its COMMIT, so
 on the shard the direct publishes of a topic run one at a time, each paying the script's own
 cost (the lock, the mark UPDATE, the COMMIT: ~200 us of shard CPU). Here, while one direct
-publish of a topic is in flight from this process (``enter`` .. ``leave``: on a session's own
-link, on the fast path; or a ``publish`` here), the next ones queue; when it ends, the queued
-ones go as ONE script (``direct.publish_script``): one mark lock, each publisher's INSERT its
-own statement (its own OK: affected rows, insert id, warnings), one mark UPDATE, one COMMIT.
+publish (or batch) of a topic is in flight from this process, the next ones (any session, fast
+path or normal path, REST) queue; when it ends, the queued ones go as ONE script
+(``direct.publish_script``): one mark lock, each publisher's INSERT its own statement (its own
+OK: affected rows, insert id, warnings), one mark UPDATE, one COMMIT.
 Each publisher gets its own INSERT's result after that COMMIT (durable at OK); their rows take
 one contiguous id range in queue order (one script: commit order, no late arrivals, as any
 direct publish). CDAP's messaging service does the same (its ConcurrentMessageWriter).
 
-A batch runs on a connection of the proxy's pools with its publishers' session settings:
-only publishes of equal settings share a script (``sql_mode`` decides whether a too-long value
+Every direct publish goes through here, on a connection of the proxy's pools with its
+publisher's session settings (the fast path too: sending the first on the session's own link,
+the rest queued behind it, measured slower, BENCHMARKS.md "topicbatch"). Only publishes of
+equal settings share a script (``sql_mode`` decides whether a too-long value
 fails or is truncated with a warning). When a merged script fails with a statement's error
 (nothing committed: a multi-statement stops at its first error, the batch rolls back), each
 publish runs again alone, so each publisher gets exactly its own error or its OK, never
@@ -64,33 +66,17 @@ class TopicBatcher:
         self._queue: list[_Queued] = []
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def busy(self) -> bool:
-        """A direct publish is in flight or queued: a new one would wait (and share a script)."""
-        return self._busy or bool(self._queue)
-
-    def enter(self) -> bool:
-        """Take the topic for a direct publish the caller sends itself (the fast path, on the
-        session's link); False: one is in flight, ``publish`` queues it. ``leave`` must follow."""
-        if self._busy or self._queue:
-            return False
-        self._busy = True
-        return True
-
-    def leave(self) -> None:
-        """The caller's direct publish is over (answered, failed or abandoned)."""
-        self._busy = False
-        if self._queue and self._task is None:
-            self._start()
-
     async def publish(self, insert: direct.DirectInsert, settings: Settings) -> tuple[Result, bool]:
         """Publish ``insert`` (with a session's ``settings``): its INSERT's result and whether
         its rows took their ids; alone at once when nothing is in flight, else in the next batch."""
-        if self.enter():
+        if not self._busy and not self._queue:
+            self._busy = True
             try:
                 return await self._run_alone(insert, settings)
             finally:
-                self.leave()
+                self._busy = False
+                if self._queue and self._task is None:
+                    self._start()
         queued = _Queued(insert, settings)
         self._queue.append(queued)
         if not self._busy and self._task is None:
