@@ -112,15 +112,15 @@ class TopicBatcher:
                 batch = self._take()
                 try:
                     await self._run_batch(batch)
-                except BaseException as e:
+                except Exception as e:
+                    # The batch's publishers get it (the connection lost: in doubt, the COMMIT
+                    # may have run, as for a publish alone).
                     for q in batch:
-                        if not q.done.done():
-                            q.done.set_exception(
-                                e if isinstance(e, Exception) else asyncio.CancelledError()
-                            )
-                            q.done.exception()  # retrieved here: its publisher re-raises it
-                    if not isinstance(e, Exception):
-                        raise
+                        _fail(q, e)
+                except BaseException:  # cancelled (stop): so are its publishers
+                    for q in batch:
+                        q.done.cancel()
+                    raise
         finally:
             self._task = None
             self._busy = False
@@ -152,7 +152,7 @@ class TopicBatcher:
     async def _run_batch(self, batch: list[_Queued]) -> None:
         if len(batch) == 1:
             q = batch[0]
-            q.done.set_result(await self._run_alone(q.insert, q.settings))
+            _answer(q, await self._run_alone(q.insert, q.settings))
             return
         self._counted(len(batch))
         try:
@@ -170,13 +170,23 @@ class TopicBatcher:
             )
             for q in batch:
                 try:
-                    q.done.set_result(await self._run_alone(q.insert, q.settings))
+                    _answer(q, await self._run_alone(q.insert, q.settings))
                 except ProxyError as alone:
-                    q.done.set_exception(alone)
-                    q.done.exception()
+                    _fail(q, alone)
             return
         for q, res in zip(batch, answers, strict=True):
-            q.done.set_result((res, marked))
+            _answer(q, (res, marked))
+
+
+def _answer(q: _Queued, result: tuple[Result, bool]) -> None:
+    if not q.done.done():
+        q.done.set_result(result)
+
+
+def _fail(q: _Queued, error: Exception) -> None:
+    if not q.done.done():
+        q.done.set_exception(error)
+        q.done.exception()  # retrieved here: its publisher re-raises it (or has gone)
 
 
 def _mapping(settings: Settings) -> Mapping[str, str]:
