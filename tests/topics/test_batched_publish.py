@@ -175,3 +175,48 @@ async def test_one_publishers_bad_row_fails_only_that_publisher_in_its_batch(
         for c in conns:
             c.close()
         shard.close()
+
+
+async def test_queued_publishes_keep_their_sessions_sql_mode(topic_proxy, topics, local_cluster):
+    """Publishes share a script only with publishes of the same session settings: queued
+    together, a session with ``sql_mode = ''`` gets its too-long value truncated with a
+    warning (its OK says 1 warning), a strict session the 1406 error, as each would alone."""
+    topic = await topics.create("commerce", spec="(tag VARCHAR(4))")
+    shard = await shard_conn(local_cluster, topic_proxy, topic)
+    lenient, strict, first = [await connect(topic_proxy, "commerce") for _ in range(3)]
+    try:
+        async with lenient.cursor() as cur:
+            await cur.execute("SET sql_mode = ''")
+        await shard_rows(shard, "BEGIN")
+        await shard_rows(
+            shard, f"SELECT last_seq FROM _tms_topics WHERE name = '{topic}' FOR UPDATE"
+        )
+
+        async def insert(conn: aiomysql.Connection, tag: str) -> tuple[int, int] | int:
+            try:
+                async with conn.cursor() as cur:
+                    await cur.execute(
+                        f"INSERT INTO `{topic}` (payload, tag) VALUES ('{tag}', %s), ('{tag}', %s)",
+                        ("ok", "too long"),
+                    )
+                    return cur.rowcount, cur._result.warning_count
+            except pymysql.err.MySQLError as e:
+                return int(e.args[0])
+
+        head = asyncio.ensure_future(insert(first, "first"))
+        await asyncio.sleep(0.3)  # in flight, waiting for the mark's lock: the next two queue
+        queued = [asyncio.ensure_future(insert(lenient, "lenient"))]
+        await asyncio.sleep(0.1)
+        queued.append(asyncio.ensure_future(insert(strict, "strict")))
+        await asyncio.sleep(0.1)
+        assert not head.done() and not any(q.done() for q in queued)
+        await shard_rows(shard, "COMMIT")
+        assert await asyncio.gather(head, *queued) == [1406, (2, 1), 1406]
+        rows = await shard_rows(
+            shard, f"SELECT payload, tag FROM `_tms_{topic}` ORDER BY message_id"
+        )
+        assert [(bytes(p), t) for p, t in rows] == [(b"lenient", "ok"), (b"lenient", "too ")]
+    finally:
+        for c in (lenient, strict, first):
+            c.close()
+        shard.close()
