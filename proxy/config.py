@@ -174,7 +174,10 @@ class TopicsConfig:
     # INSERT, shard CPU 42-44 -> 27-29 us per message, visible at the OK; 1 message per INSERT
     # (all direct, first version), shard CPU 160-190 -> 350-380 us and 0.30-0.35 -> 0.17-0.23 of
     # raw: the mark's lock and UPDATE per publish, against a pass's ~450 us shared by many. Per
-    # publish the script costs the shard ~200 us more, per message it saves ~15-34 us.
+    # publish the script costs the shard ~200 us more, per message it saves ~15-34 us. With
+    # concurrent direct publishes batched (proxy.topics.batch), 1 message per INSERT all direct
+    # still lost: 0.19-0.20 of raw, proxy 285-355 / shard 360-400 us per message, against the
+    # deferred path's 0.32-0.40, 105-130 / 155-215 us (BENCHMARKS.md, "topicbatch").
     direct_min_rows: int = 8
 
 

@@ -27,8 +27,9 @@ query to one shard and relay the answer unchanged:
   transaction by ``proxy.fast_path.several``);
 - or an ``INSERT INTO topic ... VALUES`` (a publish, ``proxy.topics.routing.route_publish``:
   no parse, no plan), sent to the topic's shard; its sequencer is woken once it succeeded, or,
-  outside a transaction and from ``topics.direct_min_rows`` messages, sent as a direct publish
-  (``proxy.topics.direct``: its ids taken in the write; the client gets the INSERT's OK alone).
+  outside a transaction and from ``topics.direct_min_rows`` messages, a direct publish
+  (``proxy.topics.direct``: its ids taken in the write), run in a task by its topic's batcher
+  (``proxy.topics.batch``: concurrent ones share one script; the client gets its INSERT's OK).
 
 Everything is decided from the session's state and the cached plan, synchronously:
 what does not qualify costs a normalisation (~10 µs) before the normal path.
@@ -53,6 +54,7 @@ from sqltext.lexer import first_keyword
 
 if TYPE_CHECKING:
     from proxy.session import ProxySession
+    from proxy.topics.direct import DirectInsert
 
 
 # UPDATE and DELETE: only planned ones (never sent as written: see _verbatim).
@@ -78,9 +80,9 @@ class FastRoute:
     without_info: bool = False
     # A publish: the topic (keyspace, name) whose sequencer hears of it once it succeeded.
     topic: tuple[str, str] | None = None
-    # A direct publish (``proxy.topics.direct``): ``query`` is its multi-statement, whose
-    # result ``direct.ANSWER`` of ``direct.RESULTS`` (the INSERT's OK) is the client's answer.
-    direct: bool = False
+    # A direct publish (``proxy.topics.direct``): its INSERT, for its topic's batcher
+    # (``proxy.topics.batch``); ``query`` is then unused.
+    publish: DirectInsert | None = None
     # A planned UPDATE of a message table (the plan's keyspace): perhaps an ack, which
     # messaging hears of once it succeeded (Executor._message_write reads its ids).
     acks_table: str | None = None
@@ -194,10 +196,10 @@ def _publish_target(session: ProxySession, sql: str, settings: Settings, in_tran
     if routed is None or routed.insert_into is None:
         return None
     topic = routed.insert_into
-    script = topics.direct_script(session, routed, in_transaction)
-    query = routed.sql if script is None else script
-    return FastRoute("insert", routed.keyspace, routed.shard, query.encode("utf-8"), "Topic", None,
-                     settings, topic=(topic.keyspace, topic.name), direct=script is not None)
+    insert = topics.direct_insert(session, routed, in_transaction)
+    query = b"" if insert is not None else routed.sql.encode("utf-8")  # a direct publish's: made when sent
+    return FastRoute("insert", routed.keyspace, routed.shard, query, "Topic", None,
+                     settings, topic=(topic.keyspace, topic.name), publish=insert)
 
 
 def _route_target(route: Route, session: ProxySession, bindvars: dict[str, Any]) -> tuple[str, str] | None:

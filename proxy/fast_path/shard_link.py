@@ -51,9 +51,7 @@ logger = logging.getLogger(__name__)
 
 # What the link announces: pymysql's capabilities (as the pools' connections have them),
 # without connection attributes.
-# Multi-statements: a direct topic publish is one (``query(results=...)``); the fast path sends
-# a client's statement only without ``;``.
-_CAPABILITIES = (CLIENT.CAPABILITIES | CLIENT.CONNECT_WITH_DB | CLIENT.MULTI_STATEMENTS) & ~CLIENT.CONNECT_ATTRS
+_CAPABILITIES = (CLIENT.CAPABILITIES | CLIENT.CONNECT_WITH_DB) & ~CLIENT.CONNECT_ATTRS
 _CHARSET_ID = charset_by_name("utf8mb4").id  # type: ignore[attr-defined]  # the stubs omit Charset.id
 _MAX_PACKET = (1 << 24) - 1
 _NATIVE_PASSWORD = b"mysql_native_password"
@@ -176,14 +174,6 @@ class ShardLink(asyncio.BufferedProtocol):
         self._skip_begin = False
         self._seq_shift = 0
         self.began = False
-        # A multi-statement of OKs (``query(results=n, answer=i)``): results read so far, and the
-        # answer relayed (result ``i``'s OK) once the last one is in.
-        self._results = 1
-        self._answer = 0
-        self._result_index = 0
-        self._kept = b""
-        # The affected rows of each OK of the last multi-statement, in order.
-        self.results_affected: list[int] = []
         self._login: asyncio.Future[None] | None = None
         self._login_seq = 0
         self._salt = b""
@@ -281,18 +271,11 @@ class ShardLink(asyncio.BufferedProtocol):
             self._login_seq += 1
 
     # -- queries -------------------------------------------------------------------------
-    def query(
-        self, sql: bytes, relay: Relay, status: int = STATUS_AUTOCOMMIT, after_begin: bool = False, results: int = 1,
-        answer: int = 0,
-    ) -> None:
+    def query(self, sql: bytes, relay: Relay, status: int = STATUS_AUTOCOMMIT, after_begin: bool = False) -> None:
         """Send COM_QUERY ``sql`` (shorter than 2^24 - 1 bytes); ``relay`` gets the response,
         its OK / EOF packets carrying ``status``. ``after_begin``: ``sql`` is ``begin;<statement>``
         and the response relayed is the statement's (the BEGIN's OK left out; an ERR first: the
-        BEGIN failed, ``began`` stays False). ``results`` > 1: ``sql`` is that many statements
-        each answering OK (a direct topic publish); the response relayed, once the last OK is in,
-        is result ``answer``'s OK as if it were the only one (sequence id 1, ``status``), or the
-        ERR that stopped them, as the only packet. After an ERR the link is broken: the script's
-        transaction may be open, and closing the connection makes MariaDB roll it back."""
+        BEGIN failed, ``began`` stays False)."""
         assert self.transport is not None and self._state == _IDLE
         self._relay = relay
         self._state = _FIRST
@@ -302,9 +285,6 @@ class ShardLink(asyncio.BufferedProtocol):
         self._skip_begin = after_begin
         self._seq_shift = 0
         self.began = False
-        self._results, self._answer, self._result_index = results, answer, 0
-        if results > 1:
-            self.results_affected = []
         n = len(sql) + 1
         self.transport.write(n.to_bytes(3, "little") + b"\x00\x03" + sql)
 
@@ -368,19 +348,9 @@ class ShardLink(asyncio.BufferedProtocol):
                         n = len(buf)
                         continue
                     buf[p : p + 2] = self.status.to_bytes(2, "little")
-                    if self._results > 1:
-                        last = self._one_of_results(pos, end)
-                        if last is None:
-                            n = len(buf)
-                            continue
-                        self._done(*last)
-                        return
                     self._done(end, None)
                     return
                 if head == 0xFF:
-                    if self._results > 1:
-                        self.broken = True  # the script's transaction may be open: closed, rolled back
-                        buf[pos + 3] = 1  # the client's only packet
                     self._done(end, self._error_of(pos, end))
                     return
                 if head == 0xFB:  # LOCAL INFILE request: never from a statement the fast path sends
@@ -406,31 +376,6 @@ class ShardLink(asyncio.BufferedProtocol):
                 # Rows the shard is slow to finish (SLEEP per row, a long scan) reach the client
                 # soon, as on the normal path, which flushes whenever its shard makes it wait.
                 self._flush = asyncio.get_running_loop().call_later(FLUSH_AFTER_S, self._flush_rows)
-
-    def _one_of_results(self, pos: int, end: int) -> tuple[int, ShardErr | None] | None:
-        """An OK of a multi-statement of OKs at ``buf[pos:end]`` (its status already the
-        proxy's), taken out: None if more follow; else it was the last, and the answer kept
-        is put at ``pos`` in its place: (where it ends, None), or an ERR when the answers were
-        not the ones expected (the link broken)."""
-        buf = self._buf
-        index = self._result_index
-        self._result_index += 1
-        more = self.shard_status & _MORE_RESULTS
-        self.results_affected.append(lenenc(buf, pos + 5)[0])
-        if index == self._answer:
-            buf[pos + 3] = 1
-            self._kept = bytes(buf[pos:end])
-        del buf[pos:end]
-        if more and self._result_index < self._results:
-            return None
-        kept, self._kept = self._kept, b""
-        if more or self._result_index != self._results or not kept:
-            self.broken = True
-            message = f"Malformed packet: {self._result_index} answers to {self._results} statements"
-            buf[pos:pos] = _packet(1, b"\xff" + (2027).to_bytes(2, "little") + b"#HY000" + message.encode())
-            return len(buf), ShardErr(2027, message, pos)
-        buf[pos:pos] = kept
-        return pos + len(kept), None
 
     def _relay_rows(self) -> None:
         """Hand the complete packets framed so far to the relay (more rows to come)."""

@@ -126,7 +126,8 @@ MESSAGES = Counter(
 
 TOPIC_EVENTS = Counter(
     "shardgate_topic_events", "Topic events of this process (proxy/topics): sequencer passes run (passes),"
-    " messages they gave ids (sequenced), publishes that took their ids in the write (direct)",
+    " messages they gave ids (sequenced), publishes that took their ids in the write (direct),"
+    " scripts that carried several of this process's direct publishes (batches) and how many (batched)",
     ["keyspace", "topic", "event"],
 )
 

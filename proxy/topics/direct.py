@@ -51,6 +51,8 @@ columns but ``publish_time``, and rows of a VALUES list. Anything else keeps the
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from proxy.topics.names import META_TABLE
 from proxy.topics.schema import NOW_MS, message_id_sql, sql_string
@@ -138,12 +140,46 @@ def _message_id(position: str) -> str:
     return message_id_sql(f"@_sg_ms + ({position}) DIV 65536", f"({position}) MOD 65536")
 
 
-def direct_script(
-    sql: str, target_start: int, target_end: int, topic: str
-) -> tuple[str, int] | None:
-    """The multi-statement writing ``sql`` (an INSERT whose target, ``sql[target_start:target_end]``,
-    is the topic's log table) with its ids, and how many rows it publishes; None when it is not
-    rewritten exactly (the deferred path runs it)."""
+@dataclass(frozen=True, slots=True)
+class DirectInsert:
+    """One publisher's INSERT, read for a direct publish: its text up to its VALUES list (the
+    column list with ``seq, publish_time`` added), the list, where each row closes, and the
+    log table's name as the statement spells it. ``text(offset)`` is the INSERT with its rows'
+    ids at positions ``offset``.. of the script's range (``publish_script``: several
+    publishers' INSERTs in one script, each its own statement and its own OK)."""
+
+    head: str
+    values: str
+    ends: list[int]
+    quoted_log: str
+    topic: str
+
+    @property
+    def rows(self) -> int:
+        return len(self.ends)
+
+    def text(self, offset: int = 0) -> str:
+        # Row i's position, @_sg_p + offset + i, with the number a literal in the row: MariaDB
+        # leaves the order in which a VALUES row's expressions run undefined, so no row reads
+        # what another row (or another column) assigned. One join for the whole list.
+        values, rows = self.values, len(self.ends)
+        if offset + rows <= len(_ROW_IDS):
+            suffixes = _ROW_IDS[offset : offset + rows] if offset else _ROW_IDS
+        else:
+            suffixes = [_row_ids(offset + i) for i in range(rows)]
+        pieces: list[str] = [self.head]
+        pos = 0
+        for end, suffix in zip(self.ends, suffixes, strict=False):  # the made-once list is longer
+            pieces += (values[pos:end], suffix)
+            pos = end
+        pieces.append(values[pos:])
+        return "".join(pieces)
+
+
+def read_insert(sql: str, target_start: int, target_end: int, topic: str) -> DirectInsert | None:
+    """``sql`` (an INSERT whose target, ``sql[target_start:target_end]``, is the topic's log
+    table) read for a direct publish; None when it is not rewritten exactly (the deferred path
+    runs it)."""
     if _PLAIN_INSERT.match(sql, 0, target_start) is None:
         return None
     rest = sql[target_end:]
@@ -164,48 +200,69 @@ def direct_script(
     ends = row_ends(values)
     if ends is None:
         return None
-    rows = len(ends)
-    # Row i's position, @_sg_p + i, with i a literal in the row: MariaDB leaves the order in
-    # which a VALUES row's expressions run undefined, so no row reads what another row (or
-    # another column) assigned. One join for the whole list.
-    suffixes = _ROW_IDS if rows <= len(_ROW_IDS) else [_row_ids(i) for i in range(rows)]
-    pieces: list[str] = []
-    pos = 0
-    for end, suffix in zip(ends, suffixes, strict=False):  # the made-once list is longer
-        pieces += (values[pos:end], suffix)
-        pos = end
-    pieces.append(values[pos:])
-    body = "".join(pieces)
-    quoted_log = sql[target_start:target_end]
-    parts = [
-        sql[:target_end],
-        " ",
-        head[:close],
-        ", seq, publish_time)",
-        head[close + 1 : values_at],
-        body,
-    ]
-    insert = "".join(parts)
-    name = sql_string(topic)
-    last = rows - 1
+    text = "".join(
+        (sql[:target_end], " ", head[:close], ", seq, publish_time)", head[close + 1 : values_at])
+    )
+    return DirectInsert(text, values, ends, sql[target_start:target_end], topic)
+
+
+def results(publishers: int) -> int:
+    """How many OKs a script of ``publishers`` INSERTs answers (``RESULTS`` for one)."""
+    return RESULTS - 1 + publishers
+
+
+def marked_at(publishers: int) -> int:
+    """The mark UPDATE's result in a script of ``publishers`` INSERTs (``MARKED`` for one);
+    publisher ``j``'s OK is result ``ANSWER + j``."""
+    return MARKED - 1 + publishers
+
+
+def publish_script(inserts: Sequence[DirectInsert]) -> str:
+    """One direct publish of ``inserts`` (INSERTs into one topic, in this order): one mark lock,
+    each INSERT its own statement (its own OK: affected rows, insert id, warnings), their rows
+    one contiguous id range in this order, one mark UPDATE, one COMMIT."""
+    first = inserts[0]
+    quoted_log = first.quoted_log
+    name = sql_string(first.topic)
+    body: list[str] = []
+    offset = 0
+    for ins in inserts:
+        body += (ins.text(offset), ";")
+        offset += ins.rows
+    last = offset - 1
     # Ids only when no committed row waits for a pass (read after the mark is locked): a row that
     # committed before this publish must not get its place after it (a publisher's one-message
     # publish, then its batch). Else the rows go without ids, for the pass with the others.
     ms = f"IF(@_sg_lms IS NULL OR EXISTS(SELECT 1 FROM {quoted_log} FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0), NULL, GREATEST({NOW_MS}, @_sg_lms))"
-    script = (
+    return "".join((
         "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_lms = NULL, @_sg_lseq = NULL;BEGIN;"
         # The mark, locked to COMMIT (none: not a live topic, the variables stay NULL).
         f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
         f" AND generation > 0 FOR UPDATE;"
         # A consistent read, taken after the lock: every writer before this one has committed.
-        f"SELECT {ms}, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0) INTO @_sg_ms, @_sg_p;"
-        f"{insert};"
+        f"SELECT {ms}, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0) INTO @_sg_ms, @_sg_p;",
+        *body,
         # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
         f"UPDATE {META_TABLE} SET last_ms = @_sg_ms + (@_sg_p + {last}) DIV 65536, last_seq = (@_sg_p + {last}) MOD 65536,"
-        f" messages = messages + {rows}, bytes = bytes + (SELECT SUM(payload_bytes) FROM {quoted_log} FORCE INDEX (message_id)"
+        f" messages = messages + {offset}, bytes = bytes + (SELECT SUM(payload_bytes) FROM {quoted_log} FORCE INDEX (message_id)"
         f" WHERE message_id BETWEEN {_message_id('@_sg_p')} AND {_message_id(f'@_sg_p + {last}')})"
-        f" WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT"
-    )
-    if len(script) >= MAX_SCRIPT_BYTES // 4 and len(script.encode("utf-8")) >= MAX_SCRIPT_BYTES:
+        f" WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT",
+    ))  # fmt: skip
+
+
+def fits(script: str) -> bool:
+    """Whether ``script`` goes as one COM_QUERY packet."""
+    return len(script) < MAX_SCRIPT_BYTES // 4 or len(script.encode("utf-8")) < MAX_SCRIPT_BYTES
+
+
+def direct_script(
+    sql: str, target_start: int, target_end: int, topic: str
+) -> tuple[str, int] | None:
+    """The multi-statement writing ``sql`` (an INSERT whose target, ``sql[target_start:target_end]``,
+    is the topic's log table) with its ids, and how many rows it publishes; None when it is not
+    rewritten exactly (the deferred path runs it)."""
+    ins = read_insert(sql, target_start, target_end, topic)
+    if ins is None:
         return None
-    return script, rows
+    script = publish_script((ins,))
+    return (script, ins.rows) if fits(script) else None

@@ -97,6 +97,8 @@ class TopicCounters:
     passes: int = 0
     sequenced: int = 0
     direct: int = 0  # direct publishes through this process (ids assigned in the write)
+    batches: int = 0  # scripts that carried several of them (proxy.topics.batch)
+    batched: int = 0  # the direct publishes those carried
     purged: int = 0
     errors: int = 0
     last_pass_ms: float = 0.0

@@ -27,13 +27,14 @@ from proxy.errors import ER_NO_DB_ERROR, ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
 from proxy.topics import direct, routing, statement
+from proxy.topics.batch import Settings, TopicBatcher
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
 from proxy.topics.feed import TopicFeed
 from proxy.topics.http import add_topic_routes
 from proxy.topics.names import LOG_PREFIX, check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
-from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, execute_direct, rows_of
+from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
 from vschema.model import Table, VSchema
 from vschema.tracked_schema import TableSchema, TrackedSchema
 
@@ -155,6 +156,8 @@ class TopicService:
         self.pools = ShardPools(addresses, maxsize=16)
         self.stores = {(a.keyspace, a.shard): ShardTopicStore(self.pools.get(a.keyspace, a.shard)) for a in addresses}
         self.runtimes: dict[tuple[str, str], TopicRuntime] = {}
+        # Each topic's direct publishes from this process (``proxy.topics.batch``), made on first use.
+        self.batchers: dict[tuple[str, str, str], TopicBatcher] = {}
         self._pattern: re.Pattern[str] | None = None
         self._gone = asyncio.Event()
         self._refresh_task: asyncio.Task[None] | None = None
@@ -179,6 +182,8 @@ class TopicService:
             await asyncio.gather(task, return_exceptions=True)
         runtimes, self.runtimes = self.runtimes, {}
         await asyncio.gather(*(rt.stop() for rt in runtimes.values()), return_exceptions=True)
+        batchers, self.batchers = self.batchers, {}
+        await asyncio.gather(*(b.stop() for b in batchers.values()), return_exceptions=True)
         await self.pools.close()
 
     async def _refresh_loop(self) -> None:
@@ -287,6 +292,24 @@ class TopicService:
         self._pattern = routing.names_pattern(n for _, n in self.runtimes)
         if rt is not None:
             await rt.stop()
+        for key in [k for k in self.batchers if k[:2] == (keyspace, name)]:
+            await self.batchers.pop(key).stop()
+
+    def batcher(self, keyspace: str, name: str, shard: str) -> TopicBatcher:
+        """The topic's direct publishes from this process: one in flight, the next ones batched."""
+        key = (keyspace, name, shard)
+        b = self.batchers.get(key)
+        if b is None:
+            pools = self.proxy.pools
+
+            def counted(publishers: int) -> None:
+                rt = self.runtimes.get((keyspace, name))
+                if rt is not None:
+                    rt.counters.batches += 1
+                    rt.counters.batched += publishers
+
+            b = self.batchers[key] = TopicBatcher(name, lambda: pools.get(keyspace, shard), counted)
+        return b
 
     async def topic_info(self, keyspace: str, name: str) -> TopicInfo:
         ks = self._keyspace(keyspace)
@@ -370,7 +393,9 @@ class TopicService:
         store = self.stores[(info.keyspace, info.shard)]
         marked = False
         if payloads and len(payloads) >= self.settings.direct_min_rows:
-            count, marked = await store.publish_direct(info.name, payloads)
+            res, marked = await self.batcher(info.keyspace, info.name, info.shard).publish(
+                store.direct_insert(info.name, payloads), ())
+            count = res.affected_rows
         else:
             count = await store.insert(info.name, payloads)
         if marked:
@@ -570,9 +595,9 @@ class TopicService:
         if routed.planned:
             return PlanWithTopics(await self.catalog())
         if routed.insert_into is not None:
-            script = self.direct_script(session, routed)
-            if script is not None:
-                return await self._publish_direct(session, routed, script)
+            insert = self.direct_insert(session, routed)
+            if insert is not None:
+                return await self._publish_direct(session, routed, insert)
             # The after-write hook reads the topic from here (a topic INSERT is routed, never
             # planned: one reading beyond its shard is refused above).
             session.written_table = (routed.insert_into.keyspace, routed.insert_into.name)
@@ -604,7 +629,9 @@ class TopicService:
         except ProxyError:
             return None  # REPLACE: the normal path refuses it
 
-    def direct_script(self, session: ProxySession, routed: routing.Routed, in_transaction: bool = False) -> str | None:
+    def direct_insert(
+        self, session: ProxySession, routed: routing.Routed, in_transaction: bool = False
+    ) -> direct.DirectInsert | None:
         """The direct publish (``proxy.topics.direct``: ids assigned in the write) of a routed
         INSERT whose transaction the proxy owns: an autocommit one outside a client's transaction
         (an implicit transaction of the statement alone, twopc/multi mode, is the proxy's too),
@@ -625,16 +652,23 @@ class TopicService:
             # Fewer parentheses than the column list and ``minimum`` rows: fewer rows, for sure
             # (the one-message publish skips the script's ~5 us).
             return None
-        built = direct.direct_script(routed.sql, target[0], target[1], topic.name)
-        return None if built is None or built[1] < self.settings.direct_min_rows else built[0]
+        insert = direct.read_insert(routed.sql, target[0], target[1], topic.name)
+        if insert is None or insert.rows < self.settings.direct_min_rows:
+            return None
+        if len(routed.sql) + 70 * insert.rows >= direct.MAX_SCRIPT_BYTES // 4 - 4096 and not direct.fits(
+            direct.publish_script((insert,))
+        ):
+            return None  # one packet at most (the ids add ~70 bytes a row): the deferred path
+        return insert
 
-    async def _publish_direct(self, session: ProxySession, routed: routing.Routed, script: str) -> Result:
-        """A direct publish on the normal path: on a connection of the session's settings outside
+    async def _publish_direct(self, session: ProxySession, routed: routing.Routed, insert: direct.DirectInsert) -> Result:
+        """A direct publish on the normal path (``proxy.topics.batch``: alone, or with the
+        topic's other direct publishes from this process), with the session's settings outside
         any transaction (the script is its own), told to the topic once its OK is in."""
         topic = routed.insert_into
         assert topic is not None
-        async with session.vcursor.scratch(routed.keyspace, routed.shard) as sc:
-            res, marked = await execute_direct(sc, script)
+        settings: Settings = tuple(sorted(session.vcursor.settings().items()))
+        res, marked = await self.batcher(topic.keyspace, topic.name, routed.shard).publish(insert, settings)
         session.wrote(topic.keyspace, TopicWrite(topic.keyspace, topic.name, direct=marked))
         return res
 

@@ -95,22 +95,23 @@ def _topic_row(r: tuple[Any, ...]) -> TopicRow:
     )  # fmt: skip
 
 
-async def execute_direct(sc: ShardConnection, script: str) -> tuple[Result, bool]:
-    """Run a direct publish's multi-statement (``proxy.topics.direct``) on ``sc``, a connection
-    outside any transaction: the INSERT's own result and whether its rows took their ids (else
-    they wait for a pass), or its error (any statement's) with nothing written: the
-    transaction the script began is rolled back (the connection closed if even that fails,
-    which makes MariaDB roll it back)."""
+async def execute_direct(sc: ShardConnection, script: str, publishers: int = 1) -> tuple[list[Result], bool]:
+    """Run a direct publish's multi-statement (``proxy.topics.direct``) of ``publishers`` INSERTs
+    on ``sc``, a connection outside any transaction: each INSERT's own result and whether their
+    rows took their ids (else they wait for a pass), or its error (any statement's) with
+    nothing written: the transaction the script began is rolled back (the connection closed if
+    even that fails, which makes MariaDB roll it back)."""
     try:
         results = await sc.execute_oks(script)
     except ProxyError:
         await sc.rollback_or_break()
         raise
-    if len(results) != direct.RESULTS:
+    expected = direct.results(publishers)
+    if len(results) != expected:
         sc.broken = True
         raise ProxyError(CR_MALFORMED_PACKET, f"Malformed packet: {len(results)} answers to a topic publish of"
-                         f" {direct.RESULTS} statements", "HY000")
-    return results[direct.ANSWER], results[direct.MARKED].affected_rows > 0
+                         f" {expected} statements", "HY000")
+    return results[direct.ANSWER : direct.ANSWER + publishers], results[direct.marked_at(publishers)].affected_rows > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,17 +423,16 @@ class ShardTopicStore:
         async with self.connection() as sc:
             return (await sc.execute(sql)).affected_rows
 
-    async def publish_direct(self, name: str, payloads: Sequence[bytes]) -> tuple[int, bool]:
-        """A REST publish as a direct publish (``proxy.topics.direct``): how many messages, and
-        whether they took their ids (else they wait for a pass, behind rows that did)."""
+    @staticmethod
+    def direct_insert(name: str, payloads: Sequence[bytes]) -> direct.DirectInsert:
+        """A REST publish as a direct publish's INSERT (``proxy.topics.direct``, sent by
+        ``proxy.topics.batch``)."""
         table = quote_identifier(log_table(name))
         head = f"INSERT INTO {table}"
         values = ",".join(f"({bytes_literal(p)})" for p in payloads)
-        built = direct.direct_script(f"{head} (payload) VALUES {values}", len("INSERT INTO "), len(head), name)
-        assert built is not None  # the proxy's own text: always rewritten
-        async with self.connection() as sc:
-            res, marked = await execute_direct(sc, built[0])
-        return res.affected_rows, marked
+        insert = direct.read_insert(f"{head} (payload) VALUES {values}", len("INSERT INTO "), len(head), name)
+        assert insert is not None  # the proxy's own text: always read
+        return insert
 
     async def commit_pointer(self, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
         """CDAP's commit marker: ``payloads`` and everything stored under ``pointer`` become

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import re
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ import aiohttp
 import aiomysql
 import pymysql
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
@@ -200,3 +202,31 @@ async def follow(topic_proxy) -> AsyncIterator[Callable[..., Awaitable[Follower]
     finally:
         for f in opened:
             await f.close()
+
+
+def topic_events(p: TopicProxy, topic: str) -> dict[str, float]:
+    """``shardgate_topic_events`` of one topic, by event, as the proxy's /metrics says."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{p.http_port}/metrics", timeout=10) as r:
+        body = r.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(body):
+        if family.name == "shardgate_topic_events":
+            for s in family.samples:
+                if s.name.endswith("_total") and s.labels.get("topic") == topic:
+                    out[s.labels["event"]] = out.get(s.labels["event"], 0.0) + s.value
+    return out
+
+
+async def shard_conn(local_cluster: Any, p: TopicProxy, topic: str) -> aiomysql.Connection:
+    """A connection straight to the topic's shard."""
+    shard = (await run(p, "commerce", f"SHOW TOPICS FROM commerce LIKE '{topic}'"))[0][2]
+    e = local_cluster.endpoints[("commerce", shard)]
+    return await aiomysql.connect(
+        host=e.host, port=e.port, user=e.user, password=e.password, db=e.database, autocommit=True
+    )
+
+
+async def shard_rows(conn: aiomysql.Connection, sql: str) -> list[tuple]:
+    async with conn.cursor() as cur:
+        await cur.execute(sql)
+        return list(await cur.fetchall())

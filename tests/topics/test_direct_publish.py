@@ -10,14 +10,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 
-import aiomysql
 import mysql.connector
 import pymysql
 import pytest_asyncio
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.topics import ids
 from tests.proxy_process import free_port, start_proxy, stop_proxy
@@ -29,6 +26,9 @@ from tests.topics.conftest import (
     launch,
     read_all,
     run,
+    shard_conn,
+    shard_rows,
+    topic_events,
 )
 
 
@@ -60,34 +60,6 @@ async def other_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicPro
         stop_proxy(p.process)
 
 
-def _topic_events(p: TopicProxy, topic: str) -> dict[str, float]:
-    """``shardgate_topic_events`` of one topic, by event, as the proxy's /metrics says."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{p.http_port}/metrics", timeout=10) as r:
-        body = r.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(body):
-        if family.name == "shardgate_topic_events":
-            for s in family.samples:
-                if s.name.endswith("_total") and s.labels.get("topic") == topic:
-                    out[s.labels["event"]] = out.get(s.labels["event"], 0.0) + s.value
-    return out
-
-
-async def _shard_conn(local_cluster, p: TopicProxy, topic: str) -> aiomysql.Connection:
-    """A connection straight to the topic's shard."""
-    shard = (await run(p, "commerce", f"SHOW TOPICS FROM commerce LIKE '{topic}'"))[0][2]
-    e = local_cluster.endpoints[("commerce", shard)]
-    return await aiomysql.connect(
-        host=e.host, port=e.port, user=e.user, password=e.password, db=e.database, autocommit=True
-    )
-
-
-async def _shard_rows(conn: aiomysql.Connection, sql: str) -> list[tuple]:
-    async with conn.cursor() as cur:
-        await cur.execute(sql)
-        return list(await cur.fetchall())
-
-
 def _show(p: TopicProxy, topic: str) -> dict[str, object]:
     conn = blocking_connect(p, "commerce")
     try:
@@ -106,10 +78,10 @@ async def test_direct_publishes_are_readable_at_their_ok_without_a_sequencer_pas
     try:
         # The pass a newly served topic gets (rows may wait from a dead proxy) has run.
         await eventually(
-            lambda: asyncio.sleep(0, _topic_events(p, name).get("passes", 0) >= 1),
+            lambda: asyncio.sleep(0, topic_events(p, name).get("passes", 0) >= 1),
             what="first pass",
         )
-        passes = _topic_events(p, name).get("passes", 0)
+        passes = topic_events(p, name).get("passes", 0)
         publisher, reader = await connect(p, "commerce"), await connect(p, "commerce")
         olap = await connect(p, "commerce")  # OLAP sessions take the normal path: direct there too
         try:
@@ -137,7 +109,7 @@ async def test_direct_publishes_are_readable_at_their_ok_without_a_sequencer_pas
                 assert [bytes(r[1]) for r in got] == sent
             message_ids = [r[0] for r in got]
             assert message_ids == sorted(message_ids) and len(set(message_ids)) == len(sent)
-            events = _topic_events(p, name)
+            events = topic_events(p, name)
             assert events.get("passes", 0) == passes, events
             assert events.get("direct") == 12, events
             show = _show(p, name)
@@ -159,10 +131,10 @@ async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_milliseco
     """The ids rule of ids.assign, in the write's SQL: a mark at sequence 0xFFFE (and in the
     future: the id's time never runs behind the last id) gives 0xFFFF, then the next ms from 0."""
     name = await topics.create("commerce")
-    shard = await _shard_conn(local_cluster, topic_proxy, name)
+    shard = await shard_conn(local_cluster, topic_proxy, name)
     try:
         future_ms = int(time.time() * 1000) + 3_600_000
-        await _shard_rows(
+        await shard_rows(
             shard,
             f"UPDATE _tms_topics SET last_ms = {future_ms}, last_seq = 65534 WHERE name = '{name}'",
         )
@@ -174,7 +146,7 @@ async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_milliseco
             ids.make_id(future_ms + 1, 0),
             ids.make_id(future_ms + 1, 1),
         ]
-        rows = await _shard_rows(
+        rows = await shard_rows(
             shard, f"SELECT message_id, publish_time, seq, payload FROM `_tms_{name}` ORDER BY _pk"
         )
         assert [(r[0], r[1], r[2], bytes(r[3])) for r in rows] == [
@@ -182,7 +154,7 @@ async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_milliseco
             (expected[1], future_ms + 1, 0, b"b"),
             (expected[2], future_ms + 1, 1, b"c"),
         ]
-        assert await _shard_rows(
+        assert await shard_rows(
             shard, f"SELECT last_ms, last_seq FROM _tms_topics WHERE name = '{name}'"
         ) == [(future_ms + 1, 1)]
         # REST's publish without a pointer is direct too: it continues after the mark.
@@ -191,7 +163,7 @@ async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_milliseco
             url, json={"messages": [base64.b64encode(m).decode() for m in (b"d", b"e")]}
         ) as r:
             assert r.status == 200
-        rows = await _shard_rows(
+        rows = await shard_rows(
             shard, f"SELECT message_id FROM `_tms_{name}` WHERE payload IN ('d', 'e') ORDER BY _pk"
         )
         assert rows == [(ids.make_id(future_ms + 1, 2),), (ids.make_id(future_ms + 1, 3),)]
@@ -203,14 +175,14 @@ async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(
     topic_proxy, topics, local_cluster
 ):
     name = await topics.create("commerce", spec="(n INT NOT NULL)")
-    shard = await _shard_conn(local_cluster, topic_proxy, name)
+    shard = await shard_conn(local_cluster, topic_proxy, name)
     conn, olap = await connect(topic_proxy, "commerce"), await connect(topic_proxy, "commerce")
     try:
         async with olap.cursor() as cur:
             await cur.execute("SET WORKLOAD = OLAP")  # the normal path
         async with conn.cursor() as cur:
             await cur.execute(f"INSERT INTO `{name}` (payload, n) VALUES ('ok', 1), ('ok', 2)")
-        mark = await _shard_rows(
+        mark = await shard_rows(
             shard,
             f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
         )
@@ -227,12 +199,12 @@ async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(
                     except pymysql.err.MySQLError as e:
                         assert e.args[0] == code, (bad, e.args)
                 # Nothing written, the mark where it was (the script's transaction rolled back).
-                assert await _shard_rows(shard, f"SELECT payload FROM `_tms_{name}`") == [
+                assert await shard_rows(shard, f"SELECT payload FROM `_tms_{name}`") == [
                     (b"ok",),
                     (b"ok",),
                 ]
                 assert (
-                    await _shard_rows(
+                    await shard_rows(
                         shard,
                         f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
                     )
@@ -244,8 +216,8 @@ async def test_a_failing_direct_publish_answers_its_error_and_writes_nothing(
                     f"INSERT INTO `{name}` (payload, n) VALUES ('after', 3), ('after', 4)"
                 )
                 assert cur.rowcount == 2
-            await _shard_rows(shard, f"DELETE FROM `_tms_{name}` WHERE payload = 'after'")
-            mark = await _shard_rows(
+            await shard_rows(shard, f"DELETE FROM `_tms_{name}` WHERE payload = 'after'")
+            mark = await shard_rows(
                 shard,
                 f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'",
             )
@@ -384,7 +356,7 @@ async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(
     statement reads fine) — on the fast path, the normal path, and mysql-connector's prepared
     statements (binary protocol), as for the same INSERT on the deferred path (IGNORE)."""
     name = await topics.create("commerce")
-    shard = await _shard_conn(local_cluster, topic_proxy, name)
+    shard = await shard_conn(local_cluster, topic_proxy, name)
     values = ", ".join(f"('m{i}')" for i in range(8))
     conn = blocking_connect(topic_proxy, "commerce")
     try:
@@ -398,7 +370,7 @@ async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(
             with conn.cursor() as cur:  # the connection is in step
                 cur.execute("SELECT 1")
                 assert cur.fetchall() == ((1,),)
-        keys = await _shard_rows(
+        keys = await shard_rows(
             shard, f"SELECT _pk, message_id IS NOT NULL FROM `_tms_{name}` ORDER BY _pk"
         )
         firsts = [keys[k][0] for k in (0, 8, 16, 24)]
@@ -437,7 +409,7 @@ async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(
         ]  # readable at once: ids from the write
         cur.close()
         assert (
-            await _shard_rows(shard, f"SELECT MIN(_pk) FROM `_tms_{name}` WHERE payload LIKE 'p%'")
+            await shard_rows(shard, f"SELECT MIN(_pk) FROM `_tms_{name}` WHERE payload LIKE 'p%'")
         ) == [(first,)]
     finally:
         connector.close()

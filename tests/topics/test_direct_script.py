@@ -67,3 +67,39 @@ def test_a_script_beyond_one_packet_keeps_the_deferred_path():
     rows = ",".join(["('" + "y" * 250 + "')"] * 60000)  # 15 MB, and ~4 MB of ids
     assert _script(f"(payload) VALUES {rows}") is None
     assert _script("(payload) VALUES ('" + "y" * 5_000_000 + "')") is not None
+
+
+def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positions():
+    """Several publishers' INSERTs in one script (proxy/topics/batch.py): each its own statement
+    (its own OK, result ``ANSWER + j``), row positions continuing from one INSERT to the next
+    (one contiguous id range, in queue order), one mark UPDATE to the last row (``marked_at``)."""
+    first = direct.read_insert(
+        f"{HEAD} (payload) VALUES ('a'), ('b')", len("INSERT INTO "), len(HEAD), "t"
+    )
+    second = direct.read_insert(
+        f"{HEAD} (`payload`) VALUES ('c')", len("INSERT INTO "), len(HEAD), "t"
+    )
+    third = direct.read_insert(
+        f"{HEAD} (payload) VALUES ('d'), ('e'), ('f')", len("INSERT INTO "), len(HEAD), "t"
+    )
+    assert first is not None and second is not None and third is not None
+    statements = direct.publish_script([first, second, third]).split(";")
+    assert len(statements) == direct.results(3) == direct.RESULTS + 2
+
+    def ids(i: int) -> str:
+        return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+
+    assert statements[direct.ANSWER : direct.ANSWER + 3] == [
+        f"{HEAD} (payload, seq, publish_time) VALUES ('a'{ids(0)}), ('b'{ids(1)})",
+        f"{HEAD} (`payload`, seq, publish_time) VALUES ('c'{ids(2)})",
+        f"{HEAD} (payload, seq, publish_time) VALUES ('d'{ids(3)}), ('e'{ids(4)}), ('f'{ids(5)})",
+    ]
+    mark = statements[direct.marked_at(3)]
+    assert (
+        mark.startswith("UPDATE")
+        and "messages = messages + 6" in mark
+        and "(@_sg_p + 5) MOD 65536" in mark
+    )
+    assert statements[-1] == "COMMIT"
+    # Alone, an INSERT's rows start at position 0 again (the script of one is the direct publish's).
+    assert direct.publish_script([second]).split(";")[direct.ANSWER].endswith(f"('c'{ids(0)})")

@@ -12,6 +12,7 @@ import pytest_asyncio
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
 from proxy.session import ProxySession
+from proxy.topics import direct
 from tests.proxy.sessions_support import fast_path_statements
 from tests.proxy_process import free_port, start_proxy, stop_proxy
 from tests.topics.conftest import TopicProxy, connect, read_all, run
@@ -104,7 +105,7 @@ async def test_only_an_autocommit_insert_values_into_a_topic_qualifies(topic_pro
         assert (route.keyspace, route.shard, route.plan) == ("commerce", info.shard, "Topic")
         # Straight into the log table (only the view's columns are named).
         assert route.query.decode() == f"INSERT INTO `_tms_{name}` (payload, order_id) VALUES ('x', 1)"
-        assert not route.direct  # one message: fewer than topics.direct_min_rows (8 by default)
+        assert route.publish is None  # one message: fewer than topics.direct_min_rows (8 by default)
         qualified = fast_route(session, f"insert into commerce.`{name}` (payload) values ('y'), ('z')")
         assert qualified is not None and qualified.query.decode().startswith(f"insert into `_tms_{name}` (payload)")
         # Quoted names (the lexer's path) are decided alike; a column the view does not show, or
@@ -115,20 +116,21 @@ async def test_only_an_autocommit_insert_values_into_a_topic_qualifies(topic_pro
                              "(payload,)"):
             viewed = fast_route(session, f"INSERT INTO {name} {through_view} VALUES ('x', 1)")
             assert viewed is not None and viewed.query.decode().startswith(f"INSERT INTO {name} ("), through_view
-            assert not viewed.direct
+            assert viewed.publish is None
         # Eight messages: a direct publish (proxy.topics.direct), the INSERT, with the ids, inside
         # its multi-statement; what is not rewritten exactly keeps the deferred path (ids from a
         # pass): IGNORE, ON DUPLICATE KEY, a publish_time given, a comment among the rows.
         eight = ", ".join(f"('m{i}', {i})" for i in range(8))
         batch = fast_route(session, f"INSERT INTO {name} (payload, order_id) VALUES {eight}")
-        assert batch is not None and batch.direct
-        assert f";INSERT INTO `_tms_{name}` (payload, order_id, seq, publish_time) VALUES ('m0', 0, " in batch.query.decode()
+        assert batch is not None and batch.publish is not None and batch.publish.rows == 8
+        script = direct.publish_script((batch.publish,))
+        assert f";INSERT INTO `_tms_{name}` (payload, order_id, seq, publish_time) VALUES ('m0', 0, " in script
         for deferred in (f"INSERT IGNORE INTO {name} (payload, order_id) VALUES {eight}",
                          f"INSERT INTO {name} (payload, order_id) VALUES {eight} ON DUPLICATE KEY UPDATE order_id = 1",
                          f"INSERT INTO {name} (payload, publish_time) VALUES {eight}",
                          f"INSERT INTO {name} (payload, order_id) VALUES {eight} /* c */"):
             kept = fast_route(session, deferred)
-            assert kept is not None and not kept.direct and kept.query.decode().lower().startswith("insert"), deferred
+            assert kept is not None and kept.publish is None and kept.query.decode().lower().startswith("insert"), deferred
         for other in (f"REPLACE INTO {name} (payload) VALUES ('x')",
                       f"INSERT INTO {name} (payload) SELECT email FROM customer",
                       f"SELECT * FROM {name}",
@@ -140,7 +142,7 @@ async def test_only_an_autocommit_insert_values_into_a_topic_qualifies(topic_pro
         in_tx = fast_route(session, f"INSERT INTO {name} (payload) VALUES ('x')", in_transaction=True)
         assert in_tx is not None and in_tx.topic == ("commerce", name)
         in_tx = fast_route(session, f"INSERT INTO {name} (payload, order_id) VALUES {eight}", in_transaction=True)
-        assert in_tx is not None and not in_tx.direct
+        assert in_tx is not None and in_tx.publish is None
         assert in_tx.query.decode() == f"INSERT INTO `_tms_{name}` (payload, order_id) VALUES {eight}"
     finally:
         await state.topics.stop()

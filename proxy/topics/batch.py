@@ -1,0 +1,193 @@
+"""Group commit of a topic's direct publishes (``proxy.topics.direct``) within one proxy process.
+
+A direct publish holds its topic's mark row lock from its first statement to its COMMIT, so
+on the shard the direct publishes of a topic run one at a time, each paying the script's own
+cost (the lock, the mark UPDATE, the COMMIT: ~200 us of shard CPU). Here, while one direct
+publish (or batch) of a topic is in flight from this process, the next ones (any session, fast
+path or normal path, REST) queue; when it ends, the queued ones go as ONE script
+(``direct.publish_script``): one mark lock, each publisher's INSERT its own statement (its own
+OK: affected rows, insert id, warnings), one mark UPDATE, one COMMIT.
+Each publisher gets its own INSERT's result after that COMMIT (durable at OK); their rows take
+one contiguous id range in queue order (one script: commit order, no late arrivals, as any
+direct publish). CDAP's messaging service does the same (its ConcurrentMessageWriter).
+
+Every direct publish goes through here, on a connection of the proxy's pools with its
+publisher's session settings (the fast path too: sending the first on the session's own link,
+the rest queued behind it, measured slower, BENCHMARKS.md "topicbatch"). Only publishes of
+equal settings share a script (``sql_mode`` decides whether a too-long value
+fails or is truncated with a warning). When a merged script fails with a statement's error
+(nothing committed: a multi-statement stops at its first error, the batch rolls back), each
+publish runs again alone, so each publisher gets exactly its own error or its OK, never
+another's. When the connection is lost instead, the COMMIT may have run: every publisher of
+the batch gets that error (in doubt, as a publish alone would).
+
+The topics service owns the batchers (one per topic), and cancels their tasks at stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from proxy.engine.result import Result
+from proxy.errors import ProxyError, ShardError
+from proxy.pools import ShardPool
+from proxy.topics import direct
+from proxy.topics.store import execute_direct
+
+logger = logging.getLogger(__name__)
+
+Settings = tuple[tuple[str, str], ...]
+
+
+@dataclass(slots=True)
+class _Queued:
+    insert: direct.DirectInsert
+    settings: Settings
+    done: asyncio.Future[tuple[Result, bool]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class TopicBatcher:
+    """The direct publishes of one topic from this process: one in flight at a time, the
+    others queued and then sent together."""
+
+    def __init__(
+        self, topic: str, pool: Callable[[], ShardPool], counted: Callable[[int], None]
+    ) -> None:
+        self.topic = topic
+        self._pool = pool
+        self._counted = counted  # a script of several publishes was sent: how many
+        self._busy = False  # a direct publish (or batch) of this topic is in flight
+        self._queue: list[_Queued] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def publish(self, insert: direct.DirectInsert, settings: Settings) -> tuple[Result, bool]:
+        """Publish ``insert`` (with a session's ``settings``): its INSERT's result and whether
+        its rows took their ids; alone at once when nothing is in flight, else in the next batch."""
+        if not self._busy and not self._queue:
+            self._busy = True
+            try:
+                return await self._run_alone(insert, settings)
+            finally:
+                self._busy = False
+                if self._queue and self._task is None:
+                    self._start()
+        queued = _Queued(insert, settings)
+        self._queue.append(queued)
+        if not self._busy and self._task is None:
+            self._start()
+        try:
+            return await asyncio.shield(queued.done)
+        except asyncio.CancelledError:
+            if queued in self._queue:  # not sent yet: it never will be
+                self._queue.remove(queued)
+            raise
+
+    def _start(self) -> None:
+        # A context of its own: the batch is no statement's (a KILL of one publisher must not
+        # interrupt the others' script; running_statement reads the context).
+        self._busy = True
+        self._task = asyncio.get_running_loop().create_task(
+            self._drain(), name=f"topic-batch:{self.topic}", context=contextvars.Context()
+        )
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for queued in self._queue:
+            if not queued.done.done():
+                queued.done.cancel()
+        self._queue.clear()
+
+    async def _drain(self) -> None:
+        try:
+            while self._queue:
+                batch = self._take()
+                try:
+                    await self._run_batch(batch)
+                except Exception as e:
+                    # The batch's publishers get it (the connection lost: in doubt, the COMMIT
+                    # may have run, as for a publish alone).
+                    for q in batch:
+                        _fail(q, e)
+                except BaseException:  # cancelled (stop): so are its publishers
+                    for q in batch:
+                        q.done.cancel()
+                    raise
+        finally:
+            self._task = None
+            self._busy = False
+
+    def _take(self) -> list[_Queued]:
+        """The queue's head and every later publish of its settings that fits one packet."""
+        settings = self._queue[0].settings
+        budget = direct.MAX_SCRIPT_BYTES // 4 - 4096  # characters: at most 4 bytes each
+        batch: list[_Queued] = []
+        rest: list[_Queued] = []
+        for q in self._queue:
+            size = len(q.insert.head) + len(q.insert.values) + 70 * q.insert.rows
+            if q.settings == settings and (not batch or size <= budget):
+                batch.append(q)
+                budget -= size
+            else:
+                rest.append(q)
+        self._queue = rest
+        return batch
+
+    async def _run_alone(
+        self, insert: direct.DirectInsert, settings: Settings
+    ) -> tuple[Result, bool]:
+        async with self._pool().connection() as sc:
+            await sc.apply_settings(_mapping(settings))
+            (res,), marked = await execute_direct(sc, direct.publish_script((insert,)))
+        return res, marked
+
+    async def _run_batch(self, batch: list[_Queued]) -> None:
+        if len(batch) == 1:
+            q = batch[0]
+            _answer(q, await self._run_alone(q.insert, q.settings))
+            return
+        self._counted(len(batch))
+        try:
+            async with self._pool().connection() as sc:
+                await sc.apply_settings(_mapping(batch[0].settings))
+                answers, marked = await execute_direct(
+                    sc, direct.publish_script([q.insert for q in batch]), len(batch)
+                )
+        except ShardError as e:
+            # A statement's error: the script stopped there and was rolled back. Each alone
+            # now, so that only the publisher whose INSERT failed gets that error.
+            logger.info(
+                "topic batch failed: each publish alone",
+                extra={"topic": self.topic, "publishers": len(batch), "error": e.message},
+            )
+            for q in batch:
+                try:
+                    _answer(q, await self._run_alone(q.insert, q.settings))
+                except ProxyError as alone:
+                    _fail(q, alone)
+            return
+        for q, res in zip(batch, answers, strict=True):
+            _answer(q, (res, marked))
+
+
+def _answer(q: _Queued, result: tuple[Result, bool]) -> None:
+    if not q.done.done():
+        q.done.set_result(result)
+
+
+def _fail(q: _Queued, error: Exception) -> None:
+    if not q.done.done():
+        q.done.set_exception(error)
+        q.done.exception()  # retrieved here: its publisher re-raises it (or has gone)
+
+
+def _mapping(settings: Settings) -> Mapping[str, str]:
+    return dict(settings)
