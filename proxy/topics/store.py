@@ -10,9 +10,9 @@ The mark's two writers, the direct publish (``execute_direct``, its SQL from
 ``proxy.topics.sequencer`` for why their result is one order with no late arrivals.
 
 Whether a row has its id is always tested on ``message_id`` (NULL until the pass, for rows not
-published directly), never on
-``seq`` or ``publish_time``: so a log layout giving those NOT NULL defaults (an in-place UPDATE
-by the pass, ~6 µs less shard CPU per row, BENCHMARKS.md) reads the same to this version.
+published directly), never on ``seq`` or ``publish_time``: those are ``UNSEQUENCED_MS`` (0) and
+``UNSEQUENCED_SEQ`` (-1) before the pass in the current layout (the pass's UPDATE then runs in place, ``proxy.topics.schema``)
+and NULL in logs created before it; every statement here reads both layouts the same.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from proxy.topics.names import META_TABLE, log_table
 from proxy.topics.schema import (
     META_DDL,
     NOW_MS,
+    UNSEQUENCED_MS,
     capped_read_sql,
     log_ddl,
     properties_json,
@@ -491,7 +492,8 @@ class ShardTopicStore:
                     async with sc.transaction():
                         rows = rows_of(await sc.execute(
                             f"(SELECT _pk, payload_bytes FROM {table} FORCE INDEX (publish_time) WHERE message_id IS NOT NULL"
-                            f" AND publish_time < {NOW_MS} - {int(ttl_seconds) * 1000}"
+                            # > UNSEQUENCED_MS: the range skips the rows waiting for a pass (NULL in older logs).
+                            f" AND publish_time > {UNSEQUENCED_MS} AND publish_time < {NOW_MS} - {int(ttl_seconds) * 1000}"
                             f" ORDER BY publish_time LIMIT {PURGE_BATCH})"
                             f" UNION (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (expire_ms) WHERE expire_ms <= {NOW_MS}"
                             f" ORDER BY expire_ms LIMIT {PURGE_BATCH})"))
