@@ -20,6 +20,8 @@ the pass's UPDATE ~21 -> ~13 us per row, the topic's shard CPU per message beyon
 inserts ~29 -> ~21 us (BENCHMARKS.md, branch ``topicpass``). NULL stays allowed, and reads
 the same (no id), so the direct publish's SQL is the same for logs laid out before this
 (NULL defaults, a PERSISTENT ``message_id``): those keep working, at the older cost.
+There is no index on ``publish_time``: a time is a range of ids (``first_id_at_sql``), and the
+pass would have had one more index entry to move per row (~4 us, BENCHMARKS.md).
 
 The view shows the sequenced, unexpired rows, and nothing else: its TTL is a constant in its
 text (replaced by ``ALTER TOPIC``), per-message TTLs are read from ``expire_ms``, and the
@@ -59,6 +61,13 @@ def message_id_sql(publish_time: str, seq: str) -> str:
     return f"LOWER(CONCAT(LPAD(HEX({publish_time}), 16, '0'), LPAD(HEX({seq}), 4, '0')))"
 
 
+def first_id_at_sql(ms: str) -> str:
+    """The smallest id a message published at or after ``ms`` (an SQL expression) can have: a
+    time as a range of the id index (ids sort by publish time first), which the log has no
+    other index for."""
+    return message_id_sql(ms, "0")
+
+
 META_DDL = f"""CREATE TABLE IF NOT EXISTS {META_TABLE} (
   name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   generation BIGINT NOT NULL,
@@ -93,7 +102,6 @@ def log_ddl(name: str, user_definitions: Sequence[str]) -> str:
   stored_ms BIGINT NULL{user},
   PRIMARY KEY (_pk),
   UNIQUE KEY message_id (message_id),
-  KEY publish_time (publish_time),
   KEY expire_ms (expire_ms),
   KEY tx_pointer (tx_pointer, pending)
 ) ENGINE=InnoDB COMMENT 'shardgate topic log (proxy/topics)'"""

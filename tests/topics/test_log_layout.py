@@ -12,7 +12,7 @@ import aiomysql
 import pymysql
 import pytest
 
-from proxy.topics.schema import UNSEQUENCED_MS, UNSEQUENCED_SEQ, message_id_sql
+from proxy.topics.schema import UNSEQUENCED_MS, UNSEQUENCED_SEQ, first_id_at_sql, message_id_sql
 from tests.topics.conftest import eventually, read_all, run
 
 # The log table as versions before the in-place layout created it (user columns none).
@@ -105,6 +105,11 @@ async def test_ids_stay_unique_and_readers_reach_messages_through_the_id_index(t
         plan = await _rows(shard, f"EXPLAIN SELECT * FROM `{name}` WHERE message_id > '{pt - 1:016x}0000'"
                                   " ORDER BY message_id LIMIT 10")
         assert [(r[3], r[5]) for r in plan] == [("range", "message_id")], plan  # the view's read: the id index
+        # A time is a range of ids (the log has no publish_time index): the purge's and stats' reads.
+        cutoff = first_id_at_sql("ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000) - 1000")
+        plan = await _rows(shard, f"EXPLAIN SELECT _pk FROM `_tms_{name}` FORCE INDEX (message_id)"
+                                  f" WHERE message_id < {cutoff} ORDER BY message_id LIMIT 10")
+        assert [(r[3], r[5]) for r in plan] == [("range", "message_id")], plan
     finally:
         shard.close()
 
