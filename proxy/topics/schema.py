@@ -2,13 +2,26 @@
 
 The log table keeps every message row. A direct publish (``proxy.topics.direct``) writes its
 rows with ``publish_time`` and ``seq``; other publishes insert with no id (only ``payload``,
-user columns, optionally ``ttl_seconds``): ``publish_time`` and ``seq`` stay NULL until the
-sequencer gives the committed row its place, and ``message_id`` (a stored generated
-column, so its unique index serves ``WHERE message_id > ... ORDER BY message_id``) is NULL
-with them; the same index finds the rows waiting for an id (``message_id IS NULL``, in key order). ``pending`` marks rows stored under a REST transaction write pointer and not yet
-published (CDAP's payload table); the sequencer skips them. ``payload_bytes`` and
-``expire_ms`` are computed by MariaDB on insert/sequencing, for the counters and the
-per-message TTL purge.
+user columns, optionally ``ttl_seconds``): ``publish_time`` and ``seq`` keep their defaults
+``UNSEQUENCED_MS`` (0) and ``UNSEQUENCED_SEQ`` (-1; a direct publish whose rows wait for a pass
+writes NULL to both) until the
+sequencer gives the committed row its place, and ``message_id`` (a generated column, so its
+unique index serves ``WHERE message_id > ... ORDER BY message_id``) is NULL until then; the
+same index finds the rows waiting for an id (``message_id IS NULL``, in key order).
+``pending`` marks rows stored under a REST transaction write pointer and not yet published
+(CDAP's payload table); the sequencer skips them. ``payload_bytes`` and ``expire_ms`` are
+computed by MariaDB on insert/sequencing, for the counters and the per-message TTL purge.
+
+Why 0 and not NULL before the pass, and why ``message_id`` is VIRTUAL (only its index holds
+it): the pass's UPDATE then changes no column's size (0 -> the ms, -1 -> the seq; ``expire_ms``
+stays NULL without a per-message TTL), so InnoDB updates the clustered record in place instead
+of rebuilding it. Measured on a shard (400-row passes, 100-byte payloads, FULL row images):
+the pass's UPDATE ~21 -> ~13 us per row, the topic's shard CPU per message beyond the raw
+inserts ~29 -> ~21 us (BENCHMARKS.md, branch ``topicpass``). NULL stays allowed, and reads
+the same (no id), so the direct publish's SQL is the same for logs laid out before this
+(NULL defaults, a PERSISTENT ``message_id``): those keep working, at the older cost.
+There is no index on ``publish_time``: a time is a range of ids (``first_id_at_sql``), and the
+pass would have had one more index entry to move per row (~4 us, BENCHMARKS.md).
 
 The view shows the sequenced, unexpired rows, and nothing else: its TTL is a constant in its
 text (replaced by ``ALTER TOPIC``), per-message TTLs are read from ``expire_ms``, and the
@@ -35,12 +48,24 @@ DEFAULT_TTL_SECONDS = 86400  # CDAP's messaging.topic.default.ttl
 MAX_TTL_SECONDS = 100 * 365 * 86400
 DEFAULT_MAX_POLL_BYTES = 4 * 1024 * 1024  # payload bytes per read (CDAP's messaging.max.poll.size)
 NOW_MS = "ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000)"
+# ``publish_time`` and ``seq`` of a row waiting for its id (see the module docstring). ``seq`` is
+# the marker: an ``INSERT INTO <view> ... SELECT`` gets ``publish_time`` filled by MariaDB from
+# the view's condition (now - TTL, seen on 10.11), never ``seq``.
+UNSEQUENCED_MS = 0
+UNSEQUENCED_SEQ = -1
 
 
 def message_id_sql(publish_time: str, seq: str) -> str:
     """``message_id`` from the SQL expressions of a row's ``publish_time`` and ``seq``: the log
     table's generated column, and the ids a direct publish computes from its variables."""
     return f"LOWER(CONCAT(LPAD(HEX({publish_time}), 16, '0'), LPAD(HEX({seq}), 4, '0')))"
+
+
+def first_id_at_sql(ms: str) -> str:
+    """The smallest id a message published at or after ``ms`` (an SQL expression) can have: a
+    time as a range of the id index (ids sort by publish time first), which the log has no
+    other index for."""
+    return message_id_sql(ms, "0")
 
 
 META_DDL = f"""CREATE TABLE IF NOT EXISTS {META_TABLE} (
@@ -64,20 +89,19 @@ def log_ddl(name: str, user_definitions: Sequence[str]) -> str:
     user = "".join(f",\n  {d}" for d in user_definitions)
     return f"""CREATE TABLE {quote_identifier(log_table(name))} (
   _pk BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  publish_time BIGINT NULL,
-  seq INT NULL,
+  publish_time BIGINT NULL DEFAULT {UNSEQUENCED_MS},
+  seq INT NULL DEFAULT {UNSEQUENCED_SEQ},
   message_id CHAR(20) CHARACTER SET ascii COLLATE ascii_general_ci
-    AS ({message_id_sql("publish_time", "seq")}) PERSISTENT,
+    AS (IF(seq = {UNSEQUENCED_SEQ}, NULL, {message_id_sql("publish_time", "seq")})) VIRTUAL,
   payload LONGBLOB NOT NULL DEFAULT '',
   ttl_seconds INT UNSIGNED NULL,
-  expire_ms BIGINT AS (publish_time + 1000 * ttl_seconds) PERSISTENT,
+  expire_ms BIGINT AS (IF(seq = {UNSEQUENCED_SEQ}, NULL, publish_time + 1000 * ttl_seconds)) PERSISTENT,
   payload_bytes BIGINT UNSIGNED AS (LENGTH(payload)) PERSISTENT,
   tx_pointer BIGINT NULL,
   pending TINYINT NOT NULL DEFAULT 0,
   stored_ms BIGINT NULL{user},
   PRIMARY KEY (_pk),
   UNIQUE KEY message_id (message_id),
-  KEY publish_time (publish_time),
   KEY expire_ms (expire_ms),
   KEY tx_pointer (tx_pointer, pending)
 ) ENGINE=InnoDB COMMENT 'shardgate topic log (proxy/topics)'"""

@@ -72,7 +72,8 @@ logger = logging.getLogger(__name__)
 ERROR_BACKOFF_S = 1.0
 # Under load a pass starts no sooner than this after the previous one started, and takes every
 # commit of the wait: a pass costs the shard ~450 us whatever its size (its SELECT ~200 us, its
-# UPDATE ~250 us plus ~20 us a row; measured on 8- and 40-row passes), and back to back, passes
+# UPDATE ~250 us plus ~20 us a row, ~13 since rows are updated in place (proxy.topics.schema);
+# measured on 8- and 40-row passes), and back to back, passes
 # took ~8 messages each from 4 single-message publishers. Paced: 0.045 passes per message
 # instead of 0.13, shard CPU per message 175 -> 132 us, proxy 118 -> 101 us (``python -m
 # tests.benchmarks topic_publish``, autocommit). A commit after a quiet 4 ms (at 200 commits/s,

@@ -10,9 +10,9 @@ The mark's two writers, the direct publish (``execute_direct``, its SQL from
 ``proxy.topics.sequencer`` for why their result is one order with no late arrivals.
 
 Whether a row has its id is always tested on ``message_id`` (NULL until the pass, for rows not
-published directly), never on
-``seq`` or ``publish_time``: so a log layout giving those NOT NULL defaults (an in-place UPDATE
-by the pass, ~6 µs less shard CPU per row, BENCHMARKS.md) reads the same to this version.
+published directly), never on ``seq`` or ``publish_time``: those are ``UNSEQUENCED_MS`` (0) and
+``UNSEQUENCED_SEQ`` (-1) before the pass in the current layout (the pass's UPDATE then runs in place, ``proxy.topics.schema``)
+and NULL in logs created before it; every statement here reads both layouts the same.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from proxy.topics.schema import (
     META_DDL,
     NOW_MS,
     capped_read_sql,
+    first_id_at_sql,
     log_ddl,
     properties_json,
     sql_string,
@@ -490,9 +491,11 @@ class ShardTopicStore:
                 while True:
                     async with sc.transaction():
                         rows = rows_of(await sc.execute(
-                            f"(SELECT _pk, payload_bytes FROM {table} FORCE INDEX (publish_time) WHERE message_id IS NOT NULL"
-                            f" AND publish_time < {NOW_MS} - {int(ttl_seconds) * 1000}"
-                            f" ORDER BY publish_time LIMIT {PURGE_BATCH})"
+                            # Older than the TTL: ids below the first one at the cut-off (rows
+                            # waiting for a pass have none, whatever their publish_time).
+                            f"(SELECT _pk, payload_bytes FROM {table} FORCE INDEX (message_id) WHERE message_id"
+                            f" < {first_id_at_sql(f'{NOW_MS} - {int(ttl_seconds) * 1000}')}"
+                            f" ORDER BY message_id LIMIT {PURGE_BATCH})"
                             f" UNION (SELECT _pk, payload_bytes FROM {table} FORCE INDEX (expire_ms) WHERE expire_ms <= {NOW_MS}"
                             f" ORDER BY expire_ms LIMIT {PURGE_BATCH})"))
                         if rows:
@@ -524,10 +527,12 @@ class ShardTopicStore:
 
     async def recent_stats(self, name: str) -> tuple[int | None, int | None, int]:
         """(oldest, newest publish time of visible messages, messages sequenced in the last 60 s)."""
+        view, log = quote_identifier(name), quote_identifier(log_table(name))
+        # Through the id index (ids sort by publish time first; the log has no publish_time index).
         rows = await self.query(
-            f"SELECT (SELECT MIN(publish_time) FROM {quote_identifier(name)}), (SELECT MAX(publish_time) FROM {quote_identifier(name)}),"
-            f" (SELECT COUNT(*) FROM {quote_identifier(log_table(name))} WHERE publish_time >= {NOW_MS} - 60000"
-            f" AND message_id IS NOT NULL)"
+            f"SELECT (SELECT publish_time FROM {view} ORDER BY message_id LIMIT 1),"
+            f" (SELECT publish_time FROM {view} ORDER BY message_id DESC LIMIT 1),"
+            f" (SELECT COUNT(*) FROM {log} FORCE INDEX (message_id) WHERE message_id >= {first_id_at_sql(f'{NOW_MS} - 60000')})"
         )
         oldest, newest, recent = rows[0]
         return (None if oldest is None else int(oldest)), (None if newest is None else int(newest)), int(recent)
