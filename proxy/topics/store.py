@@ -528,7 +528,7 @@ class ShardTopicStore:
     async def recent_stats(self, name: str) -> tuple[int | None, int | None, int]:
         """(oldest, newest publish time of visible messages, messages sequenced in the last 60 s)."""
         view, log = quote_identifier(name), quote_identifier(log_table(name))
-        # Through the id index (ids sort by publish time first; the log has no publish_time index).
+        # Through the id index (ids sort by publish time first): the same read for logs of both layouts.
         rows = await self.query(
             f"SELECT (SELECT publish_time FROM {view} ORDER BY message_id LIMIT 1),"
             f" (SELECT publish_time FROM {view} ORDER BY message_id DESC LIMIT 1),"

@@ -105,7 +105,7 @@ async def test_ids_stay_unique_and_readers_reach_messages_through_the_id_index(t
         plan = await _rows(shard, f"EXPLAIN SELECT * FROM `{name}` WHERE message_id > '{pt - 1:016x}0000'"
                                   " ORDER BY message_id LIMIT 10")
         assert [(r[3], r[5]) for r in plan] == [("range", "message_id")], plan  # the view's read: the id index
-        # A time is a range of ids (the log has no publish_time index): the purge's and stats' reads.
+        # A time is a range of ids: the purge's and stats' reads.
         cutoff = first_id_at_sql("ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000) - 1000")
         plan = await _rows(shard, f"EXPLAIN SELECT _pk FROM `_tms_{name}` FORCE INDEX (message_id)"
                                   f" WHERE message_id < {cutoff} ORDER BY message_id LIMIT 10")
