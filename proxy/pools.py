@@ -20,6 +20,8 @@ import pymysql
 from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
 from proxy import aiomysql_wire, row_packets, running_statement
+from proxy.addresses import usable_socket
+from proxy.config import ShardEndpoint
 from proxy.engine.result import Field, PacketBlock, Result
 from proxy.errors import (
     CR_COMMANDS_OUT_OF_SYNC,
@@ -64,6 +66,12 @@ class ShardAddress:
     user: str
     password: str
     database: str
+    socket: str | None = None  # the shard's Unix socket (ShardEndpoint.socket); None: TCP
+
+    @classmethod
+    def of(cls, keyspace: str, shard: str, endpoint: ShardEndpoint) -> ShardAddress:
+        e = endpoint
+        return cls(keyspace, shard, e.host, e.port, e.user, e.password, e.database, e.socket)
 
 
 def _text(v: str | bytes) -> str:
@@ -480,6 +488,8 @@ class ShardPool:
         self.maxsize = maxsize
         self._pool: aiomysql.Pool | None = None
         self._lock = asyncio.Lock()
+        self._unix_socket: str | None = None
+        self._socket_probed = False
         # For the metrics (proxy.observability): acquires that found no idle connection
         # (they opened one or waited for one), how long they took, how many run now.
         self.waits = 0
@@ -489,6 +499,17 @@ class ShardPool:
     @property
     def name(self) -> str:
         return f"{self.address.keyspace}/{self.address.shard}"
+
+    @property
+    def unix_socket(self) -> str | None:
+        """The Unix socket the pool's connections, its KILL connections and the fast path's links
+        use (None: TCP), probed once: a socket skips the TCP stack on both ends of every send
+        (BENCHMARKS.md, unixsock)."""
+        if not self._socket_probed:
+            a = self.address
+            self._unix_socket = usable_socket(a.socket, a.host, a.port)
+            self._socket_probed = True
+        return self._unix_socket
 
     async def _ensure_pool(self) -> aiomysql.Pool:
         if self._pool is not None:
@@ -502,6 +523,7 @@ class ShardPool:
                         maxsize=self.maxsize,
                         host=a.host,
                         port=a.port,
+                        unix_socket=self.unix_socket,
                         user=a.user,
                         password=a.password,
                         db=a.database,
@@ -520,7 +542,8 @@ class ShardPool:
         """``KILL QUERY thread_id`` on this shard, over a connection of its own."""
         a = self.address
         conn = await aiomysql.connect(
-            host=a.host, port=a.port, user=a.user, password=a.password, connect_timeout=KILL_CONNECT_TIMEOUT_S,
+            host=a.host, port=a.port, unix_socket=self.unix_socket, user=a.user, password=a.password,
+            connect_timeout=KILL_CONNECT_TIMEOUT_S,
         )
         try:
             await conn.query(f"kill query {int(thread_id)}")

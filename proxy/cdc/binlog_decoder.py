@@ -39,7 +39,7 @@ from pymysqlreplication.event import (
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from proxy import pymysql_internals
-from proxy.addresses import is_loopback
+from proxy.addresses import is_loopback, usable_socket
 from proxy.cdc import socket_reader
 from proxy.cdc.errors import (
     PositionPurgedError,
@@ -91,6 +91,8 @@ class ShardEndpointLike(Protocol):
     def password(self) -> str: ...
     @property
     def database(self) -> str: ...
+    @property
+    def socket(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,7 @@ class BinlogSource:
     user: str
     password: str = field(repr=False)
     database: str
+    socket: str | None = None
 
     @classmethod
     def of(cls, endpoint: ShardEndpointLike) -> BinlogSource:
@@ -111,6 +114,7 @@ class BinlogSource:
             str(endpoint.user),
             str(endpoint.password or ""),
             str(endpoint.database),
+            endpoint.socket,
         )
 
 
@@ -168,6 +172,9 @@ def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
     return {
         "host": endpoint.host,
         "port": int(endpoint.port),
+        # The shard's Unix socket when it answers (PyMySQL then ignores host and port): no TCP
+        # stack on either end of the binlog stream.
+        "unix_socket": usable_socket(endpoint.socket, endpoint.host, int(endpoint.port)),
         "user": endpoint.user,
         "password": endpoint.password or "",
         "connect_timeout": 5,

@@ -46,7 +46,9 @@ def _create_position_table(name: str) -> str:
 async def position_table(keyspace: str, shard: str, endpoint: ShardEndpointLike) -> str:
     """The qualified name of ``reshard_pos`` on the shard (created where missing)."""
     e = endpoint
-    pool = ShardPool(ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database), maxsize=1)
+    pool = ShardPool(
+        ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database, e.socket), maxsize=1
+    )
     try:
         async with pool.connection() as sc:
             return await ensure_sidecar_table(sc, e.database, POSITION_TABLE, _create_position_table)

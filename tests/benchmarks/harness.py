@@ -105,7 +105,7 @@ def session_vcursor(cluster: LocalCluster, vschema: Any) -> SessionVCursor:
     ``vschema``, outside a transaction: engine primitives measured as the proxy runs them,
     not through the engine tests' aiomysql VCursor (which reads rows one at a time, ~3x
     the CPU a row: 20,000 rows cost ~60 ms there). ``await vc.pools.close()`` when done."""
-    addresses = [ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
+    addresses = [ShardAddress.of(ks, shard, e)
                  for (ks, shard), e in cluster.endpoints.items()]
     return SessionVCursor(lambda: vschema, ShardPools(addresses, maxsize=8), lambda: None, SequenceAllocator())
 
