@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import socket
+import os
+import stat
 
 logger = logging.getLogger(__name__)
 
 # Sockets already reported as unusable: the warning is logged once per path and process.
 _warned: set[str] = set()
-_PROBE_TIMEOUT_S = 1.0
 
 
 def is_loopback(host: str) -> bool:
@@ -24,25 +24,34 @@ def is_loopback(host: str) -> bool:
 
 
 def usable_socket(path: str | None, host: str, port: int) -> str | None:
-    """``path`` when a server accepts connections on that Unix socket, else None: connect to
-    ``host:port`` over TCP instead (a moved data dir, a stale socket file of a crashed server or a
-    wrong path must not take a shard away). The probe is a bare connect, closed before the
-    server's greeting is answered; callers probe when they open a pool or a binlog connection,
-    not per statement."""
+    """``path`` when it is a Unix socket, else None: connect to ``host:port`` over TCP instead
+    (a moved data dir or a wrong path must not take a shard away). Only the file is looked at:
+    a connect would cost the server a session and an "Aborted connection" line in its log, so a
+    socket nobody listens on is found by the first real connection (pools.ShardPool)."""
     if path is None:
         return None
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        probe.settimeout(_PROBE_TIMEOUT_S)
-        probe.connect(path)
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            return path
+        error = "not a socket"
     except OSError as e:
-        if path not in _warned:
-            _warned.add(path)
-            logger.warning(
-                "shard socket unusable, using TCP",
-                extra={"socket": path, "host": host, "port": port, "error": str(e)},
-            )
-        return None
-    finally:
-        probe.close()
-    return path
+        error = str(e)
+    warn_unusable_socket(path, host, port, error)
+    return None
+
+
+def warn_unusable_socket(path: str, host: str, port: int, error: str) -> None:
+    """The warning that ``path`` is not used (once per path and process)."""
+    if path not in _warned:
+        _warned.add(path)
+        logger.warning(
+            "shard socket unusable, using TCP",
+            extra={"socket": path, "host": host, "port": port, "error": error},
+        )
+
+
+def socket_refused(error: BaseException) -> bool:
+    """Whether a client library's connect error (aiomysql chains the OSError as the cause,
+    PyMySQL raises inside its handler) says nothing listens on the socket or it is gone."""
+    cause = error.__cause__ or error.__context__
+    return isinstance(cause, ConnectionRefusedError | FileNotFoundError)

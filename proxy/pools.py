@@ -20,7 +20,7 @@ import pymysql
 from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
 from proxy import aiomysql_wire, row_packets, running_statement
-from proxy.addresses import usable_socket
+from proxy.addresses import socket_refused, usable_socket, warn_unusable_socket
 from proxy.config import ShardEndpoint
 from proxy.engine.result import Field, PacketBlock, Result
 from proxy.errors import (
@@ -503,8 +503,9 @@ class ShardPool:
     @property
     def unix_socket(self) -> str | None:
         """The Unix socket the pool's connections, its KILL connections and the fast path's links
-        use (None: TCP), probed once: a socket skips the TCP stack on both ends of every send
-        (BENCHMARKS.md, unixsock)."""
+        use (None: TCP): a socket skips the TCP stack on both ends of every send (BENCHMARKS.md,
+        unixsock). Checked once per pool (the file here, a refused first connection in
+        _ensure_pool): a pool that fell back stays on TCP."""
         if not self._socket_probed:
             a = self.address
             self._unix_socket = usable_socket(a.socket, a.host, a.port)
@@ -516,27 +517,51 @@ class ShardPool:
             return self._pool
         async with self._lock:
             if self._pool is None:
-                a = self.address
                 try:
-                    self._pool = await aiomysql.create_pool(
-                        minsize=0,
-                        maxsize=self.maxsize,
-                        host=a.host,
-                        port=a.port,
-                        unix_socket=self.unix_socket,
-                        user=a.user,
-                        password=a.password,
-                        db=a.database,
-                        autocommit=True,
-                        conv={},
-                        use_unicode=False,
-                        charset="utf8mb4",
-                        pool_recycle=3600,
-                        connect_timeout=5,
-                    )
+                    pool = await self._create_pool(self.unix_socket)
+                    if self._unix_socket is not None:
+                        pool = await self._checked_socket_pool(pool)
                 except (pymysql.err.MySQLError, OSError) as e:
                     raise self.translate(e, None) from e
+                self._pool = pool
         return self._pool
+
+    async def _create_pool(self, unix_socket: str | None) -> aiomysql.Pool:
+        a = self.address
+        return await aiomysql.create_pool(
+            minsize=0,
+            maxsize=self.maxsize,
+            host=a.host,
+            port=a.port,
+            unix_socket=unix_socket,
+            user=a.user,
+            password=a.password,
+            db=a.database,
+            autocommit=True,
+            conv={},
+            use_unicode=False,
+            charset="utf8mb4",
+            pool_recycle=3600,
+            connect_timeout=5,
+        )
+
+    async def _checked_socket_pool(self, pool: aiomysql.Pool) -> aiomysql.Pool:
+        """``pool`` once its first connection came through the socket (it stays in the pool), or
+        a TCP pool when nothing listens there (the socket file a crashed server left behind)."""
+        try:
+            conn = await pool.acquire()
+        except pymysql.err.OperationalError as e:
+            if not socket_refused(e):
+                raise
+            pool.close()
+            await pool.wait_closed()
+            a = self.address
+            assert self._unix_socket is not None
+            warn_unusable_socket(self._unix_socket, a.host, a.port, str(e))
+            self._unix_socket = None
+            return await self._create_pool(None)
+        pool.release(conn)
+        return pool
 
     async def kill_query(self, thread_id: int) -> None:
         """``KILL QUERY thread_id`` on this shard, over a connection of its own."""

@@ -39,7 +39,7 @@ from pymysqlreplication.event import (
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from proxy import pymysql_internals
-from proxy.addresses import is_loopback, usable_socket
+from proxy.addresses import is_loopback, socket_refused, usable_socket, warn_unusable_socket
 from proxy.cdc import socket_reader
 from proxy.cdc.errors import (
     PositionPurgedError,
@@ -182,6 +182,19 @@ def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
         # CA store, ~0.1 s) on every connect; over loopback TLS protects nothing.
         "ssl_disabled": is_loopback(endpoint.host),
     }
+
+
+def connect_shard(**kwargs: Any) -> pymysql.Connection[Any]:
+    """``pymysql.connect(**kwargs)`` (``connection_kwargs`` and more); a ``unix_socket`` nobody
+    listens on (the socket file a crashed server left behind) is warned about and left for TCP."""
+    try:
+        return pymysql.connect(**kwargs)
+    except pymysql.err.OperationalError as e:
+        path = kwargs.get("unix_socket")
+        if path is None or not socket_refused(e):
+            raise
+        warn_unusable_socket(path, kwargs["host"], kwargs["port"], str(e))
+        return pymysql.connect(**{**kwargs, "unix_socket": None})
 
 
 class BinlogDecoder:
@@ -327,7 +340,7 @@ class BinlogDecoder:
             stream.auto_position = str(self.position)
         if "db" in kwargs:  # the library still uses PyMySQL's deprecated spelling
             kwargs["database"] = kwargs.pop("db")
-        conn = pymysql.connect(**kwargs)
+        conn = connect_shard(**kwargs)
         socket_reader.install(conn)
         self.stats.connections += 1
         return conn
@@ -422,7 +435,7 @@ def _connect_plain(**kwargs: Any) -> pymysql.Connection:
     """Connections of the prepared-branch reader (its own binlog dump and queries)."""
     if "db" in kwargs:  # the library still uses PyMySQL's deprecated spelling
         kwargs["database"] = kwargs.pop("db")
-    return pymysql.connect(**kwargs)
+    return connect_shard(**kwargs)
 
 
 def _more_to_read(stream: BinLogStreamReader, skipper: GroupSkipper | None = None) -> bool:

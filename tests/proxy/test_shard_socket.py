@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cdc.binlog_decoder import BinlogSource, connection_kwargs
+from proxy.cdc.binlog_decoder import BinlogSource, connect_shard, connection_kwargs
 from proxy.config import ShardEndpoint
 from proxy.fast_path.shard_link import ShardErr, ShardLink
 from proxy.pools import ShardAddress, ShardPool
@@ -102,12 +102,16 @@ def test_a_socket_that_does_not_answer_falls_back_to_tcp_with_one_warning(
     try:
         with caplog.at_level(logging.WARNING, logger="proxy.addresses"):
             seen = [asyncio.run(host_seen()) for _ in range(2)]
-            kwargs = connection_kwargs(BinlogSource.of(e))
+            binlog_conn = connect_shard(**connection_kwargs(BinlogSource.of(e)))  # CDC's, resharding's
+            try:
+                (binlog_host,), = query(binlog_conn, OWN_HOST)
+            finally:
+                binlog_conn.close()
     finally:
         if stale is not None:
             stale.close()
     assert all(host.startswith("127.0.0.1:") and used is None for host, used in seen)
-    assert kwargs["unix_socket"] is None and kwargs["port"] == e.port
+    assert binlog_host.startswith("127.0.0.1:")
     warnings = [r for r in caplog.records if r.getMessage() == "shard socket unusable, using TCP"]
     assert len(warnings) == 1 and warnings[0].socket == str(path)  # type: ignore[attr-defined]
 
@@ -132,10 +136,15 @@ def test_a_proxy_whose_shard_sockets_are_gone_serves_over_tcp_and_says_so(
     assert "shard socket unusable, using TCP" in p.log_text()
 
 
-def test_binlog_connections_use_the_socket(local_cluster) -> None:
+def test_binlog_and_resharding_connections_use_the_socket(local_cluster) -> None:
     e = local_cluster.endpoint("commerce", "-80")
     kwargs = connection_kwargs(BinlogSource.of(e))
     assert kwargs["unix_socket"] == e.socket
+    conn = connect_shard(**kwargs)
+    try:
+        assert query(conn, OWN_HOST) == (("localhost",),)
+    finally:
+        conn.close()
 
 
 def test_the_socket_survives_the_worker_hand_off_and_the_stored_topology() -> None:
