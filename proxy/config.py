@@ -484,9 +484,14 @@ class _Reader:
         data_dir = (self.base / self.string(doc["data_dir"], "local.data_dir")).resolve()
         transport = self.string(doc.get("shard_transport", "unix"), "local.shard_transport")
         if transport not in SHARD_TRANSPORTS:
-            raise self.error("local.shard_transport", f"expected one of {', '.join(SHARD_TRANSPORTS)}, got {transport!r}")
+            raise self.error(
+                "local.shard_transport",
+                f"expected one of {', '.join(SHARD_TRANSPORTS)}, got {transport!r}",
+            )
         return LocalConfig(
-            data_dir=data_dir, base_port=self.port(doc["base_port"], "local.base_port"), shard_transport=transport
+            data_dir=data_dir,
+            base_port=self.port(doc["base_port"], "local.base_port"),
+            shard_transport=transport,
         )
 
     def messaging(self, value: Any) -> MessagingConfig:
@@ -729,7 +734,9 @@ class _Reader:
                 if entry.get("socket") is not None:
                     socket = self.string(entry["socket"], f"{dsn_field}.socket")
                     if not socket.startswith("/"):
-                        raise self.error(f"{dsn_field}.socket", f"must be an absolute path, got {socket!r}")
+                        raise self.error(
+                            f"{dsn_field}.socket", f"must be an absolute path, got {socket!r}"
+                        )
                 dsn = entry["dsn"]
                 dsn_field = f"{dsn_field}.dsn"
             try:

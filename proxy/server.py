@@ -177,7 +177,9 @@ def endpoints_to_json(endpoints: Mapping[tuple[str, str], ShardEndpoint]) -> str
 
 def endpoints_from_json(text: str) -> dict[tuple[str, str], ShardEndpoint]:
     return {
-        (d["keyspace"], d["shard"]): ShardEndpoint(d["host"], d["port"], d["user"], d["password"], d["database"], d.get("socket"))
+        (d["keyspace"], d["shard"]): ShardEndpoint(
+            d["host"], d["port"], d["user"], d["password"], d["database"], d.get("socket")
+        )
         for d in json.loads(text)
     }
 

@@ -56,7 +56,9 @@ def test_the_fast_paths_shard_links_connect_over_the_socket(local_cluster) -> No
         def response_part(self, link: ShardLink, data: bytes) -> None:
             raise AssertionError("a one-row answer comes whole")
 
-        def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        def response_done(
+            self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None
+        ) -> None:
             self.done.set_result((data, error))
 
         def link_lost(self, link: ShardLink, cause: str) -> None:
@@ -102,9 +104,10 @@ def test_a_socket_that_does_not_answer_falls_back_to_tcp_with_one_warning(
     try:
         with caplog.at_level(logging.WARNING, logger="proxy.addresses"):
             seen = [asyncio.run(host_seen()) for _ in range(2)]
-            binlog_conn = connect_shard(**connection_kwargs(BinlogSource.of(e)))  # CDC's, resharding's
+            # what CDC and resharding connect with
+            binlog_conn = connect_shard(**connection_kwargs(BinlogSource.of(e)))
             try:
-                (binlog_host,), = query(binlog_conn, OWN_HOST)
+                ((binlog_host,),) = query(binlog_conn, OWN_HOST)
             finally:
                 binlog_conn.close()
     finally:
@@ -127,7 +130,7 @@ def test_a_proxy_whose_shard_sockets_are_gone_serves_over_tcp_and_says_so(
     try:
         conn = p.connect("commerce:80-", autocommit=True)
         try:
-            (host,), = query(conn, OWN_HOST)
+            ((host,),) = query(conn, OWN_HOST)
         finally:
             conn.close()
     finally:
@@ -148,9 +151,13 @@ def test_binlog_and_resharding_connections_use_the_socket(local_cluster) -> None
 
 
 def test_the_socket_survives_the_worker_hand_off_and_the_stored_topology() -> None:
-    e = ShardEndpoint("127.0.0.1", 17100, "root", "", "commerce", socket="/data/commerce/_80/mariadbd.sock")
+    e = ShardEndpoint(
+        "127.0.0.1", 17100, "root", "", "commerce", socket="/data/commerce/_80/mariadbd.sock"
+    )
     tcp = ShardEndpoint("10.0.0.1", 3306, "app", "pw", "commerce")
-    assert endpoints_from_json(endpoints_to_json({("commerce", "-80"): e, ("commerce", "80-"): tcp})) == {
+    assert endpoints_from_json(
+        endpoints_to_json({("commerce", "-80"): e, ("commerce", "80-"): tcp})
+    ) == {
         ("commerce", "-80"): e,
         ("commerce", "80-"): tcp,
     }
