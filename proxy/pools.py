@@ -518,13 +518,45 @@ class ShardPool:
         async with self._lock:
             if self._pool is None:
                 try:
-                    pool = await self._create_pool(self.unix_socket)
-                    if self._unix_socket is not None:
-                        pool = await self._checked_socket_pool(pool)
+                    self._pool = await self._new_pool()
                 except (pymysql.err.MySQLError, OSError) as e:
                     raise self.translate(e, None) from e
-                self._pool = pool
         return self._pool
+
+    async def _new_pool(self) -> aiomysql.Pool:
+        """A pool over the socket, else TCP. With a socket configured, the first connection is
+        opened at once: a socket file nobody listens on (left where the server no longer
+        listens) falls back to TCP, and a shard that answers neither is looked at again next
+        time instead of staying on TCP once it is back."""
+        path, a = self.unix_socket, self.address
+        if a.socket is None:
+            return await self._create_pool(None)
+        try:
+            if path is None:
+                return await self._opened(await self._create_pool(None))
+            try:
+                return await self._opened(await self._create_pool(path))
+            except pymysql.err.OperationalError as e:
+                if not socket_refused(e):
+                    raise
+                tcp = await self._opened(await self._create_pool(None))
+                warn_unusable_socket(path, a.host, a.port, str(e))
+                self._unix_socket = None
+                return tcp
+        except BaseException:
+            self._socket_probed = False
+            raise
+
+    @staticmethod
+    async def _opened(pool: aiomysql.Pool) -> aiomysql.Pool:
+        """``pool`` with its first connection open (idle in it); closed if that failed."""
+        try:
+            pool.release(await pool.acquire())
+        except BaseException:
+            pool.close()
+            await pool.wait_closed()
+            raise
+        return pool
 
     async def _create_pool(self, unix_socket: str | None) -> aiomysql.Pool:
         a = self.address
@@ -544,24 +576,6 @@ class ShardPool:
             pool_recycle=3600,
             connect_timeout=5,
         )
-
-    async def _checked_socket_pool(self, pool: aiomysql.Pool) -> aiomysql.Pool:
-        """``pool`` once its first connection came through the socket (it stays in the pool), or
-        a TCP pool when nothing listens there (the socket file a crashed server left behind)."""
-        try:
-            conn = await pool.acquire()
-        except pymysql.err.OperationalError as e:
-            if not socket_refused(e):
-                raise
-            pool.close()
-            await pool.wait_closed()
-            a = self.address
-            assert self._unix_socket is not None
-            warn_unusable_socket(self._unix_socket, a.host, a.port, str(e))
-            self._unix_socket = None
-            return await self._create_pool(None)
-        pool.release(conn)
-        return pool
 
     async def kill_query(self, thread_id: int) -> None:
         """``KILL QUERY thread_id`` on this shard, over a connection of its own."""

@@ -14,12 +14,13 @@ import pytest
 
 from proxy.cdc.binlog_decoder import BinlogSource, connect_shard, connection_kwargs
 from proxy.config import ShardEndpoint
+from proxy.errors import ProxyError
 from proxy.fast_path.shard_link import ShardErr, ShardLink
 from proxy.pools import ShardAddress, ShardPool
 from proxy.resharding.topology import ShardEndpointSpec
 from proxy.server import endpoints_from_json, endpoints_to_json
 from tests.proxy.sessions_support import query
-from tests.proxy_process import start_proxy, stop_proxy
+from tests.proxy_process import free_port, start_proxy, stop_proxy
 
 # MariaDB's process list shows 'localhost' for a socket connection, 'ip:port' for a TCP one.
 OWN_HOST = "select host from information_schema.processlist where id = connection_id()"
@@ -113,7 +114,7 @@ def test_a_socket_that_does_not_answer_falls_back_to_tcp_with_one_warning(
     finally:
         if stale is not None:
             stale.close()
-    assert all(host.startswith("127.0.0.1:") and used is None for host, used in seen)
+    assert all(host.startswith("127.0.0.1:") and used is None for host, used in seen), seen
     assert binlog_host.startswith("127.0.0.1:")
     warnings = [r for r in caplog.records if r.getMessage() == "shard socket unusable, using TCP"]
     assert len(warnings) == 1 and warnings[0].socket == str(path)  # type: ignore[attr-defined]
@@ -164,3 +165,28 @@ def test_the_socket_survives_the_worker_hand_off_and_the_stored_topology() -> No
     assert ShardEndpointSpec.from_json(ShardEndpointSpec(e).to_json()).endpoint == e
     old = {k: v for k, v in ShardEndpointSpec(e).to_json().items() if k != "socket"}  # saved before
     assert ShardEndpointSpec.from_json(old).endpoint == dataclasses.replace(e, socket=None)
+
+
+def test_a_pool_that_reached_its_shard_by_neither_way_looks_at_the_socket_again(
+    local_cluster, tmp_path: Path
+) -> None:
+    # Down: no socket file and nothing on the port. Back: the socket is there (a link to the
+    # shard's own), the port still answers nothing: the pool must not have settled on TCP.
+    real = local_cluster.endpoint("commerce", "-80")
+    path = tmp_path / "mariadbd.sock"
+    e = dataclasses.replace(real, port=free_port(), socket=str(path))
+
+    async def run() -> tuple[str, str | None]:
+        pool = ShardPool(ShardAddress.of("commerce", "-80", e))
+        try:
+            with pytest.raises(ProxyError):
+                await pool.acquire()
+            path.symlink_to(str(real.socket))
+            async with pool.connection() as sc:
+                result = await sc.execute(OWN_HOST)
+                return result.rows[0][0].decode(), pool.unix_socket  # type: ignore[union-attr]
+        finally:
+            await pool.close()
+
+    host, used = asyncio.run(run())
+    assert host == "localhost" and used == str(path)
