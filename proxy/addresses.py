@@ -1,4 +1,4 @@
-"""Host addresses: which ones stay on this machine, and whether a shard's Unix socket answers."""
+"""Host addresses: which ones stay on this machine, and whether a shard's Unix socket is there."""
 
 from __future__ import annotations
 

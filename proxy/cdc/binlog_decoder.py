@@ -172,7 +172,7 @@ def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
     return {
         "host": endpoint.host,
         "port": int(endpoint.port),
-        # The shard's Unix socket when it answers (PyMySQL then ignores host and port): no TCP
+        # The shard's Unix socket when it is there (PyMySQL then ignores host and port): no TCP
         # stack on either end of the binlog stream.
         "unix_socket": usable_socket(endpoint.socket, endpoint.host, int(endpoint.port)),
         "user": endpoint.user,
@@ -186,7 +186,8 @@ def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
 
 def connect_shard(**kwargs: Any) -> pymysql.Connection[Any]:
     """``pymysql.connect(**kwargs)`` (``connection_kwargs`` and more); a ``unix_socket`` nobody
-    listens on (the socket file a crashed server left behind) is warned about and left for TCP."""
+    listens on (a socket file left where the server no longer listens) is warned about and left
+    for TCP."""
     try:
         return pymysql.connect(**kwargs)
     except pymysql.err.OperationalError as e:
