@@ -69,7 +69,7 @@ class ClusterState:
         # sends a keyspace's reads to other shards than its writes (see ProxySession.routing_vschema).
         self.read_vschema: VSchema = self.vschema
         addresses = [
-            ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
+            ShardAddress.of(ks, shard, e)
             for (ks, shard), e in sorted(self.endpoints.items())
         ]
         self.pools = ShardPools(addresses, maxsize=pool_size)
@@ -159,7 +159,7 @@ class ClusterState:
             self.endpoints.update(t.endpoints)  # every known shard: CDC resumes on retired ones
             for shard in t.routed:
                 e = t.endpoint(shard)
-                address = ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
+                address = ShardAddress.of(ks, shard, e)
                 self.pools.ensure(address)
                 twopc.manager_for(self).add_shard(address)  # a twopc decision may live there now
         before, self.topology = self.topology, dict(topologies)

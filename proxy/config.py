@@ -4,7 +4,7 @@ The names in the file are an interface users script against (see issue 2)::
 
     listen: {host: 127.0.0.1, port: 15306, tls: {cert: ..., key: ...}}
     users: [{user: root, password: ""}]
-    local: {data_dir: .shardgate/data, base_port: 17100}
+    local: {data_dir: .shardgate/data, base_port: 17100}  # shard_transport: unix (default) | tcp
     routing_rules: {rules: []}
     schema_tracking: {refresh_seconds: 60}  # re-read the shards' columns this often; 0: off
     http: {host: 127.0.0.1, port: 15001}    # optional HTTP listener: /metrics, /debug/*, topics' REST API
@@ -21,6 +21,7 @@ The names in the file are an interface users script against (see issue 2)::
         vschema: commerce_vschema.json
         schema: commerce_schema.sql
         shards: ["-80", "80-"]           # local shards, or {shard: "mysql://user:pw@host:port/db"}
+                                         # or {shard: {dsn: "mysql://...", socket: /run/mysqld/mysqld.sock}}
         reshard_targets: {"-40": "mysql://..."}  # dsn shards only: where `shardgate reshard create` puts new shards
 
 Every relative path is resolved against the directory of the YAML file, so the same file works
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -41,6 +42,7 @@ import yaml
 DEFAULT_LISTEN_HOST = "127.0.0.1"
 DEFAULT_LISTEN_PORT = 15306
 DEFAULT_MYSQL_PORT = 3306
+SHARD_TRANSPORTS = ("unix", "tcp")
 
 # Shard names become directory names and appear in `USE ks:shard`; key ranges ("-80", "80-",
 # "40-80"), "0" and "-" are the Vitess conventions, anything else is rejected early.
@@ -67,6 +69,10 @@ class ShardEndpoint:
     user: str
     password: str = field(repr=False)
     database: str
+    # The server's Unix socket when it runs on this machine: the proxy's own connections use it
+    # (pools.ShardAddress.socket, falling back to host:port when it does not answer); anything
+    # that must reach the shard over the network (Spark executors, clients) keeps host:port.
+    socket: str | None = None
 
     @property
     def dsn(self) -> str:
@@ -99,6 +105,8 @@ class LocalConfig:
 
     data_dir: Path
     base_port: int
+    # How the proxy reaches the shards it starts: "unix" (their socket in the data dir) or "tcp".
+    shard_transport: str = "unix"
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +304,7 @@ def load_config(
                 if base_port is not None
                 else local.base_port  # type: ignore[union-attr]
             ),
+            shard_transport=local.shard_transport if local is not None else "unix",
         )
     routing_rules = reader.routing_rules(doc.get("routing_rules"))
     messaging = reader.messaging(doc.get("messaging"))
@@ -471,13 +480,21 @@ class _Reader:
         if value is None:
             return None
         doc = self.mapping(value, "local")
-        self.no_unknown_keys(doc, "local", {"data_dir", "base_port"})
+        self.no_unknown_keys(doc, "local", {"data_dir", "base_port", "shard_transport"})
         for required in ("data_dir", "base_port"):
             if required not in doc:
                 raise self.error(f"local.{required}", "is required")
         data_dir = (self.base / self.string(doc["data_dir"], "local.data_dir")).resolve()
+        transport = self.string(doc.get("shard_transport", "unix"), "local.shard_transport")
+        if transport not in SHARD_TRANSPORTS:
+            raise self.error(
+                "local.shard_transport",
+                f"expected one of {', '.join(SHARD_TRANSPORTS)}, got {transport!r}",
+            )
         return LocalConfig(
-            data_dir=data_dir, base_port=self.port(doc["base_port"], "local.base_port")
+            data_dir=data_dir,
+            base_port=self.port(doc["base_port"], "local.base_port"),
+            shard_transport=transport,
         )
 
     def messaging(self, value: Any) -> MessagingConfig:
@@ -711,12 +728,27 @@ class _Reader:
                 shards[shard] = None
                 continue
             dsn_field = f"{where}.{shard}"
+            socket: str | None = None
+            if isinstance(dsn, dict):  # {dsn: "mysql://...", socket: /path/to/mysqld.sock}
+                entry = self.mapping(dsn, dsn_field)
+                self.no_unknown_keys(entry, dsn_field, {"dsn", "socket"})
+                if "dsn" not in entry:
+                    raise self.error(f"{dsn_field}.dsn", "is required")
+                if entry.get("socket") is not None:
+                    socket = self.string(entry["socket"], f"{dsn_field}.socket")
+                    if not socket.startswith("/"):
+                        raise self.error(
+                            f"{dsn_field}.socket", f"must be an absolute path, got {socket!r}"
+                        )
+                dsn = entry["dsn"]
+                dsn_field = f"{dsn_field}.dsn"
             try:
-                shards[shard] = parse_dsn(self.string(dsn, dsn_field), default_database=keyspace)
+                endpoint = parse_dsn(self.string(dsn, dsn_field), default_database=keyspace)
             except ValueError as e:
                 if isinstance(e, ConfigError):
                     raise
                 raise self.error(dsn_field, f"invalid dsn: {e}") from e
+            shards[shard] = replace(endpoint, socket=socket) if socket is not None else endpoint
         return shards
 
     def _structured(self, path: Path, field_name: str) -> Any:

@@ -20,6 +20,8 @@ import pymysql
 from pymysql.protocol import FieldDescriptorPacket, OKPacketWrapper
 
 from proxy import aiomysql_wire, row_packets, running_statement
+from proxy.addresses import socket_refused, usable_socket, warn_unusable_socket
+from proxy.config import ShardEndpoint
 from proxy.engine.result import Field, PacketBlock, Result
 from proxy.errors import (
     CR_COMMANDS_OUT_OF_SYNC,
@@ -64,6 +66,12 @@ class ShardAddress:
     user: str
     password: str
     database: str
+    socket: str | None = None  # the shard's Unix socket (ShardEndpoint.socket); None: TCP
+
+    @classmethod
+    def of(cls, keyspace: str, shard: str, endpoint: ShardEndpoint) -> ShardAddress:
+        e = endpoint
+        return cls(keyspace, shard, e.host, e.port, e.user, e.password, e.database, e.socket)
 
 
 def _text(v: str | bytes) -> str:
@@ -480,6 +488,8 @@ class ShardPool:
         self.maxsize = maxsize
         self._pool: aiomysql.Pool | None = None
         self._lock = asyncio.Lock()
+        self._unix_socket: str | None = None
+        self._socket_probed = False
         # For the metrics (proxy.observability): acquires that found no idle connection
         # (they opened one or waited for one), how long they took, how many run now.
         self.waits = 0
@@ -490,37 +500,89 @@ class ShardPool:
     def name(self) -> str:
         return f"{self.address.keyspace}/{self.address.shard}"
 
+    @property
+    def unix_socket(self) -> str | None:
+        """The Unix socket the pool's connections, its KILL connections and the fast path's links
+        use (None: TCP): a socket skips the TCP stack on both ends of every send (BENCHMARKS.md,
+        unixsock). Checked once per pool (the file here, a refused first connection in
+        _ensure_pool): a pool that fell back stays on TCP."""
+        if not self._socket_probed:
+            a = self.address
+            self._unix_socket = usable_socket(a.socket, a.host, a.port)
+            self._socket_probed = True
+        return self._unix_socket
+
     async def _ensure_pool(self) -> aiomysql.Pool:
         if self._pool is not None:
             return self._pool
         async with self._lock:
             if self._pool is None:
-                a = self.address
                 try:
-                    self._pool = await aiomysql.create_pool(
-                        minsize=0,
-                        maxsize=self.maxsize,
-                        host=a.host,
-                        port=a.port,
-                        user=a.user,
-                        password=a.password,
-                        db=a.database,
-                        autocommit=True,
-                        conv={},
-                        use_unicode=False,
-                        charset="utf8mb4",
-                        pool_recycle=3600,
-                        connect_timeout=5,
-                    )
+                    self._pool = await self._new_pool()
                 except (pymysql.err.MySQLError, OSError) as e:
                     raise self.translate(e, None) from e
         return self._pool
+
+    async def _new_pool(self) -> aiomysql.Pool:
+        """A pool over the socket, else TCP. With a socket configured, the first connection is
+        opened at once: a socket file nobody listens on (left where the server no longer
+        listens) falls back to TCP, and a shard that answers neither is looked at again next
+        time instead of staying on TCP once it is back."""
+        path, a = self.unix_socket, self.address
+        if a.socket is None:
+            return await self._create_pool(None)
+        try:
+            if path is None:
+                return await self._opened(await self._create_pool(None))
+            try:
+                return await self._opened(await self._create_pool(path))
+            except pymysql.err.OperationalError as e:
+                if not socket_refused(e):
+                    raise
+                tcp = await self._opened(await self._create_pool(None))
+                warn_unusable_socket(path, a.host, a.port, str(e))
+                self._unix_socket = None
+                return tcp
+        except BaseException:
+            self._socket_probed = False
+            raise
+
+    @staticmethod
+    async def _opened(pool: aiomysql.Pool) -> aiomysql.Pool:
+        """``pool`` with its first connection open (idle in it); closed if that failed."""
+        try:
+            pool.release(await pool.acquire())
+        except BaseException:
+            pool.close()
+            await pool.wait_closed()
+            raise
+        return pool
+
+    async def _create_pool(self, unix_socket: str | None) -> aiomysql.Pool:
+        a = self.address
+        return await aiomysql.create_pool(
+            minsize=0,
+            maxsize=self.maxsize,
+            host=a.host,
+            port=a.port,
+            unix_socket=unix_socket,
+            user=a.user,
+            password=a.password,
+            db=a.database,
+            autocommit=True,
+            conv={},
+            use_unicode=False,
+            charset="utf8mb4",
+            pool_recycle=3600,
+            connect_timeout=5,
+        )
 
     async def kill_query(self, thread_id: int) -> None:
         """``KILL QUERY thread_id`` on this shard, over a connection of its own."""
         a = self.address
         conn = await aiomysql.connect(
-            host=a.host, port=a.port, user=a.user, password=a.password, connect_timeout=KILL_CONNECT_TIMEOUT_S,
+            host=a.host, port=a.port, unix_socket=self.unix_socket, user=a.user, password=a.password,
+            connect_timeout=KILL_CONNECT_TIMEOUT_S,
         )
         try:
             await conn.query(f"kill query {int(thread_id)}")

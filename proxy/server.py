@@ -169,7 +169,7 @@ def endpoints_to_json(endpoints: Mapping[tuple[str, str], ShardEndpoint]) -> str
     return json.dumps(
         [
             {"keyspace": ks, "shard": s, "host": e.host, "port": e.port, "user": e.user,
-             "password": e.password, "database": e.database}
+             "password": e.password, "database": e.database, "socket": e.socket}
             for (ks, s), e in endpoints.items()
         ]
     )
@@ -177,7 +177,9 @@ def endpoints_to_json(endpoints: Mapping[tuple[str, str], ShardEndpoint]) -> str
 
 def endpoints_from_json(text: str) -> dict[tuple[str, str], ShardEndpoint]:
     return {
-        (d["keyspace"], d["shard"]): ShardEndpoint(d["host"], d["port"], d["user"], d["password"], d["database"])
+        (d["keyspace"], d["shard"]): ShardEndpoint(
+            d["host"], d["port"], d["user"], d["password"], d["database"], d.get("socket")
+        )
         for d in json.loads(text)
     }
 

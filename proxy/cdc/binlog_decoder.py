@@ -39,7 +39,7 @@ from pymysqlreplication.event import (
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from proxy import pymysql_internals
-from proxy.addresses import is_loopback
+from proxy.addresses import is_loopback, socket_refused, usable_socket, warn_unusable_socket
 from proxy.cdc import socket_reader
 from proxy.cdc.errors import (
     PositionPurgedError,
@@ -91,6 +91,8 @@ class ShardEndpointLike(Protocol):
     def password(self) -> str: ...
     @property
     def database(self) -> str: ...
+    @property
+    def socket(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,7 @@ class BinlogSource:
     user: str
     password: str = field(repr=False)
     database: str
+    socket: str | None = None
 
     @classmethod
     def of(cls, endpoint: ShardEndpointLike) -> BinlogSource:
@@ -111,6 +114,7 @@ class BinlogSource:
             str(endpoint.user),
             str(endpoint.password or ""),
             str(endpoint.database),
+            endpoint.socket,
         )
 
 
@@ -168,6 +172,9 @@ def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
     return {
         "host": endpoint.host,
         "port": int(endpoint.port),
+        # The shard's Unix socket when it is there (PyMySQL then ignores host and port): no TCP
+        # stack on either end of the binlog stream.
+        "unix_socket": usable_socket(endpoint.socket, endpoint.host, int(endpoint.port)),
         "user": endpoint.user,
         "password": endpoint.password or "",
         "connect_timeout": 5,
@@ -175,6 +182,20 @@ def connection_kwargs(endpoint: ShardEndpointLike) -> dict[str, Any]:
         # CA store, ~0.1 s) on every connect; over loopback TLS protects nothing.
         "ssl_disabled": is_loopback(endpoint.host),
     }
+
+
+def connect_shard(**kwargs: Any) -> pymysql.Connection[Any]:
+    """``pymysql.connect(**kwargs)`` (``connection_kwargs`` and more); a ``unix_socket`` nobody
+    listens on (a socket file left where the server no longer listens) is warned about and left
+    for TCP."""
+    try:
+        return pymysql.connect(**kwargs)
+    except pymysql.err.OperationalError as e:
+        path = kwargs.get("unix_socket")
+        if path is None or not socket_refused(e):
+            raise
+        warn_unusable_socket(path, kwargs["host"], kwargs["port"], str(e))
+        return pymysql.connect(**{**kwargs, "unix_socket": None})
 
 
 class BinlogDecoder:
@@ -320,7 +341,7 @@ class BinlogDecoder:
             stream.auto_position = str(self.position)
         if "db" in kwargs:  # the library still uses PyMySQL's deprecated spelling
             kwargs["database"] = kwargs.pop("db")
-        conn = pymysql.connect(**kwargs)
+        conn = connect_shard(**kwargs)
         socket_reader.install(conn)
         self.stats.connections += 1
         return conn
@@ -415,7 +436,7 @@ def _connect_plain(**kwargs: Any) -> pymysql.Connection:
     """Connections of the prepared-branch reader (its own binlog dump and queries)."""
     if "db" in kwargs:  # the library still uses PyMySQL's deprecated spelling
         kwargs["database"] = kwargs.pop("db")
-    return pymysql.connect(**kwargs)
+    return connect_shard(**kwargs)
 
 
 def _more_to_read(stream: BinLogStreamReader, skipper: GroupSkipper | None = None) -> bool:

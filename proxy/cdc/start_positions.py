@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pymysql
 
-from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
+from proxy.cdc.binlog_decoder import ShardEndpointLike, connect_shard, connection_kwargs
 from proxy.cdc.errors import InvalidPositionError, ShardUnavailableError
 from proxy.cdc.positions import GTID_BEGINNING, GTID_CURRENT, GtidPosition, Vgtid
 from proxy.cdc.table_filter import TableFilter
@@ -26,7 +26,7 @@ class ResolvedStart:
 
 
 def _query_one(endpoint: ShardEndpointLike, sql: str) -> tuple:
-    conn = pymysql.connect(**connection_kwargs(endpoint))
+    conn = connect_shard(**connection_kwargs(endpoint))
     try:
         with conn.cursor() as cur:
             cur.execute(sql)

@@ -26,7 +26,7 @@ import pymysql.cursors
 from pymysql.constants import FLAG
 
 from proxy import pymysql_internals
-from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
+from proxy.cdc.binlog_decoder import ShardEndpointLike, connect_shard, connection_kwargs
 from proxy.cdc.errors import ShardUnavailableError
 from proxy.cdc.events import EventGroup, Field, FieldEvent, RowChange, RowEvent, RowOp
 from proxy.cdc.positions import GtidPosition
@@ -49,7 +49,7 @@ class ShardSnapshot:
 
     @classmethod
     def take(cls, key: ShardKey, endpoint: ShardEndpointLike) -> ShardSnapshot:
-        conn = pymysql.connect(
+        conn = connect_shard(
             **connection_kwargs(endpoint),
             database=endpoint.database,
             cursorclass=pymysql.cursors.SSCursor,

@@ -35,6 +35,9 @@ class LocalShardSpec:
     data_dir: Path
     server_id: int
     gtid_domain_id: int
+    # The proxy reaches the shard over its Unix socket (`local.shard_transport: unix`, the
+    # default) or over TCP; the shard listens on both either way.
+    unix_socket: bool = True
 
     @property
     def key(self) -> ShardKey:
@@ -43,7 +46,12 @@ class LocalShardSpec:
     @property
     def endpoint(self) -> ShardEndpoint:
         return ShardEndpoint(
-            host=LOCAL_HOST, port=self.port, user=LOCAL_USER, password="", database=self.keyspace
+            host=LOCAL_HOST,
+            port=self.port,
+            user=LOCAL_USER,
+            password="",
+            database=self.keyspace,
+            socket=str(self.socket_path) if self.unix_socket else None,
         )
 
     @property
@@ -107,6 +115,7 @@ def plan_local_shards(config: ClusterConfig) -> list[LocalShardSpec]:
                     data_dir=data_dir,
                     server_id=SERVER_ID_BASE + ordinal,
                     gtid_domain_id=ordinal + 1,
+                    unix_socket=config.local.shard_transport == "unix",
                 )
             )
     return specs

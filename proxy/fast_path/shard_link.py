@@ -200,7 +200,12 @@ class ShardLink(asyncio.BufferedProtocol):
         link = cls(pool, settings)
         link._login = loop.create_future()
         async with asyncio.timeout(_CONNECT_TIMEOUT_S):
-            transport, _ = await loop.create_connection(lambda: link, a.host, a.port)
+            # asyncio sets TCP_NODELAY on TCP connections itself and leaves Unix ones alone.
+            path = pool.unix_socket
+            if path is not None:
+                transport, _ = await loop.create_unix_connection(lambda: link, path)
+            else:
+                transport, _ = await loop.create_connection(lambda: link, a.host, a.port)
             try:
                 await link._login
                 if settings:

@@ -82,4 +82,4 @@ class ClusterView:
 def shard_pool(keyspace: str, shard: str, endpoint: ShardEndpoint) -> ShardPool:
     """A small pool to one shard (the deny triggers and the journal run through it)."""
     e = endpoint
-    return ShardPool(ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database), maxsize=2)
+    return ShardPool(ShardAddress.of(keyspace, shard, e), maxsize=2)

@@ -19,9 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-import pymysql
-
-from proxy.cdc.binlog_decoder import connection_kwargs
+from proxy.cdc.binlog_decoder import connect_shard, connection_kwargs
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.errors import ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.resharding.cluster_view import ClusterView
@@ -195,7 +193,7 @@ async def create_workflow(
 
 
 def _drop_tables(endpoint: ShardEndpoint, tables: Sequence[str]) -> None:
-    conn = pymysql.connect(**connection_kwargs(endpoint), database=endpoint.database)
+    conn = connect_shard(**connection_kwargs(endpoint), database=endpoint.database)
     try:
         with conn.cursor() as cur:
             for table in tables:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pymysql
 
-from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
+from proxy.cdc.binlog_decoder import ShardEndpointLike, connect_shard, connection_kwargs
 from proxy.pools import ShardAddress, ShardPool
 from proxy.sidecar_tables import ensure_sidecar_table
 from sqltext.quoting import sql_literal
@@ -46,7 +46,9 @@ def _create_position_table(name: str) -> str:
 async def position_table(keyspace: str, shard: str, endpoint: ShardEndpointLike) -> str:
     """The qualified name of ``reshard_pos`` on the shard (created where missing)."""
     e = endpoint
-    pool = ShardPool(ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database), maxsize=1)
+    pool = ShardPool(
+        ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database, e.socket), maxsize=1
+    )
     try:
         async with pool.connection() as sc:
             return await ensure_sidecar_table(sc, e.database, POSITION_TABLE, _create_position_table)
@@ -76,7 +78,7 @@ class ShardWriter:
 
     def _connection(self) -> pymysql.Connection:
         if self._conn is None or not self._conn.open:
-            conn = pymysql.connect(**connection_kwargs(self.endpoint), database=self.endpoint.database, autocommit=True)
+            conn = connect_shard(**connection_kwargs(self.endpoint), database=self.endpoint.database, autocommit=True)
             try:
                 with conn.cursor() as cur:
                     for sql in self._session_sql:

@@ -17,9 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import pymysql
-
-from proxy.cdc.binlog_decoder import connection_kwargs
+from proxy.cdc.binlog_decoder import connect_shard, connection_kwargs
 from proxy.cdc.positions import GtidPosition
 from proxy.config import ClusterConfig, ShardEndpoint
 from proxy.resharding.catchup import HEARTBEAT_SECONDS, CatchupStream, reached
@@ -39,7 +37,7 @@ STREAM_START_SECONDS = 30.0
 
 
 def _current_position(endpoint: ShardEndpoint) -> GtidPosition:
-    conn = pymysql.connect(**connection_kwargs(endpoint))
+    conn = connect_shard(**connection_kwargs(endpoint))
     try:
         with conn.cursor() as cur:
             cur.execute("select @@gtid_binlog_pos")

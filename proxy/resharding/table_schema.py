@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from proxy.cdc.binlog_decoder import ShardEndpointLike, connection_kwargs
+from proxy.cdc.binlog_decoder import ShardEndpointLike, connect_shard, connection_kwargs
 from proxy.resharding.row_routing import SIDECAR_PREFIX
 from sqltext.quoting import quote_identifier
 
@@ -40,7 +40,7 @@ class TableSchema:
 
 
 def _read_tables(endpoint: ShardEndpointLike) -> list[TableSchema]:
-    conn = pymysql.connect(**connection_kwargs(endpoint), database=endpoint.database)
+    conn = connect_shard(**connection_kwargs(endpoint), database=endpoint.database)
     try:
         with conn.cursor() as cur:
             names = _table_names(cur)
@@ -73,7 +73,7 @@ def _table_names(cur: pymysql.cursors.Cursor) -> list[str]:
 
 
 def _read_table_names(endpoint: ShardEndpointLike) -> list[str]:
-    conn = pymysql.connect(**connection_kwargs(endpoint), database=endpoint.database)
+    conn = connect_shard(**connection_kwargs(endpoint), database=endpoint.database)
     try:
         with conn.cursor() as cur:
             return _table_names(cur)
@@ -116,7 +116,7 @@ async def read_tables(endpoint: ShardEndpointLike) -> list[TableSchema]:
 
 
 def _create_tables(endpoint: ShardEndpointLike, tables: list[TableSchema]) -> None:
-    conn = pymysql.connect(**connection_kwargs(endpoint))
+    conn = connect_shard(**connection_kwargs(endpoint))
     try:
         with conn.cursor() as cur:
             cur.execute(f"create database if not exists {quote_identifier(endpoint.database)}")

@@ -17,9 +17,9 @@ cluster that never resharded. The document::
 
     {"serving": ["-40", "40-80", "80-"],                    # in key-range order
      "shards": {"-80":   {"host": ..., "port": ..., "user": ..., "password": ..., "database": ...,
-                          "local": null},                   # a dsn shard of the cluster file
+                          "socket": null, "local": null},                   # a dsn shard of the cluster file
                 "-40":   {"host": "127.0.0.1", "port": 17104, "user": "root", "password": "",
-                          "database": "commerce",
+                          "database": "commerce", "socket": "/.../commerce/_40/mariadbd.sock",
                           "local": {"data_dir": "/.../commerce/_40", "server_id": 104,
                                     "gtid_domain_id": 5}},  # a local instance shardgate runs
                 ...}}
@@ -164,6 +164,7 @@ class ShardEndpointSpec:
         e = self.endpoint
         return {
             "host": e.host, "port": e.port, "user": e.user, "password": e.password, "database": e.database,
+            "socket": e.socket,
             "local": None if self.local is None else {
                 "data_dir": str(self.local.data_dir), "server_id": self.local.server_id,
                 "gtid_domain_id": self.local.gtid_domain_id,
@@ -175,6 +176,7 @@ class ShardEndpointSpec:
         endpoint = ShardEndpoint(
             host=str(doc["host"]), port=int(doc["port"]), user=str(doc["user"]),
             password=str(doc.get("password") or ""), database=str(doc["database"]),
+            socket=str(doc["socket"]) if doc.get("socket") else None,  # absent in documents saved before it
         )
         local = doc.get("local")
         return cls(endpoint, None if not local else LocalInstance(
@@ -399,7 +401,7 @@ async def read_topology(
     endpoints = dict(cluster_endpoints(config) if endpoints is None else endpoints)
     keyspace, shard = config.vschema_store_location
     e = endpoints[(keyspace, shard)]
-    pools = ShardPools([ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database)], maxsize=1)
+    pools = ShardPools([ShardAddress.of(keyspace, shard, e)], maxsize=1)
     try:
         async with pools.get(keyspace, shard).connection() as sc:
             return await load_topology(sc, config, base=cluster_topology(config, endpoints))

@@ -31,7 +31,7 @@ from typing import Any
 
 import pymysql
 
-from proxy.cdc.binlog_decoder import connection_kwargs
+from proxy.cdc.binlog_decoder import connect_shard, connection_kwargs
 from proxy.cdc.table_copy import ShardSnapshot
 from proxy.config import ShardEndpoint
 from proxy.resharding.cluster_view import ClusterView
@@ -169,7 +169,7 @@ def _diff_table(
 
 
 def _connect(endpoint: ShardEndpoint) -> pymysql.Connection:
-    return pymysql.connect(**connection_kwargs(endpoint), database=endpoint.database)
+    return connect_shard(**connection_kwargs(endpoint), database=endpoint.database)
 
 
 async def run_vdiff(view: ClusterView, name: str, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS) -> VDiffReport:

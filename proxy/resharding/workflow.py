@@ -182,7 +182,7 @@ def lastpk_literals(text: str) -> list[str]:
 def store_address(config: ClusterConfig, endpoint: ShardEndpoint) -> ShardAddress:
     keyspace, shard = config.vschema_store_location
     e = endpoint
-    return ShardAddress(keyspace, shard, e.host, e.port, e.user, e.password, e.database)
+    return ShardAddress.of(keyspace, shard, e)
 
 
 class WorkflowStore:

@@ -27,6 +27,12 @@ class ShardEndpointSpec:
     password: str
     database: str
 
+    @property
+    def socket(self) -> None:
+        """Executors reach the shards over the network (they may run on other machines): never a
+        Unix socket."""
+        return None
+
 
 def proxy_shards(address: ProxyAddress, keyspace: str) -> list[str]:
     """The keyspace's shard names, as the proxy reports them (`SHOW VITESS_SHARDS`)."""

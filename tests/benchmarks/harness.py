@@ -5,6 +5,7 @@ while waiting on the socket) reporting QPS and latency percentiles."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import platform
 import statistics
@@ -105,7 +106,7 @@ def session_vcursor(cluster: LocalCluster, vschema: Any) -> SessionVCursor:
     ``vschema``, outside a transaction: engine primitives measured as the proxy runs them,
     not through the engine tests' aiomysql VCursor (which reads rows one at a time, ~3x
     the CPU a row: 20,000 rows cost ~60 ms there). ``await vc.pools.close()`` when done."""
-    addresses = [ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
+    addresses = [ShardAddress.of(ks, shard, e)
                  for (ks, shard), e in cluster.endpoints.items()]
     return SessionVCursor(lambda: vschema, ShardPools(addresses, maxsize=8), lambda: None, SequenceAllocator())
 
@@ -173,7 +174,10 @@ def proxies(cluster: LocalCluster, workers: int = 1, env: dict[str, str] | None 
     extra_env = {"SHARDGATE_LOG_LEVEL": "WARNING", **(env or {})}
     # Each process on a CPU of its own, as ``--workers N`` starts them (proxy/worker_cpus.py).
     cpus = worker_environments(workers) if "SHARDGATE_PIN_WORKERS" not in extra_env else [{}] * workers
-    procs = [start_proxy(cluster.config.path, cluster.endpoints, log, port=port, extra_env={**extra_env, **cpu})
+    endpoints = cluster.endpoints
+    if os.environ.get("BENCH_SHARD_TRANSPORT") == "tcp":  # A/B of the shards' sockets in one checkout
+        endpoints = {key: dataclasses.replace(e, socket=None) for key, e in endpoints.items()}
+    procs = [start_proxy(cluster.config.path, endpoints, log, port=port, extra_env={**extra_env, **cpu})
              for cpu in cpus]
     # start_proxy returns once the port answers, which the first process's socket already does
     # for the others: wait until each listens itself, or the warm-up misses the late ones.

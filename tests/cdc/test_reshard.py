@@ -293,7 +293,7 @@ async def test_a_journal_with_several_participants_moves_the_stream_once_all_rea
     workflow = f"merge-{base}"
     journal = Journal(journal_id(workflow, KEYSPACE, participants), "SHARDS", KEYSPACE, ("customer",), gtids,
                       participants, (workflow,))
-    pools = ShardPools([ShardAddress(KEYSPACE, s, e.host, e.port, e.user, e.password, e.database)
+    pools = ShardPools([ShardAddress.of(KEYSPACE, s, e)
                         for s in (SOURCE, "80-") for e in [topology.endpoint(s)]], maxsize=1)
     stream = await _stream(split, include_reshard_journal_events=True)
     try:

@@ -109,6 +109,27 @@ def test_shards_mapping_gives_dsn_endpoints(tmp_path: Path) -> None:
     assert not config.has_local_shards
 
 
+def test_a_dsn_shard_may_name_its_unix_socket(tmp_path: Path) -> None:
+    path = write_cluster(
+        tmp_path,
+        """\
+        users: [{user: app}]
+        keyspaces:
+          ks:
+            vschema: ks.json
+            shards:
+              "-80": {dsn: "mysql://app@db1.internal/ks", socket: /run/mysqld/mysqld.sock}
+              "80-": {dsn: "mysql://app@db2.internal/ks"}
+        """,
+        {"ks.json": SHARDED_VSCHEMA},
+    )
+    shards = load_config(path).keyspaces["ks"].shards
+    assert shards["-80"] == ShardEndpoint(
+        "db1.internal", 3306, "app", "", "ks", socket="/run/mysqld/mysqld.sock"
+    )
+    assert shards["80-"] == ShardEndpoint("db2.internal", 3306, "app", "", "ks")
+
+
 def test_numeric_shard_name_is_read_as_a_string(tmp_path: Path) -> None:
     path = write_cluster(tmp_path, MINIMAL.replace('["0"]', "[0]"), {"ks.json": UNSHARDED_VSCHEMA})
     assert list(load_config(path).keyspaces["ks"].shards) == ["0"]
@@ -250,6 +271,26 @@ INVALID_CONFIGS = {
         "transaction_timeout: -1\n" + MINIMAL,
         "transaction_timeout",
         "expected a number of seconds",
+    ),
+    "shard_socket_relative": (
+        MINIMAL.replace('["0"]', '{"0": {dsn: "mysql://u@h/db", socket: "run/mysqld.sock"}}'),
+        "keyspaces.ks.shards.0.socket",
+        "must be an absolute path",
+    ),
+    "shard_entry_without_dsn": (
+        MINIMAL.replace('["0"]', '{"0": {socket: /run/mysqld/mysqld.sock}}'),
+        "keyspaces.ks.shards.0.dsn",
+        "is required",
+    ),
+    "shard_entry_unknown_key": (
+        MINIMAL.replace('["0"]', '{"0": {dsn: "mysql://u@h/db", sock: /x.sock}}'),
+        "keyspaces.ks.shards.0.sock",
+        "unknown field",
+    ),
+    "shard_transport_unknown": (
+        MINIMAL.replace("base_port: 17100}", "base_port: 17100, shard_transport: pipe}"),
+        "local.shard_transport",
+        "expected one of unix, tcp",
     ),
     "yaml_syntax_error": (
         "listen: {port: 1\n" + MINIMAL,

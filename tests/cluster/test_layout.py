@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import yaml
 
 from proxy.cluster import cluster_endpoints, plan_local_shards
 from proxy.cluster.layout import safe_shard_dirname
@@ -40,8 +43,21 @@ def test_data_dirs_are_keyspace_then_shard_with_dashes_made_safe(tmp_path: Path)
 def test_local_endpoint_is_root_on_loopback_with_the_keyspace_database(tmp_path: Path) -> None:
     config = load_config(EXAMPLE_CLUSTER_YAML, data_dir=tmp_path, base_port=30000)
     assert cluster_endpoints(config)[("lookup", "0")] == ShardEndpoint(
-        "127.0.0.1", 30002, "root", "", "lookup"
+        "127.0.0.1", 30002, "root", "", "lookup", socket=str(tmp_path / "lookup/0/mariadbd.sock")
     )
+
+
+def test_local_shards_are_reached_over_tcp_when_the_config_says_so(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLE_CLUSTER_YAML.parent, tmp_path / "example")
+    path = tmp_path / "example" / EXAMPLE_CLUSTER_YAML.name
+    doc = yaml.safe_load(path.read_text())
+    doc["local"]["shard_transport"] = "tcp"
+    path.write_text(yaml.safe_dump(doc))
+    config = load_config(path, data_dir=tmp_path / "data", base_port=30000)
+    assert config.local is not None and config.local.shard_transport == "tcp"
+    endpoints = cluster_endpoints(config)
+    assert endpoints[("lookup", "0")] == ShardEndpoint("127.0.0.1", 30002, "root", "", "lookup")
+    assert all(e.socket is None for e in endpoints.values())
 
 
 def test_dsn_shards_keep_their_endpoint_and_take_no_local_port(tmp_path: Path) -> None:

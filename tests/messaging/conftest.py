@@ -34,7 +34,7 @@ MESSAGE_DDL = """CREATE TABLE {name} (
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def shard_pools(local_cluster) -> AsyncIterator[ShardPools]:
     addresses = [
-        ShardAddress(ks, shard, e.host, e.port, e.user, e.password, e.database)
+        ShardAddress.of(ks, shard, e)
         for (ks, shard), e in sorted(local_cluster.endpoints.items())
     ]
     pools = ShardPools(addresses, maxsize=16)

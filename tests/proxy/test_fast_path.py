@@ -249,7 +249,7 @@ def test_a_shard_link_logs_in_with_a_password_and_speaks_utf8mb4(local_cluster) 
 
 def test_a_shard_link_carries_the_settings_it_was_opened_with(local_cluster) -> None:
     e = commerce_endpoints(local_cluster)[0]
-    pool = ShardPool(ShardAddress("commerce", "x", e.host, e.port, e.user, e.password, e.database))
+    pool = ShardPool(ShardAddress.of("commerce", "x", e))
 
     async def run() -> bytes:
         link = await ShardLink.open(pool, (("sql_mode", "'ANSI_QUOTES'"), ("time_zone", "'+05:00'")))

@@ -42,7 +42,7 @@ def test_values_with_two_and_three_byte_lengths_relay_intact(proxy) -> None:
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_retired_pool_closes_idle_connections_at_once_and_busy_ones_when_released(local_cluster) -> None:
     e = local_cluster.endpoint("commerce", "80-")
-    pools = ShardPools([ShardAddress("commerce", "80-", e.host, e.port, e.user, e.password, e.database)])
+    pools = ShardPools([ShardAddress.of("commerce", "80-", e)])
     pool = pools.get("commerce", "80-")
     try:
         busy, idle = await pool.acquire(), await pool.acquire()

@@ -89,7 +89,7 @@ class Split:
         self.config = cluster.config
         store_ks, store_shard = self.config.vschema_store_location
         e = cluster.endpoint(store_ks, store_shard)
-        self._store = ShardPools([ShardAddress(store_ks, store_shard, e.host, e.port, e.user, e.password, e.database)],
+        self._store = ShardPools([ShardAddress.of(store_ks, store_shard, e)],
                                  maxsize=2)
         self._store_key = (store_ks, store_shard)
         self.vschema = build_vschema(
@@ -182,7 +182,7 @@ class Split:
     @asynccontextmanager
     async def _connection(self, shard: str) -> AsyncIterator[ShardConnection]:
         e = self.topology.endpoint(shard) if self.topology is not None else self.cluster.endpoint(KEYSPACE, shard)
-        pools = ShardPools([ShardAddress(KEYSPACE, shard, e.host, e.port, e.user, e.password, e.database)], maxsize=1)
+        pools = ShardPools([ShardAddress.of(KEYSPACE, shard, e)], maxsize=1)
         try:
             async with pools.get(KEYSPACE, shard).connection() as sc:
                 yield sc
