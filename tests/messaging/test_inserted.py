@@ -223,3 +223,29 @@ def test_only_plain_multi_row_inserts_of_literals_are_parsed():
         "insert into t (id) values (1) /* comment */",
     ):
         assert parse_insert(sql) is None, sql
+
+
+def test_string_values_holding_the_row_separators_are_split_only_at_the_rows():
+    # A value may hold what separates values and rows ("," "(" ")" "), ("), a doubled quote or
+    # spaces: a faster splitter must still split at the statement's own separators only.
+    assert parse_insert(
+        "insert into t (id, tenant_id, m) values (1, 7, 'a, b'), (2, 7, 'x), (y'),"
+        " (3, NULL, ' (''q'') '),(4,8,'')"
+    ) == (
+        "t",
+        ["id", "tenant_id", "m"],
+        [
+            ["1", "2", "3", "4"],
+            ["7", "7", "NULL", "8"],
+            ["'a, b'", "'x), (y'", "' (''q'') '", "''"],
+        ],
+    )
+    # Literals whose bytes are not their text (hex, bit, charset-introduced) are never parsed.
+    for sql in (
+        "insert into t (id, m) values (1, X'41')",
+        "insert into t (id, m) values (1, 0x41)",
+        "insert into t (id, m) values (1, b'1')",
+        "insert into t (id, m) values (1, _utf8mb4'a')",
+        "insert into t (id, m) values (1, 'a'), (2, 'b') on duplicate key update m = 'c'",
+    ):
+        assert parse_insert(sql) is None, sql
