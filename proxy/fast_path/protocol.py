@@ -44,7 +44,8 @@ import io
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mysql_mimic.errors import MysqlError
 from mysql_mimic.types import Capabilities
@@ -88,6 +89,7 @@ from proxy.twopc import SINGLE, TWOPC
 if TYPE_CHECKING:
     from proxy.connection import ProxyConnection
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 _COM_QUERY = 0x03
@@ -333,39 +335,21 @@ class ClientFastPath(asyncio.BufferedProtocol):
         this gives 42-47k, and no less proxy CPU per message (5-6 against 6-9 us)."""
         publish, topic = route.publish, route.topic
         assert publish is not None and topic is not None
-        statement = self.connection.process.begin_now(sql)
-        if statement is None:
-            return False
-        self._started = time.perf_counter()
-        session = self.session
-        session.statement_keyword = route.keyword
-        session.route = (route.plan, route.keyspace)
-        links = self.links.get(route.keyspace, route.shard)
-        if links is not None:
-            links.served += 1
-        self._statement, self._route, self._sql, self._binary = statement, route, sql, binary
-        batcher = session.state.topics.batcher(topic[0], topic[1], route.shard)
-        task = statement.start(batcher.publish(publish, route.settings))
-        self._joining = task
-        task.add_done_callback(lambda t: self._published(t, topic))
-        return True
+        batcher = self.session.state.topics.batcher(topic[0], topic[1], route.shard)
+        return self._start_task(
+            route, sql, binary, (route.shard,), lambda: batcher.publish(publish, route.settings),
+            lambda t: self._published(t, topic),
+        )
 
     def _published(self, task: asyncio.Task[tuple[Result, bool]], topic: tuple[str, str]) -> None:
         """A batched direct publish is committed (or failed): its own INSERT's answer."""
-        self._joining = None
-        if task.cancelled():
-            error: BaseException | None = ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled")
-        else:
-            error = task.exception()
+        error = self._task_error(task)
         if error is None:
             res, marked = task.result()
             self.session.wrote(topic[0], TopicWrite(*topic, direct=marked))
             ok = wire.ok_packet(self.connection.capabilities, _status(self.session), affected_rows=res.affected_rows,
                                 insert_id=res.insert_id, warnings=res.warnings, info=res.info)
-            seq = self._binary.next_seq if self._binary is not None else 1  # an OK: alike in both protocols
-            if not self.transport.is_closing():
-                self.transport.write(len(ok).to_bytes(3, "little") + bytes((seq,)) + ok)
-            self._finish(None, 0, False)
+            self._ended_with_ok(ok, self._binary.next_seq if self._binary is not None else 1)  # an OK: alike in both protocols
             return
         if self.transport.is_closing():
             self._finish(None, 0, True, record=False)
@@ -379,6 +363,17 @@ class ClientFastPath(asyncio.BufferedProtocol):
         """Run ``route.several`` in a task (``proxy.fast_path.several``); answered when it ends."""
         if binary is not None:
             return False  # COM_STMT_EXECUTE: the normal path
+        shards = [shard for shard, _ in route.several or ()]
+        session = self.session
+        return self._start_task(route, sql, None, shards, lambda: run_several(session, route, sql), self._ran_several)
+
+    def _start_task(
+        self, route: FastRoute, sql: str, binary: BinaryResult | None, shards: Iterable[str],
+        body: Callable[[], Coroutine[Any, Any, T]], done: Callable[[asyncio.Task[T]], None],
+    ) -> bool:
+        """Run ``body()`` as the statement ``sql`` in a task of its own (``RunningStatement.start``:
+        reached by KILL), ``done`` called when it ends; False: the statement could not begin (the
+        normal path runs it). ``shards`` are counted with their links' statements."""
         statement = self.connection.process.begin_now(sql)
         if statement is None:
             return False
@@ -386,31 +381,38 @@ class ClientFastPath(asyncio.BufferedProtocol):
         session = self.session
         session.statement_keyword = route.keyword
         session.route = (route.plan, route.keyspace)
-        for shard, _ in route.several or ():  # counted with the shard's links' statements
+        for shard in shards:
             links = self.links.get(route.keyspace, shard)
             if links is not None:
                 links.served += 1
-        self._statement, self._route, self._sql, self._binary = statement, route, sql, None
-        task = statement.start(run_several(session, route, sql))
+        self._statement, self._route, self._sql, self._binary = statement, route, sql, binary
+        task = statement.start(body())
         self._joining = task
-        task.add_done_callback(self._ran_several)
+        task.add_done_callback(done)
         return True
+
+    def _task_error(self, task: asyncio.Task[Any]) -> BaseException | None:
+        """A ``_start_task`` task has ended: its error (None: it succeeded)."""
+        self._joining = None
+        if task.cancelled():
+            return ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled")
+        return task.exception()
+
+    def _ended_with_ok(self, ok: bytes, seq: int) -> None:
+        """A ``_start_task`` statement's OK packet (payload ``ok``), and its end."""
+        if not self.transport.is_closing():
+            self.transport.write(len(ok).to_bytes(3, "little") + bytes((seq,)) + ok)
+        self._finish(None, 0, False)
 
     def _ran_several(self, task: asyncio.Task[Summed]) -> None:
         """The statement's shards committed (or all rolled back): its answer, as
         ``ProxyConnection`` writes the normal path's."""
-        self._joining = None
-        if task.cancelled():
-            error: BaseException | None = ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled")
-        else:
-            error = task.exception()
+        error = self._task_error(task)
         if error is None:
             out = task.result()
             ok = wire.ok_packet(self.connection.capabilities, _status(self.session), affected_rows=out.affected_rows,
                                 insert_id=out.insert_id, warnings=out.warnings)
-            if not self.transport.is_closing():
-                self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
-            self._finish(None, 0, False)
+            self._ended_with_ok(ok, 1)
             return
         if self.transport.is_closing():
             self._finish(None, 0, True, record=False)

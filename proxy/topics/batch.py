@@ -128,11 +128,11 @@ class TopicBatcher:
     def _take(self) -> list[_Queued]:
         """The queue's head and every later publish of its settings that fits one packet."""
         settings = self._queue[0].settings
-        budget = direct.MAX_SCRIPT_BYTES // 4 - 4096  # characters: at most 4 bytes each
+        budget = direct.SAFE_SCRIPT_CHARS
         batch: list[_Queued] = []
         rest: list[_Queued] = []
         for q in self._queue:
-            size = len(q.insert.head) + len(q.insert.values) + 70 * q.insert.rows
+            size = q.insert.size
             if q.settings == settings and (not batch or size <= budget):
                 batch.append(q)
                 budget -= size

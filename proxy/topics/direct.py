@@ -61,6 +61,11 @@ from sqltext.lexer import split_top_level
 # A script goes as one COM_QUERY packet (the fast path's links send no more; MariaDB's default
 # max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~70 bytes a row).
 MAX_SCRIPT_BYTES = 0xFFFFFF - 1
+# What the ids add to a row's text at most, and the characters a script surely fits in (each
+# character at most 4 bytes in utf-8, the script's own statements well within 4096): below that,
+# a script goes as one packet without being encoded to count its bytes.
+ID_CHARS_PER_ROW = 70
+SAFE_SCRIPT_CHARS = MAX_SCRIPT_BYTES // 4 - 4096
 RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
 ANSWER = 4  # the INSERT's result: the client's answer
 MARKED = (
@@ -157,6 +162,11 @@ class DirectInsert:
     @property
     def rows(self) -> int:
         return len(self.ends)
+
+    @property
+    def size(self) -> int:
+        """At most this many characters in a script, its rows' ids included."""
+        return len(self.head) + len(self.values) + ID_CHARS_PER_ROW * len(self.ends)
 
     def text(self, offset: int = 0) -> str:
         # Row i's position, @_sg_p + offset + i, with the number a literal in the row: MariaDB
@@ -255,14 +265,10 @@ def fits(script: str) -> bool:
     return len(script) < MAX_SCRIPT_BYTES // 4 or len(script.encode("utf-8")) < MAX_SCRIPT_BYTES
 
 
-def direct_script(
-    sql: str, target_start: int, target_end: int, topic: str
-) -> tuple[str, int] | None:
-    """The multi-statement writing ``sql`` (an INSERT whose target, ``sql[target_start:target_end]``,
-    is the topic's log table) with its ids, and how many rows it publishes; None when it is not
-    rewritten exactly (the deferred path runs it)."""
+def read_direct(sql: str, target_start: int, target_end: int, topic: str) -> DirectInsert | None:
+    """``read_insert``, and None too when the script of this INSERT alone would not go as one
+    packet (the deferred path runs it)."""
     ins = read_insert(sql, target_start, target_end, topic)
-    if ins is None:
+    if ins is None or (ins.size >= SAFE_SCRIPT_CHARS and not fits(publish_script((ins,)))):
         return None
-    script = publish_script((ins,))
-    return (script, ins.rows) if fits(script) else None
+    return ins

@@ -652,14 +652,8 @@ class TopicService:
             # Fewer parentheses than the column list and ``minimum`` rows: fewer rows, for sure
             # (the one-message publish skips the script's ~5 us).
             return None
-        insert = direct.read_insert(routed.sql, target[0], target[1], topic.name)
-        if insert is None or insert.rows < self.settings.direct_min_rows:
-            return None
-        if len(routed.sql) + 70 * insert.rows >= direct.MAX_SCRIPT_BYTES // 4 - 4096 and not direct.fits(
-            direct.publish_script((insert,))
-        ):
-            return None  # one packet at most (the ids add ~70 bytes a row): the deferred path
-        return insert
+        insert = direct.read_direct(routed.sql, target[0], target[1], topic.name)
+        return None if insert is None or insert.rows < self.settings.direct_min_rows else insert
 
     async def _publish_direct(self, session: ProxySession, routed: routing.Routed, insert: direct.DirectInsert) -> Result:
         """A direct publish on the normal path (``proxy.topics.batch``: alone, or with the

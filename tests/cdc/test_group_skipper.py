@@ -22,6 +22,13 @@ async def _reader(shard, **kwargs) -> ShardBinlogReader:
     return reader
 
 
+async def _to_end(reader: ShardBinlogReader, shard) -> tuple[GtidPosition, list[ShardTransaction | ShardHeartbeat]]:
+    """The shard's binlog position now, and what ``reader`` delivers up to its heartbeat there."""
+    end = GtidPosition.parse(await shard.gtid_binlog_pos())
+    items = await _until(reader, lambda got: isinstance(got[-1], ShardHeartbeat) and got[-1].position == end)
+    return end, items
+
+
 async def _until(reader: ShardBinlogReader, done) -> list[ShardTransaction | ShardHeartbeat]:
     items: list[ShardTransaction | ShardHeartbeat] = []
     async with asyncio.timeout(10):
@@ -53,10 +60,7 @@ async def test_an_insert_only_reader_delivers_each_transaction_with_an_insert_an
         )
         await shard.run((f"UPDATE {PROBE_TABLE} SET label = 'z' WHERE id = %s", (a,)))
         await shard.run((f"DELETE FROM {PROBE_TABLE} WHERE id = %s", (c,)))
-        end = GtidPosition.parse(await shard.gtid_binlog_pos())
-        items = await _until(
-            reader, lambda got: isinstance(got[-1], ShardHeartbeat) and got[-1].position == end
-        )
+        end, items = await _to_end(reader, shard)
     finally:
         await reader.close()
     transactions = [i for i in items if isinstance(i, ShardTransaction)]
@@ -127,10 +131,7 @@ async def test_a_reader_skipping_its_own_mark_drops_those_inserts_and_reads_any_
             (f"UPDATE {PROBE_TABLE} SET label = 'x' WHERE id = %s", (plain,)),
             (f"{OWN.decode()} INSERT INTO {PROBE_TABLE} VALUES (%s, 'own', 1, NULL)", (own2,)),
         )
-        end = GtidPosition.parse(await shard.gtid_binlog_pos())
-        items = await _until(
-            reader, lambda got: isinstance(got[-1], ShardHeartbeat) and got[-1].position == end
-        )
+        end, items = await _to_end(reader, shard)
     finally:
         await reader.close()
     transactions = [i for i in items if isinstance(i, ShardTransaction)]

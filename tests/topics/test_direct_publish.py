@@ -273,22 +273,10 @@ async def _rest_pointer_publisher(
         pointer = 700_000 + k
         stored = [f"{tag}-{k}-s".encode()]
         marker = [f"{tag}-{k}-m".encode()]
-        async with http.post(
-            url + "/store",
-            json={
-                "transactionWritePointer": pointer,
-                "messages": [base64.b64encode(m).decode() for m in stored],
-            },
-        ) as r:
-            assert r.status == 200
-        async with http.post(
-            url + "/publish",
-            json={
-                "transactionWritePointer": pointer,
-                "messages": [base64.b64encode(m).decode() for m in marker],
-            },
-        ) as r:
-            assert r.status == 200
+        for action, messages in (("/store", stored), ("/publish", marker)):
+            body = {"transactionWritePointer": pointer, "messages": [base64.b64encode(m).decode() for m in messages]}
+            async with http.post(url + action, json=body) as r:
+                assert r.status == 200
         sent += stored + marker
     return sent
 

@@ -11,7 +11,9 @@ HEAD = "INSERT INTO `_tms_t`"
 
 
 def _script(rest: str) -> tuple[str, int] | None:
-    return direct.direct_script(f"{HEAD} {rest}", len("INSERT INTO "), len(HEAD), "t")
+    """The script of one publisher's INSERT, and its rows; None: the deferred path."""
+    ins = direct.read_direct(f"{HEAD} {rest}", len("INSERT INTO "), len(HEAD), "t")
+    return None if ins is None else (direct.publish_script((ins,)), ins.rows)
 
 
 def test_each_row_gets_the_id_columns_before_its_closing_parenthesis_whatever_its_strings_hold():
@@ -60,7 +62,7 @@ def test_insert_ignore_and_priorities_keep_the_deferred_path():
     for verb in ("INSERT IGNORE INTO", "INSERT LOW_PRIORITY INTO", "INSERT"):
         sql = f"{verb} `_tms_t` (payload) VALUES ('a')"
         start = sql.index("`")
-        assert direct.direct_script(sql, start, start + len("`_tms_t`"), "t") is None, verb
+        assert direct.read_direct(sql, start, start + len("`_tms_t`"), "t") is None, verb
 
 
 def test_a_script_beyond_one_packet_keeps_the_deferred_path():
