@@ -21,7 +21,14 @@ from dataclasses import dataclass
 import aiomysql
 
 from proxy.config import ShardEndpoint
-from tests.benchmarks.harness import cpu_seconds, descendants, local_cluster, machine, proxies
+from tests.benchmarks.harness import (
+    cpu_seconds,
+    cpu_times,
+    descendants,
+    local_cluster,
+    machine,
+    proxies,
+)
 from tests.proxy_process import ProxyProcess
 
 TABLE = "customer_events"
@@ -35,6 +42,17 @@ COMMENT = (
     "vt_cache_size=10000,vt_poller_interval=1"
 )
 NS = 1_000_000_000
+SETTLE_WINDOW_S = 0.2
+SETTLE_IDLE_CPU_S = 0.01  # shard CPU in a window that counts as idle (5% of a core)
+SETTLE_MAX_S = 10.0
+# The shards' SHOW GLOBAL STATUS counters printed per 100 messages for each phase: what the
+# shards execute for the same messages, end to end against raw.
+STATUS = (
+    "Questions", "Com_insert", "Com_update", "Com_select", "Com_delete", "Com_begin", "Com_commit",
+    "Handler_read_key", "Handler_read_next", "Handler_read_rnd_next", "Handler_update", "Handler_write",
+    "Handler_commit", "Innodb_rows_read", "Innodb_rows_updated", "Bytes_received", "Bytes_sent",
+    "Binlog_bytes_written",
+)  # fmt: skip
 
 
 @dataclass
@@ -45,6 +63,9 @@ class Throughput:
     proxy_cpu: float = 0.0  # seconds, the proxy process
     helper_cpu: float = 0.0  # seconds, its child processes (binlog decoders)
     shard_cpu: float = 0.0  # seconds, the two shards' mariadbd processes
+    proxy_sys: float = 0.0  # seconds, the proxy process's part in the kernel (socket calls)
+    client_cpu: float = 0.0  # seconds, this process (the producers and subscribers or workers)
+    status: dict[str, int] | None = None  # the shards' status counters over the run, summed
 
     @property
     def rate(self) -> float:
@@ -69,6 +90,40 @@ async def _prepare(endpoints: dict[str, ShardEndpoint]) -> None:
                 await cur.execute(f"DELETE FROM {TABLE}")
         finally:
             conn.close()
+
+
+async def _status(endpoints: dict[str, ShardEndpoint]) -> dict[str, int]:
+    """The ``STATUS`` counters, summed over the shards."""
+    total = dict.fromkeys(STATUS, 0)
+    for e in endpoints.values():
+        conn = await _connect_shard(e)
+        try:
+            async with conn.cursor() as cur:
+                await cur.execute("SHOW GLOBAL STATUS")
+                for name, value in await cur.fetchall():
+                    if name in total:
+                        total[name] += int(value)
+        finally:
+            conn.close()
+    return total
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in STATUS}
+
+
+async def _settle(shard_pids: list[int]) -> float:
+    """Wait (at most ``SETTLE_MAX_S``) until the shards are idle: InnoDB purges a phase's
+    updates and the next ``_prepare``'s DELETE in the background for up to ~2 s after a 20k
+    run (5 us of shard CPU per message after the raw phase alone), which otherwise ran inside
+    the following phase's window and was charged to it. Returns the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < SETTLE_MAX_S:
+        before = cpu_seconds(*shard_pids)
+        await asyncio.sleep(SETTLE_WINDOW_S)
+        if cpu_seconds(*shard_pids) - before <= SETTLE_IDLE_CPU_S:
+            break
+    return time.perf_counter() - start
 
 
 class Subscriber:
@@ -127,7 +182,8 @@ class Subscriber:
 
 
 async def _end_to_end(
-    proxy: ProxyProcess, messages: int, first_id: int, expect_helpers: int, shard_pids: list[int]
+    proxy: ProxyProcess, endpoints: dict[str, ShardEndpoint], messages: int, first_id: int, expect_helpers: int,
+    shard_pids: list[int],
 ) -> Throughput:
     seen: dict[int, int] = {}
     done = asyncio.Event()
@@ -148,7 +204,9 @@ async def _end_to_end(
         if len(helpers := descendants(pid)) >= expect_helpers:
             break
         await asyncio.sleep(0.1)
+    status_before = await _status(endpoints)
     cpu_before = cpu_seconds(pid), sum(map(cpu_seconds, helpers)), cpu_seconds(*shard_pids)
+    sys_before, client_before = cpu_times(pid)[1], cpu_seconds(os.getpid())
     start = time.perf_counter()
 
     async def produce(worker: int) -> None:
@@ -165,11 +223,15 @@ async def _end_to_end(
     await asyncio.wait_for(done.wait(), timeout=120)
     elapsed = time.perf_counter() - start
     proxy_cpu = cpu_seconds(pid) - cpu_before[0]
+    proxy_sys = cpu_times(pid)[1] - sys_before
+    client_cpu = cpu_seconds(os.getpid()) - client_before
     helper_cpu = sum(map(cpu_seconds, helpers)) - cpu_before[1]
     shard_cpu = cpu_seconds(*shard_pids) - cpu_before[2]
+    status = _delta(status_before, await _status(endpoints))
     for s in subs:
         await s.stop()
-    return Throughput(messages, elapsed, sum(n - 1 for n in seen.values()), proxy_cpu, helper_cpu, shard_cpu)
+    return Throughput(messages, elapsed, sum(n - 1 for n in seen.values()), proxy_cpu, helper_cpu, shard_cpu,
+                      proxy_sys, client_cpu, status)  # fmt: skip
 
 
 async def _raw_ceiling(
@@ -179,7 +241,8 @@ async def _raw_ceiling(
     rows per shard, as the vindex would split them), workers postpone then ack each batch of
     ``BATCH_SIZE`` ids on its shard."""
     queue: asyncio.Queue[tuple[str, list[int]] | None] = asyncio.Queue()
-    shard_before = cpu_seconds(*shard_pids)
+    status_before = await _status(endpoints)
+    shard_before, client_before = cpu_seconds(*shard_pids), cpu_seconds(os.getpid())
     start = time.perf_counter()
 
     async def produce(worker: int) -> None:
@@ -227,7 +290,9 @@ async def _raw_ceiling(
         queue.put_nowait(None)
     handled = sum(await asyncio.gather(*workers))
     elapsed = time.perf_counter() - start
-    return Throughput(handled, elapsed, shard_cpu=cpu_seconds(*shard_pids) - shard_before)
+    shard_cpu, client_cpu = cpu_seconds(*shard_pids) - shard_before, cpu_seconds(os.getpid()) - client_before
+    return Throughput(handled, elapsed, shard_cpu=shard_cpu, client_cpu=client_cpu,
+                      status=_delta(status_before, await _status(endpoints)))  # fmt: skip
 
 
 async def _latency(proxy: ProxyProcess, samples: int, first_id: int) -> tuple[list[float], list[float]]:
@@ -277,16 +342,27 @@ async def _run(
     shard_pids: list[int],
 ) -> None:
     await _prepare(endpoints)
+    settled = [await _settle(shard_pids)]
     raw = await _raw_ceiling(endpoints, messages, 1_000_000, shard_pids)
     await _prepare(endpoints)
-    e2e = await _end_to_end(proxy, messages, 2_000_000, 1 + len(SHARDS) if watch else 0, shard_pids)
+    settled.append(await _settle(shard_pids))
+    e2e = await _end_to_end(proxy, endpoints, messages, 2_000_000, 1 + len(SHARDS) if watch else 0, shard_pids)
     print(f"raw ceiling (direct MariaDB, same writes): {raw.rate:9.0f} msg/s  ({raw.messages} in {raw.seconds:.2f} s)")
     print(f"end to end via proxy, {SUBSCRIBERS} subscribers:   {e2e.rate:9.0f} msg/s  ({e2e.messages} in {e2e.seconds:.2f} s,"
           f" duplicates {e2e.duplicates})  = {100 * e2e.rate / raw.rate:.0f}% of raw")  # fmt: skip
-    print(f"CPU per message: proxy process {1e6 * e2e.proxy_cpu / e2e.messages:.1f} us,"
+    print(f"CPU per message: proxy process {1e6 * e2e.proxy_cpu / e2e.messages:.1f} us"
+          f" ({1e6 * e2e.proxy_sys / e2e.messages:.1f} in the kernel),"
           f" its helper processes (binlog decoders) {1e6 * e2e.helper_cpu / e2e.messages:.1f} us,"
           f" the {len(shard_pids)} shards' mariadbd {1e6 * e2e.shard_cpu / e2e.messages:.1f} us"
-          f" (raw: {1e6 * raw.shard_cpu / raw.messages:.1f} us)")  # fmt: skip
+          f" (raw: {1e6 * raw.shard_cpu / raw.messages:.1f} us),"
+          f" this process's clients {1e6 * e2e.client_cpu / e2e.messages:.1f} us"
+          f" (raw: {1e6 * raw.client_cpu / raw.messages:.1f} us)")  # fmt: skip
+    print(f"shards idle before each phase after {settled[0]:.1f} s (raw), {settled[1]:.1f} s (end to end)")
+    assert raw.status is not None and e2e.status is not None
+    print("shards' status per 100 messages (end to end / raw):")
+    print("  " + ", ".join(
+        f"{k} {100 * e2e.status[k] / e2e.messages:.1f}/{100 * raw.status[k] / raw.messages:.1f}" for k in STATUS
+    ))  # fmt: skip
     await _prepare(endpoints)
     commit, send = await _latency(proxy, samples, 3_000_000)
     print(f"commit-to-receive ({samples} msgs, no backlog): p50 {_pct(commit, 0.5):.2f} ms  p99 {_pct(commit, 0.99):.2f} ms"
