@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from tests.messaging.conftest import FAST, now_ns, run_sql
 
@@ -149,3 +150,47 @@ async def test_row_inserted_without_notify_is_delivered_by_the_poller(tables, su
     await asyncio.sleep(0.1)
     await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1)")
     assert (await s.rows(1, within=1))[0][0] == "1"
+
+
+async def test_backlog_tail_waits_and_goes_out_with_the_next_rows_in_one_batch(tables, service, subscribe, lookup_pool):
+    name = await tables.create()  # vt_batch_size=2
+    s = await subscribe("lookup", name)
+    service.managers[("lookup", "0", name)].tail_hold = 5.0  # what is measured: the batch, not the time
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1), (2), (3)")
+    service.notify("lookup", "0", name)
+    assert [r[0] for r in await s.batch()] == ["1", "2"]
+    await s.nothing_for(0.3)  # message 3, the tail, waits for more rows
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (4)")
+    service.notify("lookup", "0", name)
+    assert [r[0] for r in await s.batch(within=2)] == ["3", "4"]
+
+
+async def test_backlog_tail_goes_out_alone_when_its_hold_ends(tables, service, subscribe, lookup_pool):
+    name = await tables.create()
+    s = await subscribe("lookup", name)
+    service.managers[("lookup", "0", name)].tail_hold = 0.5
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1), (2), (3)")
+    service.notify("lookup", "0", name)
+    await s.batch()
+    first = time.monotonic()
+    assert [r[0] for r in await s.batch(within=3)] == ["3"]
+    assert time.monotonic() - first >= 0.4  # held from before the first batch was handed over
+
+
+async def test_message_without_backlog_is_not_held(tables, service, subscribe, lookup_pool):
+    name = await tables.create()
+    s = await subscribe("lookup", name)
+    service.managers[("lookup", "0", name)].tail_hold = 5.0
+    await asyncio.sleep(0.1)  # the subscriber's initial poll is done
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1)")
+    service.notify("lookup", "0", name)
+    assert [r[0] for r in await s.batch(within=1)] == ["1"]
+
+
+async def test_filtered_subscriber_gets_the_tail_at_once(tables, service, subscribe, lookup_pool):
+    name = await tables.create()
+    s = await subscribe("lookup", name, where="tenant_id = 1")
+    service.managers[("lookup", "0", name)].tail_hold = 5.0
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id, tenant_id) VALUES (1, 1), (2, 1), (3, 1)")
+    service.notify("lookup", "0", name)
+    assert [r[0] for r in await s.rows(3, within=1)] == ["1", "2", "3"]
