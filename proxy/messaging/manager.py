@@ -54,15 +54,16 @@ OWN_COMMIT_MATCH_SECONDS = 1.0
 # reported before it polls, while this proxy is inserting: what a row written around the proxy
 # may then wait more than before.
 OWN_COMMIT_GRACE_SECONDS = 0.01
-# How long the tail of a backlog (fewer than ``vt_batch_size`` messages left after a full batch
-# went out at the same wake-up) waits in the cache for more rows before it goes out as a
-# partial batch. Under a backlog the next commit or poll usually fills it within a
-# millisecond or two; sent at once, each tail was a delivery of its own (576 deliveries of 34.7
-# messages on average for 20k messages in bench_messaging, a third of them 1-15 messages),
-# and the subscribers' acks of 50 then straddled two deliveries, often of two shards: an ack
-# UPDATE more per shard. A message with no backlog before it (nothing sent at that wake-up)
-# never waits.
-TAIL_HOLD_SECONDS = 0.010
+# How long at most the tail of a backlog (fewer than ``vt_batch_size`` messages left after a
+# full batch went out at the same wake-up) waits in the cache for the rows of an own INSERT in
+# flight, to go out with them in a whole batch. Sent at once, each tail was a delivery and a
+# claim of its own (576 deliveries of 34.7 messages on average for 20k messages in
+# bench_messaging, a third of them of 1-15 messages), and the subscribers' acks of 50 then
+# straddled two deliveries, often of two shards: 4.8 claim and ack UPDATEs per 100 messages
+# against raw's 4.0. A fixed 2 ms hold expired between two producers' commits and sent the
+# tails alone (5.3); a fixed 10 ms one did on a loaded machine (4.8). A message with no backlog
+# before it, or with no own INSERT in flight, never waits.
+TAIL_HOLD_SECONDS = 0.020
 
 
 class ShardConn(Protocol):
@@ -113,7 +114,10 @@ class MessageManager:
         *,
         postpone_cap: int = DEFAULT_POSTPONE_CAP,
         clock: Callable[[], int] = time.time_ns,
+        insert_in_flight: Callable[[], bool] = lambda: False,
     ) -> None:
+        """``insert_in_flight``: whether an own INSERT into the table is on its way (a backlog's
+        tail is held for its rows only then)."""
         self.keyspace = keyspace
         self.shard = shard
         self.spec = spec
@@ -133,6 +137,7 @@ class MessageManager:
         # Since when (``time.monotonic()``) a backlog's tail waits to fill a batch; None: none waits.
         self._tail_since: float | None = None
         self.tail_hold = TAIL_HOLD_SECONDS
+        self.insert_in_flight = insert_in_flight
         # When the latest poll started (``time.time()``, the binlog watch's clock).
         self._poll_started_at = 0.0
         # Ids claimed or acked while a poll runs: its snapshot may predate that, and re-caching
@@ -520,17 +525,22 @@ class MessageManager:
 
     def _hold_tail(self, after_full: bool) -> bool:
         """Whether a partial batch waits for more rows: it is a backlog's tail (a full batch
-        went out at this wake-up, or it has been waiting since one did) held for less than
-        ``tail_hold`` seconds. With a filtered receiver (it takes only some messages) never."""
+        went out at this wake-up, or it has been waiting since one did), an own INSERT into the
+        table is in flight, and it has waited less than ``tail_hold`` seconds. With a filtered
+        receiver (it takes only some messages) never."""
         now = time.monotonic()
         if self._tail_since is None:
             if not after_full or any(r.accepts is not None for r in self.receivers):
                 return False
             self._tail_since = now
-        if now - self._tail_since < self.tail_hold:
+        if now - self._tail_since < self.tail_hold and self.insert_in_flight():
             return True
         self._tail_since = None
         return False
+
+    def wake(self) -> None:
+        """Look at the cache again (an own INSERT this manager may hold a tail for ended)."""
+        self._send_wake.set()
 
     def _wake_timeout(self) -> float | None:
         """With the in-flight cap reached, wake when the earliest sent message's ack wait ends;

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -43,6 +45,9 @@ from proxy.messaging.sql import literal
 from proxy.messaging.statement import StreamPredicate, compile_predicate, parse_stream
 
 logger = logging.getLogger(__name__)
+
+# How long an own INSERT counts as in flight at most (``insert_in_flight``).
+INSERT_IN_FLIGHT_SECONDS = 1.0
 
 SHOW_COLUMNS = [
     "Keyspace", "Shard", "Table", "Queued", "InFlight", "Sent", "Acked", "Delayed", "Parked", "Purged",
@@ -123,6 +128,8 @@ class MessagingService:
         self._reload_locks = {ks: asyncio.Lock() for ks in self.shards}
         self._closing: set[asyncio.Task[None]] = set()
         self._subscriptions: set[_Subscription] = set()
+        # Per (keyspace, table): when each own INSERT in flight started (``insert_in_flight``).
+        self._inserts_started: dict[tuple[str, str], deque[float]] = {}
         self._open = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -181,6 +188,7 @@ class MessagingService:
                     manager = MessageManager(
                         keyspace, shard, entry.spec, self.pools.get(keyspace, shard),
                         postpone_cap=self.postpone_cap, clock=self.clock,
+                        insert_in_flight=functools.partial(self.insert_in_flight, keyspace, name),
                     )  # fmt: skip
                     self.managers[key] = manager
                     manager.open()
@@ -204,14 +212,45 @@ class MessagingService:
 
     def own_mark(self, keyspace: str, table: str) -> str:
         """The comment to send before an own INSERT into ``table`` (proxy/messaging/own_mark.py):
-        "" when the table is not a message table or no binlog watch runs (nothing to skip)."""
-        if not self.watch_changes or not self.is_message_table(keyspace, table):
+        "" when the table is not a message table or no binlog watch runs (nothing to skip).
+        Every path asks for it as such an INSERT starts: it is also counted as in flight until
+        it commits (``inserted``) or fails (``in_doubt``), see ``insert_in_flight``."""
+        if not self.is_message_table(keyspace, table):
+            return ""
+        self._inserts_started.setdefault((keyspace, table.lower()), deque()).append(time.monotonic())
+        if not self.watch_changes:
             return ""
         return own_mark.mark(table)
+
+    def insert_in_flight(self, keyspace: str, table: str) -> bool:
+        """Whether an own INSERT into ``table`` started and has not committed or failed yet: more
+        rows are on their way (``MessageManager`` holds a backlog's tail for them). An INSERT
+        counted twice (a fast-path attempt handed to the normal path) or never finished (in an
+        explicit transaction not committed yet) stops counting after ``INSERT_IN_FLIGHT_SECONDS``."""
+        started = self._inserts_started.get((keyspace, table))
+        if not started:
+            return False
+        stale = time.monotonic() - INSERT_IN_FLIGHT_SECONDS
+        while started and started[0] < stale:
+            started.popleft()
+        return bool(started)
+
+    def _insert_ended(self, keyspace: str, table: str) -> None:
+        """An own INSERT into ``table`` committed or failed: no longer in flight; the table's
+        managers, which may hold a tail for its rows, look again."""
+        key = (keyspace, table.lower())
+        started = self._inserts_started.get(key)
+        if started:
+            started.popleft()
+        for shard in self.shards.get(keyspace, []):
+            manager = self.managers.get((keyspace, shard, key[1]))
+            if manager is not None:
+                manager.wake()
 
     def in_doubt(self, keyspace: str, table: str, shards: Iterable[str] = ()) -> None:
         """A marked INSERT into ``table`` failed or its COMMIT's outcome is not known: it may
         have committed rows the watch will not report (they carry our mark), so poll."""
+        self._insert_ended(keyspace, table)
         for shard in tuple(shards) or self.shards.get(keyspace, []):
             manager = self.managers.get((keyspace, shard, table.lower()))
             if manager is not None:
@@ -393,6 +432,7 @@ class MessagingService:
         shard ran (``write.statements``) its managers cache the rows from their values where
         those are known exactly, else they poll (as ``notify``, which also serves a write whose
         statements are not known)."""
+        self._insert_ended(keyspace, write.table)
         if not write.statements:
             for shard in write.shards or (None,):
                 self.notify(keyspace, shard, write.table)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from proxy.messaging.dml import MessageDml
 from tests.messaging.conftest import FAST, now_ns, run_sql
 
 
@@ -152,35 +153,64 @@ async def test_row_inserted_without_notify_is_delivered_by_the_poller(tables, su
     assert (await s.rows(1, within=1))[0][0] == "1"
 
 
-async def test_backlog_tail_waits_and_goes_out_with_the_next_rows_in_one_batch(tables, service, subscribe, lookup_pool):
-    name = await tables.create()  # vt_batch_size=2
+
+async def _held_tail(service, subscribe, lookup_pool, name: str, hold: float):
+    """A subscriber that got messages 1 and 2 of three (vt_batch_size=2) while an own INSERT
+    into the table is in flight: message 3 is a backlog's tail."""
     s = await subscribe("lookup", name)
-    service.managers[("lookup", "0", name)].tail_hold = 5.0  # what is measured: the batch, not the time
+    service.managers[("lookup", "0", name)].tail_hold = hold
+    assert service.own_mark("lookup", name) is not None  # an own INSERT starts
+    assert service.insert_in_flight("lookup", name)
     await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1), (2), (3)")
     service.notify("lookup", "0", name)
     assert [r[0] for r in await s.batch()] == ["1", "2"]
-    await s.nothing_for(0.3)  # message 3, the tail, waits for more rows
-    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (4)")
-    service.notify("lookup", "0", name)
+    return s
+
+
+async def test_backlog_tail_waits_for_the_own_insert_in_flight_and_goes_out_with_its_rows(
+    tables, service, subscribe, lookup_pool
+):
+    name = await tables.create()
+    s = await _held_tail(service, subscribe, lookup_pool, name, hold=5.0)
+    await s.nothing_for(0.3)
+    insert = f"INSERT INTO {name} (id) VALUES (4)"
+    await run_sql(lookup_pool, insert)
+    service.inserted("lookup", MessageDml("insert", "lookup", name, statements=(("0", insert),)))
+    assert not service.insert_in_flight("lookup", name)
     assert [r[0] for r in await s.batch(within=2)] == ["3", "4"]
+
+
+async def test_backlog_tail_goes_out_at_once_when_the_insert_in_flight_fails(
+    tables, service, subscribe, lookup_pool
+):
+    name = await tables.create()
+    s = await _held_tail(service, subscribe, lookup_pool, name, hold=5.0)
+    service.in_doubt("lookup", name, ["0"])
+    assert [r[0] for r in await s.batch(within=1)] == ["3"]
 
 
 async def test_backlog_tail_goes_out_alone_when_its_hold_ends(tables, service, subscribe, lookup_pool):
     name = await tables.create()
-    s = await subscribe("lookup", name)
-    service.managers[("lookup", "0", name)].tail_hold = 0.5
-    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1), (2), (3)")
-    service.notify("lookup", "0", name)
-    await s.batch()
+    s = await _held_tail(service, subscribe, lookup_pool, name, hold=0.5)
     first = time.monotonic()
     assert [r[0] for r in await s.batch(within=3)] == ["3"]
     assert time.monotonic() - first >= 0.4  # held from before the first batch was handed over
+
+
+async def test_backlog_tail_without_an_insert_in_flight_is_not_held(tables, service, subscribe, lookup_pool):
+    name = await tables.create()
+    s = await subscribe("lookup", name)
+    service.managers[("lookup", "0", name)].tail_hold = 5.0
+    await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1), (2), (3)")
+    service.notify("lookup", "0", name)
+    assert [r[0] for r in await s.rows(3, within=1)] == ["1", "2", "3"]
 
 
 async def test_message_without_backlog_is_not_held(tables, service, subscribe, lookup_pool):
     name = await tables.create()
     s = await subscribe("lookup", name)
     service.managers[("lookup", "0", name)].tail_hold = 5.0
+    service.own_mark("lookup", name)
     await asyncio.sleep(0.1)  # the subscriber's initial poll is done
     await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1)")
     service.notify("lookup", "0", name)
@@ -191,6 +221,7 @@ async def test_filtered_subscriber_gets_the_tail_at_once(tables, service, subscr
     name = await tables.create()
     s = await subscribe("lookup", name, where="tenant_id = 1")
     service.managers[("lookup", "0", name)].tail_hold = 5.0
+    service.own_mark("lookup", name)
     await run_sql(lookup_pool, f"INSERT INTO {name} (id, tenant_id) VALUES (1, 1), (2, 1), (3, 1)")
     service.notify("lookup", "0", name)
     assert [r[0] for r in await s.rows(3, within=1)] == ["1", "2", "3"]
