@@ -217,7 +217,13 @@ class MessagingService:
         it commits (``inserted``) or fails (``in_doubt``), see ``insert_in_flight``."""
         if not self.is_message_table(keyspace, table):
             return ""
-        self._inserts_started.setdefault((keyspace, table.lower()), deque()).append(time.monotonic())
+        started = self._inserts_started.setdefault((keyspace, table.lower()), deque())
+        now = time.monotonic()
+        # Starts never ended (a transaction rolled back) are dropped here too, not only when a
+        # manager asks: the queue stays bounded whether or not the table has subscribers.
+        while started and started[0] < now - INSERT_IN_FLIGHT_SECONDS:
+            started.popleft()
+        started.append(now)
         if not self.watch_changes:
             return ""
         return own_mark.mark(table)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from proxy.messaging import service as service_module
 from proxy.messaging.dml import MessageDml
 from tests.messaging.conftest import FAST, now_ns, run_sql
 
@@ -225,3 +226,14 @@ async def test_filtered_subscriber_gets_the_tail_at_once(tables, service, subscr
     await run_sql(lookup_pool, f"INSERT INTO {name} (id, tenant_id) VALUES (1, 1), (2, 1), (3, 1)")
     service.notify("lookup", "0", name)
     assert [r[0] for r in await s.rows(3, within=1)] == ["1", "2", "3"]
+
+
+async def test_an_own_insert_never_ended_stops_counting_as_in_flight(tables, service, monkeypatch):
+    monkeypatch.setattr(service_module, "INSERT_IN_FLIGHT_SECONDS", 0.2)
+    name = await tables.create()
+    await service.reload("lookup")  # the service knows the new message table
+    service.own_mark("lookup", name)  # an INSERT in a transaction that is then rolled back
+    assert service.insert_in_flight("lookup", name)
+    await asyncio.sleep(0.3)
+    assert not service.insert_in_flight("lookup", name)
+    assert not service.insert_in_flight("lookup", "not_a_message_table")
