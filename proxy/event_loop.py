@@ -2,14 +2,13 @@
 uvloop by default, asyncio's own with ``SHARDGATE_EVENT_LOOP=asyncio``.
 
 Why uvloop: it runs the loop's per-iteration work (epoll, ready callbacks, socket reads,
-writes gathered to the end of the iteration) in C. The fast path (``proxy.fast_path``)
+writes gathered to the end of the iteration) in C, and the fast path (``proxy.fast_path``)
 serves on its transports (it asks them for ``set_protocol`` rather than for
-``asyncio.Transport``), and so a point select costs less proxy CPU on it: 8-15% with one
-worker and with two (``python -m tests.benchmarks workers``, 8 clients, shared 2-core VM,
-alternating rounds: one worker 70.1, 70.6 -> 61.8, 62.8 µs; two pinned workers 79.6,
-87.4 -> 68.7, 73.6 µs); BENCHMARKS.md, "uvloop — the default event loop", has the
-same-window A/B over the proxy, workers, messaging and topics benchmarks that made it the
-default.
+``asyncio.Transport``). Measured same-window, alternating (BENCHMARKS.md, "uvloop — the
+serving processes' default event loop"; 8 clients, shared 2-core VM): two pinned workers
+cost 6-19% less proxy CPU per point select (means 79.3 against 89.3 µs) and 7-12% less per
+INSERT; one worker the same within the noise (16% less under load); the messaging and
+topics benchmarks no worse.
 
 asyncio stays selectable (``SHARDGATE_EVENT_LOOP=asyncio``): the fallback should a uvloop
 release misbehave, and the loop taken, with one warning, where uvloop is not installed

@@ -11,9 +11,9 @@ only where the proxy's answer differs: the EOF status flags, an ERR naming the s
 Anything else (a statement that does not qualify, another command, pipelined data
 behind it) is handed to the StreamReaderProtocol untouched, and mysql-mimic's command
 loop (``ProxyConnection.command_phase``) runs it as it always did; the fast path takes
-the connection back once that loop has finished the command and has nothing buffered
-(``command_done``). So a connection's commands are answered in order, whichever path
-runs each.
+the connection back once that loop has finished the command, with whatever the loop's
+reader holds unread (``command_done``). So a connection's commands are answered in order,
+whichever path runs each.
 
 Explicit transactions too (``BEGIN; INSERT ...; COMMIT``, ``autocommit=0``): BEGIN, COMMIT and
 ROLLBACK answered here, the transaction's qualifying statements sent on its own shard
