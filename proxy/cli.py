@@ -57,12 +57,15 @@ async def _run_until_signal(main: Any) -> None:
 
 def _serve_loop(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run a serving process's ``main()`` on the event loop ``proxy.event_loop`` picks."""
-    from proxy.event_loop import EventLoopError, loop_factory, run
+    from proxy.event_loop import EVENT_LOOP_ENV, EventLoopError, loop_factory, run
 
     try:
         factory = loop_factory()
     except EventLoopError as e:
         raise CliError(str(e)) from e
+    # The processes this one starts (``--workers``) run on the loop it runs on: one decision
+    # (and one fallback warning) for the group.
+    os.environ[EVENT_LOOP_ENV] = "asyncio" if factory is None else "uvloop"
     run(main(), factory)
 
 

@@ -1,17 +1,19 @@
 """The event loop a serving process (``up``, ``serve``, a ``--workers`` worker) runs on:
-asyncio's own, or uvloop with ``SHARDGATE_EVENT_LOOP=uvloop``.
+uvloop by default, asyncio's own with ``SHARDGATE_EVENT_LOOP=asyncio``.
 
-Why a choice: uvloop runs the loop's per-iteration work (epoll, ready callbacks, socket
-reads, writes gathered to the end of the iteration) in C. With the fast path serving
-on it, a point select cost 8-15% less proxy CPU with one worker and with two
-(``python -m tests.benchmarks workers``, 8 clients, shared 2-core VM, alternating rounds:
-one worker 70.1, 70.6 -> 61.8, 62.8 µs; two pinned workers 79.6, 87.4 -> 68.7, 73.6 µs).
+Why uvloop: it runs the loop's per-iteration work (epoll, ready callbacks, socket reads,
+writes gathered to the end of the iteration) in C, and the fast path (``proxy.fast_path``)
+serves on its transports (it asks them for ``set_protocol`` rather than for
+``asyncio.Transport``). Measured same-window, alternating (BENCHMARKS.md, "uvloop — the
+serving processes' default event loop"; 8 clients, shared 2-core VM): two pinned workers
+cost 6-19% less proxy CPU per point select (means 79.3 against 89.3 µs) and 7-12% less per
+INSERT; one worker the same within the noise (16% less under load); the messaging and
+topics benchmarks no worse.
 
-Why not the default: the fast path (``proxy.fast_path``) takes only asyncio's own
-transports (``isinstance(transport, asyncio.Transport)``; uvloop's do not derive from
-it), so on uvloop every statement takes the normal path: 141-153 µs per point select
-instead of 58-68 µs in the same runs. Until the fast path accepts uvloop's transports,
-asyncio stays the default and uvloop is the operator's explicit choice.
+asyncio stays selectable (``SHARDGATE_EVENT_LOOP=asyncio``): the fallback should a uvloop
+release misbehave, and the loop taken, with one warning, where uvloop is not installed
+(it is a dependency, but it builds for POSIX only). Asking for uvloop by name where it is
+missing is refused instead: an operator who names it means it.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ from typing import Any, TypeVar
 uvloop: ModuleType | None
 try:
     import uvloop
-except ImportError:  # an optional dependency (pip install shardgate[uvloop])
+except ImportError:  # not built for this platform, or removed by hand: asyncio then
     uvloop = None
 
 logger = logging.getLogger(__name__)
 
 EVENT_LOOP_ENV = "SHARDGATE_EVENT_LOOP"
 LOOPS = ("asyncio", "uvloop")
-DEFAULT_LOOP = "asyncio"
+DEFAULT_LOOP = "uvloop"
 
 T = TypeVar("T")
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
@@ -44,15 +46,22 @@ class EventLoopError(Exception):
 
 
 def loop_factory(choice: str | None = None) -> LoopFactory | None:
-    """The factory of the loop ``choice`` (else ``SHARDGATE_EVENT_LOOP``, else asyncio)
-    names; None: asyncio's own."""
-    name = (os.environ.get(EVENT_LOOP_ENV, "") if choice is None else choice).strip().lower() or DEFAULT_LOOP
+    """The factory of the loop ``choice`` (else ``SHARDGATE_EVENT_LOOP``, else
+    ``DEFAULT_LOOP``) names; None: asyncio's own."""
+    named = (os.environ.get(EVENT_LOOP_ENV, "") if choice is None else choice).strip().lower()
+    name = named or DEFAULT_LOOP
     if name not in LOOPS:
         raise EventLoopError(f"{EVENT_LOOP_ENV}={name!r}: expected one of {', '.join(LOOPS)}")
     if name == "asyncio":
         return None
     if uvloop is None:
-        raise EventLoopError(f"{EVENT_LOOP_ENV}=uvloop, but uvloop is not installed (pip install uvloop)")
+        if named:
+            raise EventLoopError(f"{EVENT_LOOP_ENV}=uvloop, but uvloop is not installed (pip install uvloop)")
+        logger.warning(
+            "uvloop is not installed; running on asyncio's event loop",
+            extra={"default": DEFAULT_LOOP, "fallback": "asyncio"},
+        )
+        return None
     factory: LoopFactory = uvloop.new_event_loop
     return factory
 

@@ -76,6 +76,18 @@ def buffered_input(reader: asyncio.StreamReader) -> bytearray:
     return buffer
 
 
+def take_buffered_input(reader: asyncio.StreamReader) -> bytes:
+    """The bytes ``reader`` holds unread, taken out of it (b"": none, or not to be taken: the
+    reader paused its transport, which only its own reads resume, or saw the end of file,
+    which its reader must see)."""
+    buffer = buffered_input(reader)
+    if not buffer or reader._paused or saw_eof(reader):  # type: ignore[attr-defined]
+        return b""
+    data = bytes(buffer)
+    buffer.clear()
+    return data
+
+
 def saw_eof(reader: asyncio.StreamReader) -> bool:
     """Whether the peer's end of file has arrived, even with unread bytes before it
     (``at_eof`` is true only once those are read)."""
@@ -85,5 +97,5 @@ def saw_eof(reader: asyncio.StreamReader) -> bool:
 
 __all__ = [
     "MYSQL_MIMIC_CHECKED", "MimicConnection", "MimicServer", "buffered_input", "replace_write_buffer",
-    "saw_eof", "write_buffer",
+    "saw_eof", "take_buffered_input", "write_buffer",
 ]

@@ -21,6 +21,7 @@ import signal
 import socket
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import cast
 
 from proxy.cdc.binlog_decoder import (
     ALL_ROW_OPS,
@@ -58,8 +59,9 @@ class _FrameReceiver(asyncio.Protocol):
         self._waiters: list[asyncio.Future[None]] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # Not asserted to be an asyncio.Transport: uvloop's transports are not subclasses of it
+        # (the assertion failed every decoder connection of a proxy on uvloop).
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer

@@ -11,9 +11,9 @@ only where the proxy's answer differs: the EOF status flags, an ERR naming the s
 Anything else (a statement that does not qualify, another command, pipelined data
 behind it) is handed to the StreamReaderProtocol untouched, and mysql-mimic's command
 loop (``ProxyConnection.command_phase``) runs it as it always did; the fast path takes
-the connection back once that loop has finished the command and has nothing buffered
-(``command_done``). So a connection's commands are answered in order, whichever path
-runs each.
+the connection back once that loop has finished the command, with whatever the loop's
+reader holds unread (``command_done``). So a connection's commands are answered in order,
+whichever path runs each.
 
 Explicit transactions too (``BEGIN; INSERT ...; COMMIT``, ``autocommit=0``): BEGIN, COMMIT and
 ROLLBACK answered here, the transaction's qualifying statements sent on its own shard
@@ -66,7 +66,7 @@ from proxy.fast_path.shard_link import (
     lenenc,
 )
 from proxy.messaging.dml import MessageDml
-from proxy.mysql_mimic_internals import buffered_input
+from proxy.mysql_mimic_internals import buffered_input, take_buffered_input
 from proxy.observability.metrics import (
     record_commit,
     record_error,
@@ -242,10 +242,24 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self.inner.data_received(data)
 
     def command_done(self) -> None:
-        """The command loop finished a command: the fast path takes the connection back
-        unless the next command is already waiting in the loop's reader."""
-        if self.slow and not buffered_input(self.connection.stream.reader) and not self.transport.is_closing():
-            self.slow = False
+        """The command loop finished a command: the fast path takes the connection back,
+        with the commands already waiting in the loop's reader (served here, or handed back
+        to the loop in order by ``_serve``)."""
+        if not self.slow or self.transport.is_closing():
+            return
+        reader = self.connection.stream.reader
+        waiting = take_buffered_input(reader)
+        if not waiting and buffered_input(reader):
+            return  # not to be taken (a paused reader, an end of file): the loop reads on
+        self.slow = False
+        if waiting:
+            # A client's next command often arrives before the loop's answer has unwound to
+            # here (the loop's statement ends in a task, and uvloop sends at the end of the
+            # iteration): left to the loop, every such command took the normal path. Measured
+            # (a two-shard SELECT then a point select, x200, one client, links warm): 90 of 200
+            # point selects on the fast path on uvloop and 200 on asyncio before, 200 on both now.
+            self._buf += waiting
+            self._serve()
 
     def _start_query(self, payload: bytes) -> bool:
         """Send a qualifying statement to its shard; False: the command loop must run it."""
