@@ -11,8 +11,9 @@ the raw ceiling: BENCHMARKS.md, "topicdirect")::
     BEGIN;
     SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM _tms_topics
       WHERE name = 'topic' AND generation > 0 FOR UPDATE;     -- the mark, locked to COMMIT
-    SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position> INTO @_sg_ms, @_sg_p;
-    INSERT INTO _tms_topic (cols, seq, publish_time) VALUES (..., <seq of row i>, <ms of row i>), ...;
+    SELECT <first id's ms>, <its position> INTO @_sg_ms, @_sg_p;    -- both NULL if committed rows wait for a pass
+    INSERT INTO _tms_topic (cols, seq, publish_time) VALUES
+      (..., IFNULL(<seq of row i>, DEFAULT(seq)), IFNULL(<ms of row i>, DEFAULT(publish_time))), ...;
     UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = messages + n,
       bytes = bytes + (SELECT SUM(payload_bytes) FROM _tms_topic WHERE message_id BETWEEN <first> AND <last>)
       WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
@@ -27,8 +28,9 @@ the mark moves to the last row's id, all from the row locked. That lock is held 
 direct publishes and sequencer passes (``ShardTopicStore.sequence``) of every proxy take ids one
 at a time, each after the mark the previous one committed: see ``proxy.topics.sequencer`` for
 why that is commit order with no late arrivals. When committed rows still wait for a pass (a
-client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL; the
-mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
+client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL: the
+rows take their columns' defaults, as a deferred INSERT's rows do: 0 / -1 on the current layout,
+NULL on the older one; the mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
 (by insert order) rather than before: the sender then wakes the sequencer as for any deferred
 write. The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
 them), read back in the mark's UPDATE over ``message_id`` from the first id to the last, both
@@ -59,12 +61,12 @@ from proxy.topics.schema import NOW_MS, message_id_sql, sql_string
 from sqltext.lexer import split_top_level
 
 # A script goes as one COM_QUERY packet (the fast path's links send no more; MariaDB's default
-# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~70 bytes a row).
+# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~110 bytes a row).
 MAX_SCRIPT_BYTES = 0xFFFFFF - 1
 # What the ids add to a row's text at most, and the characters a script surely fits in (each
 # character at most 4 bytes in utf-8, the script's own statements well within 4096): below that,
 # a script goes as one packet without being encoded to count its bytes.
-ID_CHARS_PER_ROW = 70
+ID_CHARS_PER_ROW = 130
 SAFE_SCRIPT_CHARS = MAX_SCRIPT_BYTES // 4 - 4096
 RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
 ANSWER = 4  # the INSERT's result: the client's answer
@@ -130,8 +132,13 @@ def _column_names(inner: str) -> list[str] | None:
 
 
 def _row_ids(i: int) -> str:
-    """What row ``i`` of a direct publish gets before its closing parenthesis: its seq and publish_time."""
-    return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+    """What row ``i`` of a direct publish gets before its closing parenthesis: its seq and
+    publish_time, or the columns' defaults when the rows wait for a pass (``@_sg_ms`` and
+    ``@_sg_p`` NULL): 0 / -1 on the current layout, so the pass updates the row in place
+    (``proxy.topics.schema``), NULL on logs laid out before it. ``DEFAULT(col)`` reads the
+    table the row goes to, so a log's layout needs no other knowing: a log replaced under a
+    running proxy (tests/topics/test_log_layout.py) is written as it is now."""
+    return f", IFNULL((@_sg_p + {i}) MOD 65536, DEFAULT(seq)), IFNULL(@_sg_ms + (@_sg_p + {i}) DIV 65536, DEFAULT(publish_time))"
 
 
 # Rows 0..1023's texts, made once (~70 KB): formatting them per publish (five pieces a row, or an
@@ -250,7 +257,9 @@ def publish_script(inserts: Sequence[DirectInsert]) -> str:
         f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
         f" AND generation > 0 FOR UPDATE;"
         # A consistent read, taken after the lock: every writer before this one has committed.
-        f"SELECT {ms}, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0) INTO @_sg_ms, @_sg_p;",
+        # Both NULL when the rows wait for a pass: they then take their columns' defaults.
+        f"SELECT ms, IF(ms IS NULL, NULL, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0)) INTO @_sg_ms, @_sg_p"
+        f" FROM (SELECT {ms} AS ms) d;",
         *body,
         # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
         f"UPDATE {META_TABLE} SET last_ms = @_sg_ms + (@_sg_p + {last}) DIV 65536, last_seq = (@_sg_p + {last}) MOD 65536,"

@@ -28,7 +28,8 @@ def test_each_row_gets_the_id_columns_before_its_closing_parenthesis_whatever_it
     insert = statements[direct.ANSWER]
 
     def ids(i: int) -> str:  # row i's position as a literal: no row reads another's assignment
-        return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+        return (f", IFNULL((@_sg_p + {i}) MOD 65536, DEFAULT(seq)),"
+                f" IFNULL(@_sg_ms + (@_sg_p + {i}) DIV 65536, DEFAULT(publish_time))")
 
     assert insert == (
         f"{HEAD} (payload, n, seq, publish_time) VALUES ('a)(b''c', 1{ids(0)}),"
@@ -89,7 +90,8 @@ def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positio
     assert len(statements) == direct.results(3) == direct.RESULTS + 2
 
     def ids(i: int) -> str:
-        return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+        return (f", IFNULL((@_sg_p + {i}) MOD 65536, DEFAULT(seq)),"
+                f" IFNULL(@_sg_ms + (@_sg_p + {i}) DIV 65536, DEFAULT(publish_time))")
 
     assert statements[direct.ANSWER : direct.ANSWER + 3] == [
         f"{HEAD} (payload, seq, publish_time) VALUES ('a'{ids(0)}), ('b'{ids(1)})",
