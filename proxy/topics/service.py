@@ -388,13 +388,16 @@ class TopicService:
     # -- publish / poll (REST, client) ----------------------------------------------------------
     async def publish(self, keyspace: str, name: str, payloads: Sequence[bytes]) -> int:
         """Non-transactional publish: durable when this returns; with its ids (a direct publish)
-        from ``topics.direct_min_rows`` messages on, else at the pass it wakes."""
+        from ``topics.direct_min_rows`` messages on, else (and when the direct publish's script
+        would not go as one packet) at the pass it wakes."""
         info = await self.topic_info(keyspace, name)
         store = self.stores[(info.keyspace, info.shard)]
         marked = False
+        insert = None
         if payloads and len(payloads) >= self.settings.direct_min_rows:
-            res, marked = await self.batcher(info.keyspace, info.name, info.shard).publish(
-                store.direct_insert(info.name, payloads), ())
+            insert = store.direct_insert(info.name, payloads)
+        if insert is not None:
+            res, marked = await self.batcher(info.keyspace, info.name, info.shard).publish(insert, ())
             count = res.affected_rows
         else:
             count = await store.insert(info.name, payloads)
