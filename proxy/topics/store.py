@@ -129,7 +129,7 @@ def payload_statements(name: str, payloads: Sequence[bytes], columns: str, rest:
     for p in payloads:
         row = f"({bytes_literal(p)}{rest})"  # ASCII: characters are bytes
         if len(row) > room:
-            raise MessageTooLarge(len(p), (room - len(rest) - 5) // 2)
+            raise MessageTooLarge(len(p), (room - len(rest) - 4) // 2)  # ( X' hex ' rest )
         if rows and size + 1 + len(row) > room:
             statements.append(head + ",".join(rows))
             rows, size = [], 0
