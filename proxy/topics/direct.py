@@ -11,9 +11,10 @@ the raw ceiling: BENCHMARKS.md, "topicdirect")::
     BEGIN;
     SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM _tms_topics
       WHERE name = 'topic' AND generation > 0 FOR UPDATE;     -- the mark, locked to COMMIT
-    SELECT <first id's ms>, <its position> INTO @_sg_ms, @_sg_p;    -- both NULL if committed rows wait for a pass
-    INSERT INTO _tms_topic (cols, seq, publish_time) VALUES
-      (..., IFNULL(<seq of row i>, DEFAULT(seq)), IFNULL(<ms of row i>, DEFAULT(publish_time))), ...;
+    SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position> INTO @_sg_ms, @_sg_p;
+    INSERT INTO _tms_topic (cols, seq, publish_time) VALUES (..., <seq of row i>, <ms of row i>), ...;
+    UPDATE _tms_topic SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)
+      WHERE @_sg_ms IS NULL AND _pk BETWEEN LAST_INSERT_ID() AND LAST_INSERT_ID() + n - 1 AND publish_time IS NULL;
     UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = messages + n,
       bytes = bytes + (SELECT SUM(payload_bytes) FROM _tms_topic WHERE message_id BETWEEN <first> AND <last>)
       WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
@@ -28,11 +29,20 @@ the mark moves to the last row's id, all from the row locked. That lock is held 
 direct publishes and sequencer passes (``ShardTopicStore.sequence``) of every proxy take ids one
 at a time, each after the mark the previous one committed: see ``proxy.topics.sequencer`` for
 why that is commit order with no late arrivals. When committed rows still wait for a pass (a
-client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL: the
-rows take their columns' defaults, as a deferred INSERT's rows do: 0 / -1 on the current layout,
-NULL on the older one; the mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
+client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL, so
+``publish_time`` is; the mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
 (by insert order) rather than before: the sender then wakes the sequencer as for any deferred
-write. The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
+write. Such rows then take the log's own defaults, as a deferred INSERT's rows do (the UPDATE after
+each INSERT, by its rows' keys): 0 / -1 on the current layout, so the pass updates them in place
+(``proxy.topics.schema``), NULL (unchanged) on logs laid out before it. ``DEFAULT(col)`` reads the
+table written, so a log's layout needs no tracking (a log replaced under a running proxy,
+tests/topics/test_log_layout.py, is written as it is now). Written so, not per row: an
+``IFNULL(<id>, DEFAULT(col))`` in each row cost the shard ~3 us a message more on every direct
+publish (100-row scripts: ~2,000-2,250 against ~1,750-1,900 us), the UPDATE nothing measurable
+when the rows take ids (BENCHMARKS.md, "topicfix"). Its key range assumes a multi-row INSERT's
+keys are consecutive (``innodb_autoinc_lock_mode`` 0 or 1, MariaDB's default 1); ``publish_time IS
+NULL`` keeps it to rows waiting for a pass whatever the range holds (a row has a NULL
+``publish_time`` only then, on either layout). The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
 them), read back in the mark's UPDATE over ``message_id`` from the first id to the last, both
 computed from ``@_sg_ms``/``@_sg_p`` as the generated column computes them: the mark's lock
 makes that range exactly this publish's rows. That read locks the range (next-key locks of a
@@ -61,17 +71,18 @@ from proxy.topics.schema import NOW_MS, message_id_sql, sql_string
 from sqltext.lexer import split_top_level
 
 # A script goes as one COM_QUERY packet (the fast path's links send no more; MariaDB's default
-# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~110 bytes a row).
+# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~70 bytes a row).
 MAX_SCRIPT_BYTES = 0xFFFFFF - 1
 # What the ids add to a row's text at most, and the characters a script surely fits in (each
 # character at most 4 bytes in utf-8, the script's own statements well within 4096): below that,
 # a script goes as one packet without being encoded to count its bytes.
-ID_CHARS_PER_ROW = 130
+ID_CHARS_PER_ROW = 70
+UPDATE_CHARS = 200  # the defaults' UPDATE after each INSERT, but the log's name
 SAFE_SCRIPT_CHARS = MAX_SCRIPT_BYTES // 4 - 4096
-RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
+RESULTS = 8  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, its defaults' UPDATE, UPDATE, COMMIT
 ANSWER = 4  # the INSERT's result: the client's answer
 MARKED = (
-    5  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
+    6  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
 )
 
 _PLAIN_INSERT = re.compile(r"^\s*insert\s+into\s+$", re.I)
@@ -132,13 +143,8 @@ def _column_names(inner: str) -> list[str] | None:
 
 
 def _row_ids(i: int) -> str:
-    """What row ``i`` of a direct publish gets before its closing parenthesis: its seq and
-    publish_time, or the columns' defaults when the rows wait for a pass (``@_sg_ms`` and
-    ``@_sg_p`` NULL): 0 / -1 on the current layout, so the pass updates the row in place
-    (``proxy.topics.schema``), NULL on logs laid out before it. ``DEFAULT(col)`` reads the
-    table the row goes to, so a log's layout needs no other knowing: a log replaced under a
-    running proxy (tests/topics/test_log_layout.py) is written as it is now."""
-    return f", IFNULL((@_sg_p + {i}) MOD 65536, DEFAULT(seq)), IFNULL(@_sg_ms + (@_sg_p + {i}) DIV 65536, DEFAULT(publish_time))"
+    """What row ``i`` of a direct publish gets before its closing parenthesis: its seq and publish_time."""
+    return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
 
 
 # Rows 0..1023's texts, made once (~70 KB): formatting them per publish (five pieces a row, or an
@@ -172,8 +178,8 @@ class DirectInsert:
 
     @property
     def size(self) -> int:
-        """At most this many characters in a script, its rows' ids included."""
-        return len(self.head) + len(self.values) + ID_CHARS_PER_ROW * len(self.ends)
+        """At most this many characters in a script, its rows' ids and its defaults' UPDATE included."""
+        return len(self.head) + len(self.values) + ID_CHARS_PER_ROW * len(self.ends) + len(self.quoted_log) + UPDATE_CHARS
 
     def text(self, offset: int = 0) -> str:
         # Row i's position, @_sg_p + offset + i, with the number a literal in the row: MariaDB
@@ -225,13 +231,18 @@ def read_insert(sql: str, target_start: int, target_end: int, topic: str) -> Dir
 
 def results(publishers: int) -> int:
     """How many OKs a script of ``publishers`` INSERTs answers (``RESULTS`` for one)."""
-    return RESULTS - 1 + publishers
+    return RESULTS - 2 + 2 * publishers
+
+
+def answer_at(publisher: int) -> int:
+    """Publisher ``publisher``'s OK in a script (its INSERT's result; ``ANSWER`` for the first):
+    each INSERT is followed by its defaults' UPDATE."""
+    return ANSWER + 2 * publisher
 
 
 def marked_at(publishers: int) -> int:
-    """The mark UPDATE's result in a script of ``publishers`` INSERTs (``MARKED`` for one);
-    publisher ``j``'s OK is result ``ANSWER + j``."""
-    return MARKED - 1 + publishers
+    """The mark UPDATE's result in a script of ``publishers`` INSERTs (``MARKED`` for one)."""
+    return MARKED - 2 + 2 * publishers
 
 
 def publish_script(inserts: Sequence[DirectInsert]) -> str:
@@ -244,7 +255,11 @@ def publish_script(inserts: Sequence[DirectInsert]) -> str:
     body: list[str] = []
     offset = 0
     for ins in inserts:
-        body += (ins.text(offset), ";")
+        # Rows waiting for a pass take the log's defaults (a no-op, "Impossible WHERE", when
+        # they took ids: @_sg_ms is a constant to the optimizer).
+        body += (ins.text(offset), f";UPDATE {quoted_log} SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)"
+                 f" WHERE @_sg_ms IS NULL AND _pk BETWEEN LAST_INSERT_ID() AND LAST_INSERT_ID() + {ins.rows - 1}"
+                 " AND publish_time IS NULL;")
         offset += ins.rows
     last = offset - 1
     # Ids only when no committed row waits for a pass (read after the mark is locked): a row that
@@ -257,9 +272,7 @@ def publish_script(inserts: Sequence[DirectInsert]) -> str:
         f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
         f" AND generation > 0 FOR UPDATE;"
         # A consistent read, taken after the lock: every writer before this one has committed.
-        # Both NULL when the rows wait for a pass: they then take their columns' defaults.
-        f"SELECT ms, IF(ms IS NULL, NULL, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0)) INTO @_sg_ms, @_sg_p"
-        f" FROM (SELECT {ms} AS ms) d;",
+        f"SELECT {ms}, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0) INTO @_sg_ms, @_sg_p;",
         *body,
         # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
         f"UPDATE {META_TABLE} SET last_ms = @_sg_ms + (@_sg_p + {last}) DIV 65536, last_seq = (@_sg_p + {last}) MOD 65536,"

@@ -112,7 +112,8 @@ async def execute_direct(sc: ShardConnection, script: str, publishers: int = 1) 
         sc.broken = True
         raise ProxyError(CR_MALFORMED_PACKET, f"Malformed packet: {len(results)} answers to a topic publish of"
                          f" {expected} statements", "HY000")
-    return results[direct.ANSWER : direct.ANSWER + publishers], results[direct.marked_at(publishers)].affected_rows > 0
+    answers = [results[direct.answer_at(j)] for j in range(publishers)]
+    return answers, results[direct.marked_at(publishers)].affected_rows > 0
 
 
 def payload_statements(name: str, payloads: Sequence[bytes], columns: str, rest: str) -> list[str]:
