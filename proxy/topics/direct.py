@@ -13,8 +13,6 @@ the raw ceiling: BENCHMARKS.md, "topicdirect")::
       WHERE name = 'topic' AND generation > 0 FOR UPDATE;     -- the mark, locked to COMMIT
     SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position> INTO @_sg_ms, @_sg_p;
     INSERT INTO _tms_topic (cols, seq, publish_time) VALUES (..., <seq of row i>, <ms of row i>), ...;
-    UPDATE _tms_topic SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)
-      WHERE @_sg_ms IS NULL AND _pk BETWEEN LAST_INSERT_ID() AND LAST_INSERT_ID() + n - 1 AND publish_time IS NULL;
     UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = messages + n,
       bytes = bytes + (SELECT SUM(payload_bytes) FROM _tms_topic WHERE message_id BETWEEN <first> AND <last>)
       WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
@@ -32,17 +30,16 @@ why that is commit order with no late arrivals. When committed rows still wait f
 client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL, so
 ``publish_time`` is; the mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
 (by insert order) rather than before: the sender then wakes the sequencer as for any deferred
-write. Such rows then take the log's own defaults, as a deferred INSERT's rows do (the UPDATE after
-each INSERT, by its rows' keys): 0 / -1 on the current layout, so the pass updates them in place
-(``proxy.topics.schema``), NULL (unchanged) on logs laid out before it. ``DEFAULT(col)`` reads the
-table written, so a log's layout needs no tracking (a log replaced under a running proxy,
-tests/topics/test_log_layout.py, is written as it is now). Written so, not per row: an
-``IFNULL(<id>, DEFAULT(col))`` in each row cost the shard ~3 us a message more on every direct
-publish (100-row scripts: ~2,000-2,250 against ~1,750-1,900 us), the UPDATE nothing measurable
-when the rows take ids (BENCHMARKS.md, "topicfix"). Its key range assumes a multi-row INSERT's
-keys are consecutive (``innodb_autoinc_lock_mode`` 0 or 1, MariaDB's default 1); ``publish_time IS
-NULL`` keeps it to rows waiting for a pass whatever the range holds (a row has a NULL
-``publish_time`` only then, on either layout). The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
+write. Such rows then take the log's own defaults, as a deferred INSERT's rows do, by one UPDATE
+of their keys (``defaults_sql``) that the sender runs after the COMMIT and before it answers:
+0 / -1 on the current layout, so the pass updates them in place (``proxy.topics.schema``), NULL
+(unchanged) on logs laid out before it. ``DEFAULT(col)`` reads the table written, so a log's
+layout needs no tracking (a log replaced under a running proxy, tests/topics/test_log_layout.py,
+is written as it is now). ``publish_time IS NULL`` keeps it to rows still waiting (a pass may
+have given them ids already). Not in the script, where every publish would pay it: an
+``IFNULL(<id>, DEFAULT(col))`` in each row cost the shard ~3 us a message, an UPDATE after each
+INSERT ("Impossible WHERE" when the rows took ids) ~40 us a publisher (BENCHMARKS.md, "topicfix").
+The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
 them), read back in the mark's UPDATE over ``message_id`` from the first id to the last, both
 computed from ``@_sg_ms``/``@_sg_p`` as the generated column computes them: the mark's lock
 makes that range exactly this publish's rows. That read locks the range (next-key locks of a
@@ -77,12 +74,11 @@ MAX_SCRIPT_BYTES = 0xFFFFFF - 1
 # character at most 4 bytes in utf-8, the script's own statements well within 4096): below that,
 # a script goes as one packet without being encoded to count its bytes.
 ID_CHARS_PER_ROW = 70
-UPDATE_CHARS = 200  # the defaults' UPDATE after each INSERT, but the log's name
 SAFE_SCRIPT_CHARS = MAX_SCRIPT_BYTES // 4 - 4096
-RESULTS = 8  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, its defaults' UPDATE, UPDATE, COMMIT
+RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
 ANSWER = 4  # the INSERT's result: the client's answer
 MARKED = (
-    6  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
+    5  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
 )
 
 _PLAIN_INSERT = re.compile(r"^\s*insert\s+into\s+$", re.I)
@@ -178,8 +174,8 @@ class DirectInsert:
 
     @property
     def size(self) -> int:
-        """At most this many characters in a script, its rows' ids and its defaults' UPDATE included."""
-        return len(self.head) + len(self.values) + ID_CHARS_PER_ROW * len(self.ends) + len(self.quoted_log) + UPDATE_CHARS
+        """At most this many characters in a script, its rows' ids included."""
+        return len(self.head) + len(self.values) + ID_CHARS_PER_ROW * len(self.ends)
 
     def text(self, offset: int = 0) -> str:
         # Row i's position, @_sg_p + offset + i, with the number a literal in the row: MariaDB
@@ -231,18 +227,21 @@ def read_insert(sql: str, target_start: int, target_end: int, topic: str) -> Dir
 
 def results(publishers: int) -> int:
     """How many OKs a script of ``publishers`` INSERTs answers (``RESULTS`` for one)."""
-    return RESULTS - 2 + 2 * publishers
-
-
-def answer_at(publisher: int) -> int:
-    """Publisher ``publisher``'s OK in a script (its INSERT's result; ``ANSWER`` for the first):
-    each INSERT is followed by its defaults' UPDATE."""
-    return ANSWER + 2 * publisher
+    return RESULTS - 1 + publishers
 
 
 def marked_at(publishers: int) -> int:
-    """The mark UPDATE's result in a script of ``publishers`` INSERTs (``MARKED`` for one)."""
-    return MARKED - 2 + 2 * publishers
+    """The mark UPDATE's result in a script of ``publishers`` INSERTs (``MARKED`` for one);
+    publisher ``j``'s OK is result ``ANSWER + j``."""
+    return MARKED - 1 + publishers
+
+
+def defaults_sql(quoted_log: str, keys: Sequence[tuple[int, int]]) -> str:
+    """After a direct publish whose rows went without ids: those rows (``keys``: each INSERT's
+    first and last ``_pk``, from its OK's insert id and row count) take the log's defaults."""
+    ranges = " OR ".join(f"_pk BETWEEN {int(first)} AND {int(last)}" for first, last in keys)
+    return (f"UPDATE {quoted_log} SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)"
+            f" WHERE publish_time IS NULL AND ({ranges})")
 
 
 def publish_script(inserts: Sequence[DirectInsert]) -> str:
@@ -255,11 +254,7 @@ def publish_script(inserts: Sequence[DirectInsert]) -> str:
     body: list[str] = []
     offset = 0
     for ins in inserts:
-        # Rows waiting for a pass take the log's defaults (a no-op, "Impossible WHERE", when
-        # they took ids: @_sg_ms is a constant to the optimizer).
-        body += (ins.text(offset), f";UPDATE {quoted_log} SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)"
-                 f" WHERE @_sg_ms IS NULL AND _pk BETWEEN LAST_INSERT_ID() AND LAST_INSERT_ID() + {ins.rows - 1}"
-                 " AND publish_time IS NULL;")
+        body += (ins.text(offset), ";")
         offset += ins.rows
     last = offset - 1
     # Ids only when no committed row waits for a pass (read after the mark is locked): a row that

@@ -96,12 +96,15 @@ def _topic_row(r: tuple[Any, ...]) -> TopicRow:
     )  # fmt: skip
 
 
-async def execute_direct(sc: ShardConnection, script: str, publishers: int = 1) -> tuple[list[Result], bool]:
+async def execute_direct(
+    sc: ShardConnection, script: str, quoted_log: str, publishers: int = 1
+) -> tuple[list[Result], bool]:
     """Run a direct publish's multi-statement (``proxy.topics.direct``) of ``publishers`` INSERTs
-    on ``sc``, a connection outside any transaction: each INSERT's own result and whether their
-    rows took their ids (else they wait for a pass), or its error (any statement's) with
-    nothing written: the transaction the script began is rolled back (the connection closed if
-    even that fails, which makes MariaDB roll it back)."""
+    into ``quoted_log`` on ``sc``, a connection outside any transaction: each INSERT's own result
+    and whether their rows took their ids (else they wait for a pass, with the log's defaults:
+    ``direct.defaults_sql``), or its error (any statement's) with nothing written: the
+    transaction the script began is rolled back (the connection closed if even that fails,
+    which makes MariaDB roll it back)."""
     try:
         results = await sc.execute_oks(script)
     except ProxyError:
@@ -112,8 +115,14 @@ async def execute_direct(sc: ShardConnection, script: str, publishers: int = 1) 
         sc.broken = True
         raise ProxyError(CR_MALFORMED_PACKET, f"Malformed packet: {len(results)} answers to a topic publish of"
                          f" {expected} statements", "HY000")
-    answers = [results[direct.answer_at(j)] for j in range(publishers)]
-    return answers, results[direct.marked_at(publishers)].affected_rows > 0
+    answers = results[direct.ANSWER : direct.ANSWER + publishers]
+    marked = results[direct.marked_at(publishers)].affected_rows > 0
+    if not marked:
+        # The rows wait for a pass: the log's defaults (direct.defaults_sql), before the answer.
+        keys = [(r.insert_id, r.insert_id + r.affected_rows - 1) for r in answers if r.affected_rows > 0]
+        if keys:
+            await sc.execute(direct.defaults_sql(quoted_log, keys))
+    return answers, marked
 
 
 def payload_statements(name: str, payloads: Sequence[bytes], columns: str, rest: str) -> list[str]:

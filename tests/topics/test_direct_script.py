@@ -75,7 +75,7 @@ def test_a_script_beyond_one_packet_keeps_the_deferred_path():
 
 def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positions():
     """Several publishers' INSERTs in one script (proxy/topics/batch.py): each its own statement
-    (its own OK, result ``answer_at(j)``), row positions continuing from one INSERT to the next
+    (its own OK, result ``ANSWER + j``), row positions continuing from one INSERT to the next
     (one contiguous id range, in queue order), one mark UPDATE to the last row (``marked_at``)."""
     first = direct.read_insert(
         f"{HEAD} (payload) VALUES ('a'), ('b')", len("INSERT INTO "), len(HEAD), "t"
@@ -88,21 +88,15 @@ def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positio
     )
     assert first is not None and second is not None and third is not None
     statements = direct.publish_script([first, second, third]).split(";")
-    assert len(statements) == direct.results(3) == direct.RESULTS + 4
+    assert len(statements) == direct.results(3) == direct.RESULTS + 2
 
     def ids(i: int) -> str:
         return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
 
-    assert [statements[direct.answer_at(j)] for j in range(3)] == [
+    assert statements[direct.ANSWER : direct.ANSWER + 3] == [
         f"{HEAD} (payload, seq, publish_time) VALUES ('a'{ids(0)}), ('b'{ids(1)})",
         f"{HEAD} (`payload`, seq, publish_time) VALUES ('c'{ids(2)})",
         f"{HEAD} (payload, seq, publish_time) VALUES ('d'{ids(3)}), ('e'{ids(4)}), ('f'{ids(5)})",
-    ]
-    # After each INSERT, its rows (by key) take the log's defaults if they wait for a pass.
-    assert [statements[direct.answer_at(j) + 1] for j in range(3)] == [
-        f"UPDATE {HEAD[len('INSERT INTO '):]} SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq) WHERE"
-        f" @_sg_ms IS NULL AND _pk BETWEEN LAST_INSERT_ID() AND LAST_INSERT_ID() + {n - 1} AND publish_time IS NULL"
-        for n in (2, 1, 3)
     ]
     mark = statements[direct.marked_at(3)]
     assert (
@@ -122,3 +116,10 @@ def test_a_rest_publish_is_the_insert_the_sql_path_reads_and_keeps_the_deferred_
     assert built == direct.read_insert(f"{HEAD} (payload) VALUES {values}", len("INSERT INTO "), len(HEAD), "t")
     assert ShardTopicStore.direct_insert("t", [b"y" * 2_000_000] * 4) is not None  # 16 MB of script
     assert ShardTopicStore.direct_insert("t", [b"y" * 2_000_000] * 5) is None
+
+
+def test_rows_that_went_without_ids_take_the_logs_defaults_by_their_keys_only_while_still_waiting():
+    assert direct.defaults_sql("`_tms_t`", [(5, 6), (9, 9)]) == (
+        "UPDATE `_tms_t` SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)"
+        " WHERE publish_time IS NULL AND (_pk BETWEEN 5 AND 6 OR _pk BETWEEN 9 AND 9)"
+    )
