@@ -28,15 +28,17 @@ direct publishes and sequencer passes (``ShardTopicStore.sequence``) of every pr
 at a time, each after the mark the previous one committed: see ``proxy.topics.sequencer`` for
 why that is commit order with no late arrivals. When committed rows still wait for a pass (a
 client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL, so
-``publish_time`` is; the mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
-(by insert order) rather than before: the sender then wakes the sequencer as for any deferred
+``publish_time`` is; the mark's UPDATE affects no row: result ``MARKED``), so that the pass
+orders them after those (by insert order) rather than before: the sender then wakes the sequencer as for any deferred
 write. Such rows then take the log's own defaults, as a deferred INSERT's rows do, by one UPDATE
 of their keys (``defaults_sql``) that the sender runs after the COMMIT and before it answers:
 0 / -1 on the current layout, so the pass updates them in place (``proxy.topics.schema``), NULL
 (unchanged) on logs laid out before it. ``DEFAULT(col)`` reads the table written, so a log's
 layout needs no tracking (a log replaced under a running proxy, tests/topics/test_log_layout.py,
 is written as it is now). ``publish_time IS NULL`` keeps it to rows still waiting (a pass may
-have given them ids already). Not in the script, where every publish would pay it: an
+have given them ids already). The keys are each INSERT's insert id and row count: consecutive
+with ``innodb_autoinc_lock_mode`` 0 or 1 (MariaDB's default 1); with 2 the range may hold other
+sessions' rows too (waiting ones take the same defaults; an open transaction's makes it wait). Not in the script, where every publish would pay it: an
 ``IFNULL(<id>, DEFAULT(col))`` in each row cost the shard ~3 us a message, an UPDATE after each
 INSERT ("Impossible WHERE" when the rows took ids) ~40 us a publisher (BENCHMARKS.md, "topicfix").
 The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
