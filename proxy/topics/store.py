@@ -121,7 +121,13 @@ async def execute_direct(
         # The rows wait for a pass: the log's defaults (direct.defaults_sql), before the answer.
         keys = [(r.insert_id, r.insert_id + r.affected_rows - 1) for r in answers if r.affected_rows > 0]
         if keys:
-            await sc.execute(direct.defaults_sql(quoted_log, keys))
+            try:
+                await sc.execute(direct.defaults_sql(quoted_log, keys))
+            except ProxyError as e:
+                # Committed already: the rows keep NULLs, which every reader and the pass read as
+                # "no id" too (the pass's UPDATE then just does not run in place).
+                sc.broken = True
+                logger.warning("topic publish: waiting rows kept NULL ids", extra={"log": quoted_log, "error": e.message})
     return answers, marked
 
 
