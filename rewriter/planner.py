@@ -3,7 +3,8 @@
 Dispatches on the statement: SELECT/set operations -> ``read_planner`` (operators,
 rules, primitives; or Compute), INSERT/UPDATE/DELETE -> ``dml_planner``, ``SELECT NEXT n VALUES
 FROM seq`` -> ``SequenceNext``, and sessions targeted at one shard (``USE ks:-80``)
--> ``Send``. ``keyspace`` is the session's keyspace: ``None``, ``"ks"`` or a targeted
+-> ``Send``. A read's ``information_schema`` tables leave out the proxy's own tables
+(``internal_tables``). ``keyspace`` is the session's keyspace: ``None``, ``"ks"`` or a targeted
 ``"ks:-80"`` / ``"ks@primary"``.
 """
 
@@ -19,6 +20,7 @@ from rewriter import errors
 from rewriter.context import DIALECT, PlanContext
 from rewriter.dml_planner import plan_delete, plan_insert, plan_update
 from rewriter.errors import unsupported
+from rewriter.internal_tables import hide_internal_tables
 from rewriter.nodes import Plan, Send, SequenceNext, Val
 from rewriter.read_planner import plan_read
 from rewriter.sqltemplate import parse_template
@@ -83,6 +85,9 @@ def plan(sql_or_ast: str | exp.Expression, vschema: Any, keyspace: str | None,
         return targeted
     ctx = PlanContext(vschema, ks, list_vars, src, schema)
     if isinstance(stmt, exp.Select | exp.SetOperation | exp.Subquery):
+        if hide_internal_tables(stmt):
+            # Planned from the AST now: the shard runs its text, the client's names stay.
+            ctx.source, ctx.names_from = "", src
         return plan_read(stmt, ctx)
     if isinstance(stmt, exp.Insert):
         return plan_insert(stmt, ctx)

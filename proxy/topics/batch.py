@@ -146,7 +146,7 @@ class TopicBatcher:
     ) -> tuple[Result, bool]:
         async with self._pool().connection() as sc:
             await sc.apply_settings(_mapping(settings))
-            (res,), marked = await execute_direct(sc, direct.publish_script((insert,)))
+            (res,), marked = await execute_direct(sc, direct.publish_script((insert,)), insert.quoted_log)
         return res, marked
 
     async def _run_batch(self, batch: list[_Queued]) -> None:
@@ -159,7 +159,7 @@ class TopicBatcher:
             async with self._pool().connection() as sc:
                 await sc.apply_settings(_mapping(batch[0].settings))
                 answers, marked = await execute_direct(
-                    sc, direct.publish_script([q.insert for q in batch]), len(batch)
+                    sc, direct.publish_script([q.insert for q in batch]), batch[0].insert.quoted_log, len(batch)
                 )
         except ShardError as e:
             # A statement's error: the script stopped there and was rolled back. Each alone

@@ -27,10 +27,21 @@ the mark moves to the last row's id, all from the row locked. That lock is held 
 direct publishes and sequencer passes (``ShardTopicStore.sequence``) of every proxy take ids one
 at a time, each after the mark the previous one committed: see ``proxy.topics.sequencer`` for
 why that is commit order with no late arrivals. When committed rows still wait for a pass (a
-client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL; the
-mark's UPDATE affects no row: result ``MARKED``), so that the pass orders them after those
-(by insert order) rather than before: the sender then wakes the sequencer as for any deferred
-write. The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
+client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL, so
+``publish_time`` is; the mark's UPDATE affects no row: result ``MARKED``), so that the pass
+orders them after those (by insert order) rather than before: the sender then wakes the sequencer as for any deferred
+write. Such rows then take the log's own defaults, as a deferred INSERT's rows do, by one UPDATE
+of their keys (``defaults_sql``) that the sender runs after the COMMIT and before it answers:
+0 / -1 on the current layout, so the pass updates them in place (``proxy.topics.schema``), NULL
+(unchanged) on logs laid out before it. ``DEFAULT(col)`` reads the table written, so a log's
+layout needs no tracking (a log replaced under a running proxy, tests/topics/test_log_layout.py,
+is written as it is now). ``publish_time IS NULL`` keeps it to rows still waiting (a pass may
+have given them ids already). The keys are each INSERT's insert id and row count: consecutive
+with ``innodb_autoinc_lock_mode`` 0 or 1 (MariaDB's default 1); with 2 the range may hold other
+sessions' rows too (waiting ones take the same defaults; an open transaction's makes it wait). Not in the script, where every publish would pay it: an
+``IFNULL(<id>, DEFAULT(col))`` in each row cost the shard ~3 us a message, an UPDATE after each
+INSERT ("Impossible WHERE" when the rows took ids) ~40 us a publisher (BENCHMARKS.md, "topicfix").
+The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
 them), read back in the mark's UPDATE over ``message_id`` from the first id to the last, both
 computed from ``@_sg_ms``/``@_sg_p`` as the generated column computes them: the mark's lock
 makes that range exactly this publish's rows. That read locks the range (next-key locks of a
@@ -225,6 +236,14 @@ def marked_at(publishers: int) -> int:
     """The mark UPDATE's result in a script of ``publishers`` INSERTs (``MARKED`` for one);
     publisher ``j``'s OK is result ``ANSWER + j``."""
     return MARKED - 1 + publishers
+
+
+def defaults_sql(quoted_log: str, keys: Sequence[tuple[int, int]]) -> str:
+    """After a direct publish whose rows went without ids: those rows (``keys``: each INSERT's
+    first and last ``_pk``, from its OK's insert id and row count) take the log's defaults."""
+    ranges = " OR ".join(f"_pk BETWEEN {int(first)} AND {int(last)}" for first, last in keys)
+    return (f"UPDATE {quoted_log} SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)"
+            f" WHERE publish_time IS NULL AND ({ranges})")
 
 
 def publish_script(inserts: Sequence[DirectInsert]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxy.errors import (
     ER_BAD_DB_ERROR,
     ER_BAD_TABLE,
+    ER_NET_PACKET_TOO_LARGE,
     ER_NO_SUCH_TABLE,
     ER_PARSE_ERROR,
     ER_TABLE_EXISTS,
@@ -63,3 +64,13 @@ def http_status(e: ProxyError) -> int:
     if e.code in (ER_WRONG_VALUE_FOR_VAR, ER_PARSE_ERROR, ER_WRONG_TABLE_NAME):
         return 400
     return 500
+
+
+class MessageTooLarge(ProxyError):
+    """A message whose row cannot go to its shard in one statement (one packet)."""
+
+    http_status = 413
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(ER_NET_PACKET_TOO_LARGE, f"a message of {size} bytes is larger than a statement to its shard"
+                         f" carries ({limit} bytes at most)", "08S01")

@@ -9,6 +9,7 @@ base64 unless the body says ``"encoding": "text"`` (UTF-8 strings)::
     PUT    /v1/namespaces/{ns}/topics/{t}/properties       replaces the properties  200 | 404 | 400
     DELETE /v1/namespaces/{ns}/topics/{t}                  200 | 404
     POST   /v1/namespaces/{ns}/topics/{t}/publish          {"messages": [...], "transactionWritePointer": p | null}
+                                                           413: a message too large for one statement to its shard
     POST   /v1/namespaces/{ns}/topics/{t}/store            {"messages": [...], "transactionWritePointer": p}
     POST   /v1/namespaces/{ns}/topics/{t}/rollback         {"transactionWritePointer": p}
     POST   /v1/namespaces/{ns}/topics/{t}/poll             {"startFrom": id | ms | null, "inclusive": true, "limit": n}

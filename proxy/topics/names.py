@@ -21,10 +21,11 @@ import re
 from collections.abc import Sequence
 
 from proxy.errors import ER_WRONG_TABLE_NAME, ProxyError
+from vschema.internal_tables import PREFIX
 from vschema.keyrange import shard_for_keyspace_id
 
-META_TABLE = "_tms_topics"
-LOG_PREFIX = "_tms_"
+LOG_PREFIX = PREFIX  # the proxy's own tables, hidden from users (vschema.internal_tables)
+META_TABLE = LOG_PREFIX + "topics"
 MAX_NAME = 48
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 

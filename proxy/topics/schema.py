@@ -4,8 +4,7 @@ The log table keeps every message row. A direct publish (``proxy.topics.direct``
 rows with ``publish_time`` and ``seq``; other publishes insert with no id (only ``payload``,
 user columns, optionally ``ttl_seconds``): ``publish_time`` and ``seq`` keep their defaults
 ``UNSEQUENCED_MS`` (0) and ``UNSEQUENCED_SEQ`` (-1; a direct publish whose rows wait for a pass
-writes NULL to both) until the
-sequencer gives the committed row its place, and ``message_id`` (a generated column, so its
+writes these defaults too) until the sequencer gives the committed row its place, and ``message_id`` (a generated column, so its
 unique index serves ``WHERE message_id > ... ORDER BY message_id``) is NULL until then; the
 same index finds the rows waiting for an id (``message_id IS NULL``, in key order).
 ``pending`` marks rows stored under a REST transaction write pointer and not yet published

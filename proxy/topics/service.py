@@ -31,10 +31,11 @@ from proxy.topics.batch import Settings, TopicBatcher
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
 from proxy.topics.feed import TopicFeed
 from proxy.topics.http import add_topic_routes
-from proxy.topics.names import LOG_PREFIX, check_name, keyspace_id, place
+from proxy.topics.names import check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
 from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
+from vschema.internal_tables import is_internal
 from vschema.model import Table, VSchema
 from vschema.tracked_schema import TableSchema, TrackedSchema
 
@@ -388,13 +389,16 @@ class TopicService:
     # -- publish / poll (REST, client) ----------------------------------------------------------
     async def publish(self, keyspace: str, name: str, payloads: Sequence[bytes]) -> int:
         """Non-transactional publish: durable when this returns; with its ids (a direct publish)
-        from ``topics.direct_min_rows`` messages on, else at the pass it wakes."""
+        from ``topics.direct_min_rows`` messages on, else (and when the direct publish's script
+        would not go as one packet) at the pass it wakes."""
         info = await self.topic_info(keyspace, name)
         store = self.stores[(info.keyspace, info.shard)]
         marked = False
+        insert = None
         if payloads and len(payloads) >= self.settings.direct_min_rows:
-            res, marked = await self.batcher(info.keyspace, info.name, info.shard).publish(
-                store.direct_insert(info.name, payloads), ())
+            insert = store.direct_insert(info.name, payloads)
+        if insert is not None:
+            res, marked = await self.batcher(info.keyspace, info.name, info.shard).publish(insert, ())
             count = res.affected_rows
         else:
             count = await store.insert(info.name, payloads)
@@ -719,9 +723,9 @@ class TopicService:
     async def table_listing(self, keyspace: str, res: Result, keep: Callable[[str], object]) -> Result:
         """``SHOW [FULL] TABLES`` of ``keyspace`` (``res``: one shard's answer) as users see
         topics: every live topic's view, from whichever shard holds it (as ``SHOW TOPICS`` lists
-        them), and none of the tables behind them (the ``_tms_`` prefix is the proxy's: ``CREATE
-        TOPIC`` refuses it). ``keep``: the statement's LIKE."""
-        rows = [r for r in res.rows if not (r[0] or b"").decode("utf-8", "replace").lower().startswith(LOG_PREFIX)]
+        them), and none of the tables behind them (``vschema.internal_tables``: ``information_schema``
+        reads leave them out alike). ``keep``: the statement's LIKE."""
+        rows = [r for r in res.rows if not is_internal((r[0] or b"").decode("utf-8", "replace"))]
         listed = {r[0] for r in rows}
         full = len(res.fields) > 1
         for _, row in await self.list_topics(keyspace):

@@ -30,7 +30,7 @@ from proxy.errors import CR_MALFORMED_PACKET, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_T
 from proxy.pools import ShardConnection, ShardPool
 from proxy.schema_tracker import COLUMNS_QUERY, tables_from_rows
 from proxy.topics import direct, ids
-from proxy.topics.errors import PointerConflict, TopicExists, TopicNotFound
+from proxy.topics.errors import MessageTooLarge, PointerConflict, TopicExists, TopicNotFound
 from proxy.topics.names import META_TABLE, log_table
 from proxy.topics.schema import (
     META_DDL,
@@ -96,12 +96,15 @@ def _topic_row(r: tuple[Any, ...]) -> TopicRow:
     )  # fmt: skip
 
 
-async def execute_direct(sc: ShardConnection, script: str, publishers: int = 1) -> tuple[list[Result], bool]:
+async def execute_direct(
+    sc: ShardConnection, script: str, quoted_log: str, publishers: int = 1
+) -> tuple[list[Result], bool]:
     """Run a direct publish's multi-statement (``proxy.topics.direct``) of ``publishers`` INSERTs
-    on ``sc``, a connection outside any transaction: each INSERT's own result and whether their
-    rows took their ids (else they wait for a pass), or its error (any statement's) with
-    nothing written: the transaction the script began is rolled back (the connection closed if
-    even that fails, which makes MariaDB roll it back)."""
+    into ``quoted_log`` on ``sc``, a connection outside any transaction: each INSERT's own result
+    and whether their rows took their ids (else they wait for a pass, with the log's defaults:
+    ``direct.defaults_sql``), or its error (any statement's) with nothing written: the
+    transaction the script began is rolled back (the connection closed if even that fails,
+    which makes MariaDB roll it back)."""
     try:
         results = await sc.execute_oks(script)
     except ProxyError:
@@ -112,7 +115,44 @@ async def execute_direct(sc: ShardConnection, script: str, publishers: int = 1) 
         sc.broken = True
         raise ProxyError(CR_MALFORMED_PACKET, f"Malformed packet: {len(results)} answers to a topic publish of"
                          f" {expected} statements", "HY000")
-    return results[direct.ANSWER : direct.ANSWER + publishers], results[direct.marked_at(publishers)].affected_rows > 0
+    answers = results[direct.ANSWER : direct.ANSWER + publishers]
+    marked = results[direct.marked_at(publishers)].affected_rows > 0
+    if not marked:
+        # The rows wait for a pass: the log's defaults (direct.defaults_sql), before the answer.
+        keys = [(r.insert_id, r.insert_id + r.affected_rows - 1) for r in answers if r.affected_rows > 0]
+        if keys:
+            try:
+                await sc.execute(direct.defaults_sql(quoted_log, keys))
+            except ProxyError as e:
+                # Committed already: the rows keep NULLs, which every reader and the pass read as
+                # "no id" too (the pass's UPDATE then just does not run in place).
+                sc.broken = True
+                logger.warning("topic publish: waiting rows kept NULL ids", extra={"log": quoted_log, "error": e.message})
+    return answers, marked
+
+
+def payload_statements(name: str, payloads: Sequence[bytes], columns: str, rest: str) -> list[str]:
+    """``INSERT INTO <log> (columns) VALUES (<payload><rest>), ...`` of ``payloads`` in order, as
+    few statements as fit one packet each (``direct.MAX_SCRIPT_BYTES``: the shard's
+    max_allowed_packet, 16 MiB by default, which the hex literals, two characters a byte, reach
+    from ~8 MiB of payloads). A payload whose row alone does not fit is refused
+    (``MessageTooLarge``) before anything is sent."""
+    head = f"INSERT INTO {quote_identifier(log_table(name))} ({columns}) VALUES "
+    room = direct.MAX_SCRIPT_BYTES - len(head)
+    statements: list[str] = []
+    rows: list[str] = []
+    size = 0
+    for p in payloads:
+        row = f"({bytes_literal(p)}{rest})"  # ASCII: characters are bytes
+        if len(row) > room:
+            raise MessageTooLarge(len(p), (room - len(rest) - 4) // 2)  # ( X' hex ' rest )
+        if rows and size + 1 + len(row) > room:
+            statements.append(head + ",".join(rows))
+            rows, size = [], 0
+        size += len(row) + (1 if rows else 0)
+        rows.append(row)
+    statements.append(head + ",".join(rows))
+    return statements
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,29 +450,39 @@ class ShardTopicStore:
         self, name: str, payloads: Sequence[bytes], pointer: int | None = None, pending: bool = False,
     ) -> int:
         """REST publishes with no ids (a pass gives them): committed now, or stored under
-        ``pointer`` for its commit marker."""
+        ``pointer`` for its commit marker. Payloads beyond one packet's statement go as several
+        INSERTs in one transaction: all stored or none, in order (``payload_statements``)."""
         if not payloads:
             return 0
-        table = quote_identifier(log_table(name))
         if pointer is None:
-            values = ",".join(f"({bytes_literal(p)})" for p in payloads)
-            sql = f"INSERT INTO {table} (payload) VALUES {values}"
+            statements = payload_statements(name, payloads, "payload", "")
         else:
             flag = 1 if pending else 0
-            values = ",".join(f"({bytes_literal(p)}, {int(pointer)}, {flag}, {NOW_MS})" for p in payloads)
-            sql = f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}"
+            statements = payload_statements(name, payloads, "payload, tx_pointer, pending, stored_ms",
+                                            f", {int(pointer)}, {flag}, {NOW_MS}")
         async with self.connection() as sc:
-            return (await sc.execute(sql)).affected_rows
+            if len(statements) == 1:
+                return (await sc.execute(statements[0])).affected_rows
+            async with sc.transaction():
+                return sum([(await sc.execute(sql)).affected_rows for sql in statements])
 
     @staticmethod
-    def direct_insert(name: str, payloads: Sequence[bytes]) -> direct.DirectInsert:
+    def direct_insert(name: str, payloads: Sequence[bytes]) -> direct.DirectInsert | None:
         """A REST publish as a direct publish's INSERT (``proxy.topics.direct``, sent by
-        ``proxy.topics.batch``)."""
+        ``proxy.topics.batch``); None when its script would not go as one packet (as for an SQL
+        publish, ``direct.read_direct``): ``insert`` then stores it, in as many statements as it takes."""
         table = quote_identifier(log_table(name))
-        head = f"INSERT INTO {table}"
-        values = ",".join(f"({bytes_literal(p)})" for p in payloads)
-        insert = direct.read_insert(f"{head} (payload) VALUES {values}", len("INSERT INTO "), len(head), name)
-        assert insert is not None  # the proxy's own text: always read
+        rows = [f"({bytes_literal(p)})" for p in payloads]
+        # Built as ``direct.read_insert`` reads ``INSERT INTO <log> (payload) VALUES <rows>``,
+        # without scanning the text: each row ends where its literal does (hex: no quote inside).
+        ends, end = [], -2
+        for row in rows:
+            end += len(row) + 1
+            ends.append(end)
+        insert = direct.DirectInsert(f"INSERT INTO {table} (payload, seq, publish_time) VALUES ", ",".join(rows),
+                                     ends, table, name)
+        if insert.size >= direct.SAFE_SCRIPT_CHARS and not direct.fits(direct.publish_script((insert,))):
+            return None
         return insert
 
     async def commit_pointer(self, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
@@ -441,8 +491,9 @@ class ShardTopicStore:
         table = quote_identifier(log_table(name))
         async with self.transaction() as sc:
             if payloads:
-                values = ",".join(f"({bytes_literal(p)}, {int(pointer)}, 1, {NOW_MS})" for p in payloads)
-                await sc.execute(f"INSERT INTO {table} (payload, tx_pointer, pending, stored_ms) VALUES {values}")
+                for sql in payload_statements(name, payloads, "payload, tx_pointer, pending, stored_ms",
+                                              f", {int(pointer)}, 1, {NOW_MS}"):
+                    await sc.execute(sql)
             res = await sc.execute(f"UPDATE {table} SET pending = 0 WHERE tx_pointer = {int(pointer)} AND pending = 1")
         return res.affected_rows
 

@@ -21,6 +21,7 @@ import pymysql
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.topics.schema import message_id_sql
 from tests.proxy_process import ProxyProcess, free_port, start_proxy, stop_proxy
 
 MAX_POLL_BYTES = 1024 * 1024  # small enough for tests to cross it with a few messages
@@ -28,6 +29,28 @@ MAX_POLL_BYTES = 1024 * 1024  # small enough for tests to cross it with a few me
 # pass), those of several take their ids in the write: both kinds run everywhere.
 TOPICS_SETTINGS = ("topics: {poll_seconds: 0.2, follow_poll_seconds: 0.05, purge_seconds: 0.3, refresh_seconds: 1,"
                    f" max_poll_bytes: {MAX_POLL_BYTES}, direct_min_rows: 2}}")
+
+
+# The log table as versions before the in-place layout created it (user columns none).
+EARLIER_LOG_DDL = f"""CREATE TABLE `_tms_{{name}}` (
+  _pk BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  publish_time BIGINT NULL,
+  seq INT NULL,
+  message_id CHAR(20) CHARACTER SET ascii COLLATE ascii_general_ci
+    AS ({message_id_sql("publish_time", "seq")}) PERSISTENT,
+  payload LONGBLOB NOT NULL DEFAULT '',
+  ttl_seconds INT UNSIGNED NULL,
+  expire_ms BIGINT AS (publish_time + 1000 * ttl_seconds) PERSISTENT,
+  payload_bytes BIGINT UNSIGNED AS (LENGTH(payload)) PERSISTENT,
+  tx_pointer BIGINT NULL,
+  pending TINYINT NOT NULL DEFAULT 0,
+  stored_ms BIGINT NULL,
+  PRIMARY KEY (_pk),
+  UNIQUE KEY message_id (message_id),
+  KEY publish_time (publish_time),
+  KEY expire_ms (expire_ms),
+  KEY tx_pointer (tx_pointer, pending)
+) ENGINE=InnoDB COMMENT 'shardgate topic log (proxy/topics)'"""
 
 
 @dataclass

@@ -14,11 +14,14 @@ from collections.abc import AsyncIterator
 
 import mysql.connector
 import pymysql
+import pytest
 import pytest_asyncio
 
 from proxy.topics import ids
+from proxy.topics.schema import UNSEQUENCED_MS, UNSEQUENCED_SEQ
 from tests.proxy_process import free_port, start_proxy, stop_proxy
 from tests.topics.conftest import (
+    EARLIER_LOG_DDL,
     TopicProxy,
     blocking_connect,
     connect,
@@ -402,3 +405,53 @@ async def test_a_direct_publish_answers_one_ok_packet_as_a_plain_insert_does(
     finally:
         connector.close()
         shard.close()
+
+
+@pytest.mark.parametrize("layout", ["current", "earlier"])
+async def test_a_direct_publish_behind_waiting_rows_writes_the_logs_defaults_and_the_pass_orders_it_after_them(
+    quiet_proxy, local_cluster, layout
+):
+    """A committed row waits for its pass when a direct publish comes: the publish's rows go
+    without ids, with the log's defaults (0 / -1 on the current layout, which the pass then
+    updates in place; NULL on a log of the earlier layout), and the pass gives them ids after
+    the waiting row, all after what was visible before (no late arrival)."""
+    p, name = quiet_proxy, f"direct_behind_{layout}"
+    await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
+    await run(p, "commerce", f"CREATE TOPIC {name}")
+    shard, locker = await shard_conn(local_cluster, p, name), await shard_conn(local_cluster, p, name)
+    try:
+        await eventually(lambda: asyncio.sleep(0, topic_events(p, name).get("passes", 0) >= 1), what="first pass")
+        if layout == "earlier":
+            await shard_rows(shard, f"DROP TABLE `_tms_{name}`")
+            await shard_rows(shard, EARLIER_LOG_DDL.format(name=name))
+        await run(p, "commerce", f"INSERT INTO {name} (payload) VALUES ('m0')")  # direct: its id at once
+        (before,) = await read_all(p, "commerce", name)
+        # A committed row waiting for its pass (written behind the proxy's back, so no pass is
+        # woken), kept from its pass by a row lock until the direct publish's rows are read.
+        await shard_rows(shard, f"INSERT INTO `_tms_{name}` (payload) VALUES ('w1')")
+        (waiting_pk,) = (await shard_rows(shard, "SELECT LAST_INSERT_ID()"))[0]
+        await shard_rows(locker, "BEGIN")
+        await shard_rows(locker, f"SELECT _pk FROM `_tms_{name}` WHERE _pk = {waiting_pk} FOR UPDATE")
+        try:
+            await run(p, "commerce", f"INSERT INTO {name} (payload) VALUES ('d1'), ('d2')")
+            written = await shard_rows(
+                shard, f"SELECT publish_time, seq, message_id FROM `_tms_{name}` WHERE payload IN ('d1', 'd2')")
+            expected = (UNSEQUENCED_MS, UNSEQUENCED_SEQ, None) if layout == "current" else (None, None, None)
+            assert written == [expected, expected]
+            assert await read_all(p, "commerce", name) == [before]  # nothing visible before the pass
+        finally:
+            await shard_rows(locker, "COMMIT")
+
+        async def sequenced() -> bool:
+            return len(await read_all(p, "commerce", name)) == 4
+
+        await eventually(sequenced, what="the waiting row and the direct publish's rows sequenced")
+        rows = await read_all(p, "commerce", name)
+        assert [bytes(r[2]) for r in rows] == [b"m0", b"w1", b"d1", b"d2"]
+        message_ids = [r[0] for r in rows]
+        assert message_ids == sorted(message_ids) and len(set(message_ids)) == 4 and message_ids[0] == before[0]
+        assert await shard_rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}` WHERE message_id IS NULL") == [(0,)]
+    finally:
+        shard.close()
+        locker.close()
+        await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from proxy.topics import direct
+from proxy.topics.store import ShardTopicStore
+from sqltext.quoting import bytes_literal
 
 HEAD = "INSERT INTO `_tms_t`"
 
@@ -105,3 +107,19 @@ def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positio
     assert statements[-1] == "COMMIT"
     # Alone, an INSERT's rows start at position 0 again (the script of one is the direct publish's).
     assert direct.publish_script([second]).split(";")[direct.ANSWER].endswith(f"('c'{ids(0)})")
+
+
+def test_a_rest_publish_is_the_insert_the_sql_path_reads_and_keeps_the_deferred_path_beyond_one_packet():
+    payloads = [b"a)(b'c", b"", b"\x00\xff" * 3]
+    built = ShardTopicStore.direct_insert("t", payloads)
+    values = ",".join(f"({bytes_literal(p)})" for p in payloads)
+    assert built == direct.read_insert(f"{HEAD} (payload) VALUES {values}", len("INSERT INTO "), len(HEAD), "t")
+    assert ShardTopicStore.direct_insert("t", [b"y" * 2_000_000] * 4) is not None  # 16 MB of script
+    assert ShardTopicStore.direct_insert("t", [b"y" * 2_000_000] * 5) is None
+
+
+def test_rows_that_went_without_ids_take_the_logs_defaults_by_their_keys_only_while_still_waiting():
+    assert direct.defaults_sql("`_tms_t`", [(5, 6), (9, 9)]) == (
+        "UPDATE `_tms_t` SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)"
+        " WHERE publish_time IS NULL AND (_pk BETWEEN 5 AND 6 OR _pk BETWEEN 9 AND 9)"
+    )

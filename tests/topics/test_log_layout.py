@@ -12,29 +12,8 @@ import aiomysql
 import pymysql
 import pytest
 
-from proxy.topics.schema import UNSEQUENCED_MS, UNSEQUENCED_SEQ, first_id_at_sql, message_id_sql
-from tests.topics.conftest import eventually, read_all, run
-
-# The log table as versions before the in-place layout created it (user columns none).
-EARLIER_LOG_DDL = f"""CREATE TABLE `_tms_{{name}}` (
-  _pk BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  publish_time BIGINT NULL,
-  seq INT NULL,
-  message_id CHAR(20) CHARACTER SET ascii COLLATE ascii_general_ci
-    AS ({message_id_sql("publish_time", "seq")}) PERSISTENT,
-  payload LONGBLOB NOT NULL DEFAULT '',
-  ttl_seconds INT UNSIGNED NULL,
-  expire_ms BIGINT AS (publish_time + 1000 * ttl_seconds) PERSISTENT,
-  payload_bytes BIGINT UNSIGNED AS (LENGTH(payload)) PERSISTENT,
-  tx_pointer BIGINT NULL,
-  pending TINYINT NOT NULL DEFAULT 0,
-  stored_ms BIGINT NULL,
-  PRIMARY KEY (_pk),
-  UNIQUE KEY message_id (message_id),
-  KEY publish_time (publish_time),
-  KEY expire_ms (expire_ms),
-  KEY tx_pointer (tx_pointer, pending)
-) ENGINE=InnoDB COMMENT 'shardgate topic log (proxy/topics)'"""
+from proxy.topics.schema import UNSEQUENCED_MS, UNSEQUENCED_SEQ, first_id_at_sql
+from tests.topics.conftest import EARLIER_LOG_DDL, eventually, read_all, run
 
 
 async def _shard(local_cluster: Any, p: Any, keyspace: str, name: str) -> aiomysql.Connection:

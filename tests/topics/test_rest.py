@@ -155,6 +155,41 @@ async def test_a_5_mb_message_round_trips_over_rest_and_sql(topic_proxy, http, t
     assert bytes(rows[0][2]) == big
 
 
+async def test_a_publish_beyond_one_statement_to_the_shard_is_stored_whole_and_read_in_order(topic_proxy, http, topics):
+    """Ten 1 MiB messages: ~20 MiB of hex literals, past the shard's 16 MiB max_allowed_packet
+    for one statement (a direct publish's script would be refused by the shard): stored in
+    several statements of one transaction, read back whole and in order."""
+    name = await topics.create("commerce")
+    url = f"{topic_proxy.rest}/commerce/topics/{name}"
+    assert (await call(http, "POST", url + "/publish", {"messages": [b64("first"), b64("second")]}))[0] == 200
+    big = [bytes([i]) * 1024 + bytes(range(256)) * 4096 for i in range(10)]  # 1 MiB + 1 KiB each, distinct
+    status, body = await call(http, "POST", url + "/publish", {"messages": [b64(m) for m in big]})
+    assert (status, body) == (200, {"published": 10})
+    assert (await call(http, "POST", url + "/publish", {"messages": [b64("last")]}))[0] == 200
+
+    async def all_sequenced() -> bool:
+        return len(await read_all(topic_proxy, "commerce", name)) == 13
+
+    await eventually(all_sequenced, within=20, what="every message sequenced")
+    rows = await read_all(topic_proxy, "commerce", name)
+    assert [bytes(r[2]) for r in rows] == [b"first", b"second", *big, b"last"]
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    # Poll reads them too, one at a time past the poll's byte cap, in the same order.
+    polled: list[bytes] = []
+    start: dict[str, object] = {}
+    while len(polled) < 13:
+        page = await poll_all(http, url, start)
+        assert page, polled
+        polled += [base64.b64decode(m["payload"]) for m in page]
+        start = {"startFrom": page[-1]["id"], "inclusive": False}
+    assert polled == [b"first", b"second", *big, b"last"]
+    # A message whose row alone passes a statement: refused, nothing stored.
+    status, body = await call(http, "POST", url + "/publish", {"messages": [b64("small"), b64(b"z" * (9 << 20))]})
+    assert status == 413 and "larger than a statement" in body["error"]
+    await asyncio.sleep(0.5)  # passes (poll_seconds 0.2) would have sequenced anything stored
+    assert len(await read_all(topic_proxy, "commerce", name)) == 13
+
+
 async def test_a_dropped_and_recreated_topic_never_shows_old_messages(topic_proxy, http, topics):
     name = await topics.create("commerce")
     url = f"{topic_proxy.rest}/commerce/topics/{name}"
