@@ -30,15 +30,20 @@ why that is commit order with no late arrivals. When committed rows still wait f
 client's transaction, a one-message publish), the rows go without ids too (``@_sg_ms`` NULL, so
 ``publish_time`` is; the mark's UPDATE affects no row: result ``MARKED``), so that the pass
 orders them after those (by insert order) rather than before: the sender then wakes the sequencer as for any deferred
-write. Such rows then take the log's own defaults, as a deferred INSERT's rows do, by one UPDATE
-of their keys (``defaults_sql``) that the sender runs after the COMMIT and before it answers:
-0 / -1 on the current layout, so the pass updates them in place (``proxy.topics.schema``), NULL
-(unchanged) on logs laid out before it. ``DEFAULT(col)`` reads the table written, so a log's
-layout needs no tracking (a log replaced under a running proxy, tests/topics/test_log_layout.py,
-is written as it is now). ``publish_time IS NULL`` keeps it to rows still waiting (a pass may
-have given them ids already). The keys are each INSERT's insert id and row count: consecutive
-with ``innodb_autoinc_lock_mode`` 0 or 1 (MariaDB's default 1); with 2 the range may hold other
-sessions' rows too (waiting ones take the same defaults; an open transaction's makes it wait). Not in the script, where every publish would pay it: an
+write. Such rows then take the log's own defaults, as a deferred INSERT's rows do, by UPDATEs
+of their keys (``defaults_statements``) that the sender runs after the COMMIT and before it
+answers: 0 / -1 on the current layout, so the pass updates them in place
+(``proxy.topics.schema``), NULL (unchanged) on logs laid out before it. ``DEFAULT(col)`` reads
+the table written, so a log's layout needs no tracking (a log replaced under a running proxy,
+tests/topics/test_log_layout.py, is written as it is now). ``publish_time IS NULL`` keeps it to
+rows still waiting (a pass may have given them ids already). The keys are each INSERT's insert
+id and row count (consecutive with ``innodb_autoinc_lock_mode`` 0 or 1, MariaDB's default 1),
+named one by one (``_pk IN (...)``): a range (``BETWEEN``) also locks the key after it under
+REPEATABLE READ, and when that is an open transaction's row (a client publishing in a
+transaction meanwhile) the UPDATE, and so the publish's answer, waited for that transaction
+(seen on 10.11: a 3 s lock wait timeout reached; the key list, 10 ms). Any wait is cut to 1 s
+(``SET STATEMENT innodb_lock_wait_timeout``: with ``innodb_autoinc_lock_mode`` 2 the keys may be
+other sessions' rows): the rows then keep NULL, which reads as "no id" too. Not in the script, where every publish would pay it: an
 ``IFNULL(<id>, DEFAULT(col))`` in each row cost the shard ~3 us a message, an UPDATE after each
 INSERT ("Impossible WHERE" when the rows took ids) ~40 us a publisher (BENCHMARKS.md, "topicfix").
 The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
@@ -238,12 +243,21 @@ def marked_at(publishers: int) -> int:
     return MARKED - 1 + publishers
 
 
-def defaults_sql(quoted_log: str, keys: Sequence[tuple[int, int]]) -> str:
-    """After a direct publish whose rows went without ids: those rows (``keys``: each INSERT's
-    first and last ``_pk``, from its OK's insert id and row count) take the log's defaults."""
-    ranges = " OR ".join(f"_pk BETWEEN {int(first)} AND {int(last)}" for first, last in keys)
-    return (f"UPDATE {quoted_log} SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)"
-            f" WHERE publish_time IS NULL AND ({ranges})")
+# Keys named per UPDATE of ``defaults_statements``: ~8 bytes each, far within one packet.
+DEFAULT_KEYS_PER_STATEMENT = 10_000
+
+
+def defaults_statements(quoted_log: str, keys: Sequence[tuple[int, int]]) -> list[str]:
+    """After a direct publish whose rows went without ids: the UPDATEs that give those rows
+    (``keys``: each INSERT's first and last ``_pk``, from its OK's insert id and row count) the
+    log's defaults, each key by equality (see the module docstring)."""
+    pks = [pk for first, last in keys for pk in range(int(first), int(last) + 1)]
+    return [
+        f"SET STATEMENT innodb_lock_wait_timeout = 1 FOR UPDATE {quoted_log} SET publish_time ="
+        f" DEFAULT(publish_time), seq = DEFAULT(seq) WHERE publish_time IS NULL AND _pk IN"
+        f" ({','.join(map(str, pks[i : i + DEFAULT_KEYS_PER_STATEMENT]))})"
+        for i in range(0, len(pks), DEFAULT_KEYS_PER_STATEMENT)
+    ]
 
 
 def publish_script(inserts: Sequence[DirectInsert]) -> str:

@@ -102,7 +102,7 @@ async def execute_direct(
     """Run a direct publish's multi-statement (``proxy.topics.direct``) of ``publishers`` INSERTs
     into ``quoted_log`` on ``sc``, a connection outside any transaction: each INSERT's own result
     and whether their rows took their ids (else they wait for a pass, with the log's defaults:
-    ``direct.defaults_sql``), or its error (any statement's) with nothing written: the
+    ``direct.defaults_statements``), or its error (any statement's) with nothing written: the
     transaction the script began is rolled back (the connection closed if even that fails,
     which makes MariaDB roll it back)."""
     try:
@@ -118,11 +118,12 @@ async def execute_direct(
     answers = results[direct.ANSWER : direct.ANSWER + publishers]
     marked = results[direct.marked_at(publishers)].affected_rows > 0
     if not marked:
-        # The rows wait for a pass: the log's defaults (direct.defaults_sql), before the answer.
+        # The rows wait for a pass: the log's defaults (direct.defaults_statements), before the answer.
         keys = [(r.insert_id, r.insert_id + r.affected_rows - 1) for r in answers if r.affected_rows > 0]
         if keys:
             try:
-                await sc.execute(direct.defaults_sql(quoted_log, keys))
+                for statement in direct.defaults_statements(quoted_log, keys):
+                    await sc.execute(statement)
             except ProxyError as e:
                 # Committed already: the rows keep NULLs, which every reader and the pass read as
                 # "no id" too (the pass's UPDATE then just does not run in place).

@@ -17,7 +17,7 @@ import pymysql
 import pytest
 import pytest_asyncio
 
-from proxy.topics import ids
+from proxy.topics import direct, ids
 from proxy.topics.schema import UNSEQUENCED_MS, UNSEQUENCED_SEQ
 from tests.proxy_process import free_port, start_proxy, stop_proxy
 from tests.topics.conftest import (
@@ -454,4 +454,36 @@ async def test_a_direct_publish_behind_waiting_rows_writes_the_logs_defaults_and
     finally:
         shard.close()
         locker.close()
+        await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
+
+
+async def test_waiting_rows_take_their_defaults_without_waiting_for_a_transaction_publishing_behind_them(
+    quiet_proxy, local_cluster
+):
+    """The UPDATE that gives a direct publish's waiting rows the log's defaults names their keys:
+    a transaction that inserted the next row and is still open does not hold it (nor the
+    publish's answer) up, as a key range's lock of the key after it did."""
+    p, name = quiet_proxy, "direct_defaults_open_tx"
+    await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
+    await run(p, "commerce", f"CREATE TOPIC {name}")
+    shard, other = await shard_conn(local_cluster, p, name), await shard_conn(local_cluster, p, name)
+    log = f"`_tms_{name}`"
+    try:
+        # Two committed rows as a direct publish behind waiting rows leaves them (NULL ids).
+        await shard_rows(shard, f"INSERT INTO {log} (payload, publish_time, seq) VALUES ('d1', NULL, NULL), ('d2', NULL, NULL)")
+        (first,) = (await shard_rows(shard, "SELECT LAST_INSERT_ID()"))[0]
+        await shard_rows(other, "BEGIN")
+        await shard_rows(other, f"INSERT INTO {log} (payload) VALUES ('open')")  # the next key, not committed
+        try:
+            started = time.monotonic()
+            for statement in direct.defaults_statements(log, [(first, first + 1)]):
+                await shard_rows(shard, statement)
+            assert time.monotonic() - started < 0.5
+            assert await shard_rows(shard, f"SELECT publish_time, seq FROM {log} WHERE _pk IN ({first}, {first + 1})") == [
+                (UNSEQUENCED_MS, UNSEQUENCED_SEQ), (UNSEQUENCED_MS, UNSEQUENCED_SEQ)]
+        finally:
+            await shard_rows(other, "ROLLBACK")
+    finally:
+        shard.close()
+        other.close()
         await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")

@@ -118,8 +118,16 @@ def test_a_rest_publish_is_the_insert_the_sql_path_reads_and_keeps_the_deferred_
     assert ShardTopicStore.direct_insert("t", [b"y" * 2_000_000] * 5) is None
 
 
-def test_rows_that_went_without_ids_take_the_logs_defaults_by_their_keys_only_while_still_waiting():
-    assert direct.defaults_sql("`_tms_t`", [(5, 6), (9, 9)]) == (
-        "UPDATE `_tms_t` SET publish_time = DEFAULT(publish_time), seq = DEFAULT(seq)"
-        " WHERE publish_time IS NULL AND (_pk BETWEEN 5 AND 6 OR _pk BETWEEN 9 AND 9)"
-    )
+def test_rows_that_went_without_ids_take_the_logs_defaults_by_their_keys_named_one_by_one_only_while_still_waiting():
+    assert direct.defaults_statements("`_tms_t`", [(5, 6), (9, 9)]) == [
+        "SET STATEMENT innodb_lock_wait_timeout = 1 FOR UPDATE `_tms_t` SET publish_time = DEFAULT(publish_time),"
+        " seq = DEFAULT(seq) WHERE publish_time IS NULL AND _pk IN (5,6,9)"
+    ]
+
+
+def test_many_waiting_rows_take_their_defaults_in_statements_of_bounded_size():
+    statements = direct.defaults_statements("`_tms_t`", [(1, 25_000)])
+    assert len(statements) == 3
+    named = [s[s.index("IN (") + 4 : -1].split(",") for s in statements]
+    assert [len(n) for n in named] == [10_000, 10_000, 5_000]
+    assert [int(k) for n in named for k in n] == list(range(1, 25_001))
