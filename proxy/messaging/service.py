@@ -49,6 +49,13 @@ logger = logging.getLogger(__name__)
 # How long an own INSERT counts as in flight at most (``insert_in_flight``).
 INSERT_IN_FLIGHT_SECONDS = 1.0
 
+
+def _drop_stale(started: deque[float], now: float) -> None:
+    """Forget the starts of own INSERTs older than ``INSERT_IN_FLIGHT_SECONDS`` (oldest first)."""
+    while started and started[0] < now - INSERT_IN_FLIGHT_SECONDS:
+        started.popleft()
+
+
 SHOW_COLUMNS = [
     "Keyspace", "Shard", "Table", "Queued", "InFlight", "Sent", "Acked", "Delayed", "Parked", "Purged",
     "Subscribers", "Error",
@@ -221,8 +228,7 @@ class MessagingService:
         now = time.monotonic()
         # Starts never ended (a transaction rolled back) are dropped here too, not only when a
         # manager asks: the queue stays bounded whether or not the table has subscribers.
-        while started and started[0] < now - INSERT_IN_FLIGHT_SECONDS:
-            started.popleft()
+        _drop_stale(started, now)
         started.append(now)
         if not self.watch_changes:
             return ""
@@ -236,9 +242,7 @@ class MessagingService:
         started = self._inserts_started.get((keyspace, table))
         if not started:
             return False
-        stale = time.monotonic() - INSERT_IN_FLIGHT_SECONDS
-        while started and started[0] < stale:
-            started.popleft()
+        _drop_stale(started, time.monotonic())
         return bool(started)
 
     def _insert_ended(self, keyspace: str, table: str) -> None:

@@ -470,21 +470,11 @@ class ShardTopicStore:
     @staticmethod
     def direct_insert(name: str, payloads: Sequence[bytes]) -> direct.DirectInsert | None:
         """A REST publish as a direct publish's INSERT (``proxy.topics.direct``, sent by
-        ``proxy.topics.batch``); None when its script would not go as one packet (as for an SQL
-        publish, ``direct.read_direct``): ``insert`` then stores it, in as many statements as it takes."""
-        table = quote_identifier(log_table(name))
-        rows = [f"({bytes_literal(p)})" for p in payloads]
-        # Built as ``direct.read_insert`` reads ``INSERT INTO <log> (payload) VALUES <rows>``,
-        # without scanning the text: each row ends where its literal does (hex: no quote inside).
-        ends, end = [], -2
-        for row in rows:
-            end += len(row) + 1
-            ends.append(end)
-        insert = direct.DirectInsert(f"INSERT INTO {table} (payload, seq, publish_time) VALUES ", ",".join(rows),
-                                     ends, table, name)
-        if insert.size >= direct.SAFE_SCRIPT_CHARS and not direct.fits(direct.publish_script((insert,))):
-            return None
-        return insert
+        ``proxy.topics.batch``), read as an SQL publish's is (``direct.read_direct``); None when its
+        script would not go as one packet: ``insert`` then stores it, in as many statements as it takes."""
+        head = f"INSERT INTO {quote_identifier(log_table(name))}"
+        values = ",".join(f"({bytes_literal(p)})" for p in payloads)
+        return direct.read_direct(f"{head} (payload) VALUES {values}", len("INSERT INTO "), len(head), name)
 
     async def commit_pointer(self, name: str, pointer: int, payloads: Sequence[bytes]) -> int:
         """CDAP's commit marker: ``payloads`` and everything stored under ``pointer`` become

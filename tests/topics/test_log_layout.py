@@ -6,54 +6,39 @@ version (NULL defaults, a stored ``message_id``) keeps working."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import aiomysql
 import pymysql
 import pytest
 
 from proxy.topics.schema import UNSEQUENCED_MS, UNSEQUENCED_SEQ, first_id_at_sql
-from tests.topics.conftest import EARLIER_LOG_DDL, eventually, read_all, run
-
-
-async def _shard(local_cluster: Any, p: Any, keyspace: str, name: str) -> aiomysql.Connection:
-    """A connection to the topic's shard (directly, not through the proxy)."""
-    shard = (await run(p, keyspace, f"SHOW TOPICS FROM {keyspace} LIKE '{name}'"))[0][2]
-    e = local_cluster.endpoints[(keyspace, shard)]
-    return await aiomysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, db=e.database,
-                                  autocommit=True)
-
-
-async def _rows(conn: aiomysql.Connection, sql: str) -> list[tuple]:
-    async with conn.cursor() as cur:
-        await cur.execute(sql)
-        return list(await cur.fetchall())
+from tests.topics.conftest import EARLIER_LOG_DDL, eventually, read_all, run, shard_conn, shard_rows
 
 
 async def test_a_row_waiting_for_its_pass_has_no_id_no_expiry_and_is_never_purged(topic_proxy, topics, local_cluster):
     name = await topics.create("commerce", spec="WITH (ttl_seconds = 1)")
-    shard = await _shard(local_cluster, topic_proxy, "commerce", name)
+    shard = await shard_conn(local_cluster, topic_proxy, name)
     try:
         # Stored under a REST write pointer, not yet published: the sequencer skips it, and it
         # has a TTL of its own that must count from its pass, not from UNSEQUENCED_MS (epoch 0).
-        await _rows(shard, f"INSERT INTO `_tms_{name}` (payload, ttl_seconds, tx_pointer, pending, stored_ms)"
+        await shard_rows(shard, f"INSERT INTO `_tms_{name}` (payload, ttl_seconds, tx_pointer, pending, stored_ms)"
                            " VALUES ('stored', 1, 7, 1, ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))")
         await asyncio.sleep(1.5)  # several purges (purge_seconds 0.3) and sequencer polls
-        rows = await _rows(shard, f"SELECT publish_time, seq, message_id, expire_ms FROM `_tms_{name}`")
+        rows = await shard_rows(shard, f"SELECT publish_time, seq, message_id, expire_ms FROM `_tms_{name}`")
         assert rows == [(UNSEQUENCED_MS, UNSEQUENCED_SEQ, None, None)]
         assert await read_all(topic_proxy, "commerce", name, "publish_time >= 0") == []
 
-        await _rows(shard, f"UPDATE `_tms_{name}` SET pending = 0 WHERE tx_pointer = 7")  # its commit marker
+        await shard_rows(shard, f"UPDATE `_tms_{name}` SET pending = 0 WHERE tx_pointer = 7")  # its commit marker
 
         async def sequenced() -> bool:
             return [bytes(r[2]) for r in await read_all(topic_proxy, "commerce", name)] == [b"stored"]
 
         await eventually(sequenced, what="the published row sequenced")
-        (pt, seq, mid, expire), = await _rows(shard, f"SELECT publish_time, seq, message_id, expire_ms FROM `_tms_{name}`")
+        (pt, seq, mid, expire), = await shard_rows(shard, f"SELECT publish_time, seq, message_id, expire_ms FROM `_tms_{name}`")
         assert pt > 0 and expire == pt + 1000 and mid == f"{pt:016x}{seq:04x}"
 
         async def purged() -> bool:
-            return await _rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}`") == [(0,)]
+            return await shard_rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}`") == [(0,)]
 
         await eventually(purged, what="the message purged after its own TTL")
     finally:
@@ -68,11 +53,11 @@ async def test_ids_stay_unique_and_readers_reach_messages_through_the_id_index(t
         return len(await read_all(topic_proxy, "commerce", name)) == 1
 
     await eventually(visible)
-    shard = await _shard(local_cluster, topic_proxy, "commerce", name)
+    shard = await shard_conn(local_cluster, topic_proxy, name)
     try:
-        (pt, seq), = await _rows(shard, f"SELECT publish_time, seq FROM `_tms_{name}`")
+        (pt, seq), = await shard_rows(shard, f"SELECT publish_time, seq FROM `_tms_{name}`")
         with pytest.raises(pymysql.err.IntegrityError) as dup:
-            await _rows(shard, f"INSERT INTO `_tms_{name}` (payload, publish_time, seq) VALUES ('again', {pt}, {seq})")
+            await shard_rows(shard, f"INSERT INTO `_tms_{name}` (payload, publish_time, seq) VALUES ('again', {pt}, {seq})")
         assert dup.value.args[0] == 1062
         # Rows waiting for a pass all have a NULL id: the unique index takes any number of them.
         async with shard.cursor() as cur:
@@ -81,12 +66,12 @@ async def test_ids_stay_unique_and_readers_reach_messages_through_the_id_index(t
             await cur.execute(f"SELECT COUNT(*) FROM `_tms_{name}` FORCE INDEX (message_id) WHERE message_id IS NULL")
             assert (await cur.fetchone())[0] == 2
             await cur.execute("ROLLBACK")
-        plan = await _rows(shard, f"EXPLAIN SELECT * FROM `{name}` WHERE message_id > '{pt - 1:016x}0000'"
+        plan = await shard_rows(shard, f"EXPLAIN SELECT * FROM `{name}` WHERE message_id > '{pt - 1:016x}0000'"
                                   " ORDER BY message_id LIMIT 10")
         assert [(r[3], r[5]) for r in plan] == [("range", "message_id")], plan  # the view's read: the id index
         # A time is a range of ids: the purge's and stats' reads.
         cutoff = first_id_at_sql("ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000) - 1000")
-        plan = await _rows(shard, f"EXPLAIN SELECT _pk FROM `_tms_{name}` FORCE INDEX (message_id)"
+        plan = await shard_rows(shard, f"EXPLAIN SELECT _pk FROM `_tms_{name}` FORCE INDEX (message_id)"
                                   f" WHERE message_id < {cutoff} ORDER BY message_id LIMIT 10")
         assert [(r[3], r[5]) for r in plan] == [("range", "message_id")], plan
     finally:
@@ -95,10 +80,10 @@ async def test_ids_stay_unique_and_readers_reach_messages_through_the_id_index(t
 
 async def test_a_topic_whose_log_has_the_earlier_layout_keeps_working(topic_proxy, topics, local_cluster):
     name = await topics.create("commerce", spec="WITH (ttl_seconds = 3600)")
-    shard = await _shard(local_cluster, topic_proxy, "commerce", name)
+    shard = await shard_conn(local_cluster, topic_proxy, name)
     try:
-        await _rows(shard, f"DROP TABLE `_tms_{name}`")
-        await _rows(shard, EARLIER_LOG_DDL.format(name=name))
+        await shard_rows(shard, f"DROP TABLE `_tms_{name}`")
+        await shard_rows(shard, EARLIER_LOG_DDL.format(name=name))
         conn = await aiomysql.connect(host="127.0.0.1", port=topic_proxy.port, user="root", password="",
                                       db="commerce", autocommit=True)
         try:
@@ -116,10 +101,10 @@ async def test_a_topic_whose_log_has_the_earlier_layout_keeps_working(topic_prox
                 b"t1", b"t2", b"t3", b"d1", b"d2", b"brief"]
 
         await eventually(all_in_order, what="every message sequenced, in commit order")
-        assert await _rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}` WHERE publish_time IS NULL") == [(0,)]
+        assert await shard_rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}` WHERE publish_time IS NULL") == [(0,)]
 
         async def brief_purged() -> bool:
-            return await _rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}`") == [(5,)]
+            return await shard_rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}`") == [(5,)]
 
         await eventually(brief_purged, what="the message with its own TTL purged")
     finally:
