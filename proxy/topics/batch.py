@@ -126,16 +126,19 @@ class TopicBatcher:
             self._busy = False
 
     def _take(self) -> list[_Queued]:
-        """The queue's head and every later publish of its settings that fits one packet."""
+        """The queue's head and every later publish of its settings that fits one packet (and
+        ``direct.MAX_ROWS`` rows: a script's rows share one millisecond)."""
         settings = self._queue[0].settings
         budget = direct.SAFE_SCRIPT_CHARS
+        rows = direct.MAX_ROWS
         batch: list[_Queued] = []
         rest: list[_Queued] = []
         for q in self._queue:
             size = q.insert.size
-            if q.settings == settings and (not batch or size <= budget):
+            if q.settings == settings and (not batch or (size <= budget and q.insert.rows <= rows)):
                 batch.append(q)
                 budget -= size
+                rows -= q.insert.rows
             else:
                 rest.append(q)
         self._queue = rest

@@ -11,19 +11,24 @@ the raw ceiling: BENCHMARKS.md, "topicdirect")::
     BEGIN;
     SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM _tms_topics
       WHERE name = 'topic' AND generation > 0 FOR UPDATE;     -- the mark, locked to COMMIT
-    SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position> INTO @_sg_ms, @_sg_p;
-    INSERT INTO _tms_topic (cols, seq, publish_time) VALUES (..., <seq of row i>, <ms of row i>), ...;
-    UPDATE _tms_topics SET last_ms = ..., last_seq = ..., messages = messages + n,
-      bytes = bytes + (SELECT SUM(payload_bytes) FROM _tms_topic WHERE message_id BETWEEN <first> AND <last>)
-      WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
+    SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position>,
+      IFNULL((SELECT MAX(_pk) FROM _tms_topic), 0) INTO @_sg_ms, @_sg_p, @_sg_pk;
+    INSERT INTO _tms_topic (cols, seq, publish_time) VALUES (..., @_sg_p + <i>, @_sg_ms), ...;
+    SELECT SUM(payload_bytes) INTO @_sg_b FROM _tms_topic WHERE _pk > @_sg_pk AND seq >= 0;
+    UPDATE _tms_topics SET last_ms = @_sg_ms, last_seq = @_sg_p + <n - 1>, messages = messages + n,
+      bytes = bytes + @_sg_b WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
     COMMIT
 
-The ids follow the rule of ``ids.assign`` (the shard's clock, never behind the mark; past
-sequence 0xFFFF the next millisecond): the first row's position is ``@_sg_p`` in millisecond
-``@_sg_ms``, row ``i`` gets ``(@_sg_ms + (@_sg_p + i) DIV 65536, (@_sg_p + i) MOD 65536)`` with
-``i`` a literal in the row's text (MariaDB leaves the order in which a VALUES row's expressions
-are evaluated undefined: no row reads a variable another row or column assigns), and
-the mark moves to the last row's id, all from the row locked. That lock is held to COMMIT, so
+The ids follow the rule of ``ids.assign`` (the shard's clock, never behind the mark), but a
+script's rows share one millisecond: the first row's position is ``@_sg_p`` in millisecond
+``@_sg_ms``, row ``i`` gets ``(@_sg_ms, @_sg_p + i)`` with ``i`` a literal in the row's text
+(MariaDB leaves the order in which a VALUES row's expressions are evaluated undefined: no row
+reads a variable another row or column assigns); when the rows do not fit in the rest of the
+mark's millisecond (past sequence 0xFFFF), they start the next one at 0 (a script has at most
+``MAX_ROWS`` rows; a bigger INSERT keeps the deferred path). That form costs the shard ~1.7 us a
+row less than the rolling one (``(@_sg_p + i) MOD 65536, @_sg_ms + (@_sg_p + i) DIV 65536``:
+10.2 against 11.9 us a row for the INSERT alone, BENCHMARKS.md "topicwrite"). The mark moves
+to the last row's id, all from the row locked. That lock is held to COMMIT, so
 direct publishes and sequencer passes (``ShardTopicStore.sequence``) of every proxy take ids one
 at a time, each after the mark the previous one committed: see ``proxy.topics.sequencer`` for
 why that is commit order with no late arrivals. When committed rows still wait for a pass (a
@@ -47,12 +52,15 @@ other sessions' rows): the rows then keep NULL, which reads as "no id" too. Not 
 ``IFNULL(<id>, DEFAULT(col))`` in each row cost the shard ~3 us a message, an UPDATE after each
 INSERT ("Impossible WHERE" when the rows took ids) ~40 us a publisher (BENCHMARKS.md, "topicfix").
 The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
-them), read back in the mark's UPDATE over ``message_id`` from the first id to the last, both
-computed from ``@_sg_ms``/``@_sg_p`` as the generated column computes them: the mark's lock
-makes that range exactly this publish's rows. That read locks the range (next-key locks of a
-locking subquery): when no row with an id precedes it in the index (a topic's first ids), a
-concurrent deferred INSERT waits for this COMMIT (it goes in the gap of NULL ids before it;
-checked on MariaDB 10.11: with an id before the range, it does not wait).
+them), read back by a plain (consistent, non-locking) SELECT of the rows after ``@_sg_pk``, the
+largest key the script's first read saw: every key after it is a row inserted since, and of
+those only this script's have an id (``seq >= 0``: ids are written under the mark's lock, which
+this script holds; others' rows inserted meanwhile wait for a pass, and under REPEATABLE READ
+are not even visible). A range of the primary key, not of ``message_id`` (100 lookups through
+the secondary index), and not a subquery of the mark's UPDATE (a locking read: it locked the
+range, and made a concurrent deferred INSERT wait for this COMMIT): ~3 us a row less
+(BENCHMARKS.md, "topicwrite"). ``MAX(_pk)`` steps back over the rows at the end of the log that
+the script's read cannot see (other sessions' uncommitted inserts): as many as are in flight.
 
 A multi-statement stops at its first error with its transaction still open: whoever sends the
 script rolls it back (or closes the connection) on any error, and answers that error; the
@@ -70,23 +78,26 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from proxy.topics.ids import MAX_SEQ
 from proxy.topics.names import META_TABLE
-from proxy.topics.schema import NOW_MS, message_id_sql, sql_string
+from proxy.topics.schema import NOW_MS, sql_string
 from sqltext.lexer import split_top_level
 
 # A script goes as one COM_QUERY packet (the fast path's links send no more; MariaDB's default
-# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~70 bytes a row).
+# max_allowed_packet is 16 MiB): a bigger one keeps the deferred path (the ids add ~25 bytes a row).
 MAX_SCRIPT_BYTES = 0xFFFFFF - 1
 # What the ids add to a row's text at most, and the characters a script surely fits in (each
 # character at most 4 bytes in utf-8, the script's own statements well within 4096): below that,
 # a script goes as one packet without being encoded to count its bytes.
-ID_CHARS_PER_ROW = 70
+ID_CHARS_PER_ROW = 32
 SAFE_SCRIPT_CHARS = MAX_SCRIPT_BYTES // 4 - 4096
-RESULTS = 7  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, UPDATE, COMMIT
+RESULTS = 8  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, SELECT .. INTO, UPDATE, COMMIT
 ANSWER = 4  # the INSERT's result: the client's answer
 MARKED = (
-    5  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
+    6  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
 )
+# A script's rows share one millisecond (its sequences 0..0xFFFF): more keep the deferred path.
+MAX_ROWS = MAX_SEQ + 1
 
 _PLAIN_INSERT = re.compile(r"^\s*insert\s+into\s+$", re.I)
 _VALUES = re.compile(r"\s*values?\s*(?=\()", re.I)
@@ -147,18 +158,12 @@ def _column_names(inner: str) -> list[str] | None:
 
 def _row_ids(i: int) -> str:
     """What row ``i`` of a direct publish gets before its closing parenthesis: its seq and publish_time."""
-    return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+    return f", @_sg_p + {i}, @_sg_ms"
 
 
-# Rows 0..1023's texts, made once (~70 KB): formatting them per publish (five pieces a row, or an
-# f-string) cost 100 rows ~9 us more than the constant suffix it replaced (142 -> 151 us; made
-# once, 141-146 us).
+# Rows 0..1023's texts, made once (~30 KB): formatting them per publish (five pieces a row, or an
+# f-string) cost 100 rows ~9 us more than a constant suffix (142 -> 151 us; made once, 141-146 us).
 _ROW_IDS = [_row_ids(i) for i in range(1024)]
-
-
-def _message_id(position: str) -> str:
-    """The ``message_id`` of the row at ``position`` (in ``@_sg_ms``), as the generated column has it."""
-    return message_id_sql(f"@_sg_ms + ({position}) DIV 65536", f"({position}) MOD 65536")
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,23 +278,28 @@ def publish_script(inserts: Sequence[DirectInsert]) -> str:
         body += (ins.text(offset), ";")
         offset += ins.rows
     last = offset - 1
+    # The next position in the mark's millisecond; rows that do not fit in the rest of it start
+    # the next one (a script's rows share one: see the module docstring).
+    position = f"IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0)"
+    spills = f"{position} + {offset} > {MAX_ROWS}"
     # Ids only when no committed row waits for a pass (read after the mark is locked): a row that
     # committed before this publish must not get its place after it (a publisher's one-message
     # publish, then its batch). Else the rows go without ids, for the pass with the others.
-    ms = f"IF(@_sg_lms IS NULL OR EXISTS(SELECT 1 FROM {quoted_log} FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0), NULL, GREATEST({NOW_MS}, @_sg_lms))"
+    ms = f"IF(@_sg_lms IS NULL OR EXISTS(SELECT 1 FROM {quoted_log} FORCE INDEX (message_id) WHERE message_id IS NULL AND pending = 0), NULL, GREATEST({NOW_MS}, @_sg_lms) + ({spills}))"
     return "".join((
-        "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_lms = NULL, @_sg_lseq = NULL;BEGIN;"
+        "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_lms = NULL, @_sg_lseq = NULL, @_sg_pk = NULL, @_sg_b = NULL;BEGIN;"
         # The mark, locked to COMMIT (none: not a live topic, the variables stay NULL).
         f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
         f" AND generation > 0 FOR UPDATE;"
         # A consistent read, taken after the lock: every writer before this one has committed.
-        f"SELECT {ms}, IF({NOW_MS} <= @_sg_lms, @_sg_lseq + 1, 0) INTO @_sg_ms, @_sg_p;",
+        f"SELECT {ms}, IF({spills}, 0, {position}), IFNULL((SELECT MAX(_pk) FROM {quoted_log}), 0)"
+        f" INTO @_sg_ms, @_sg_p, @_sg_pk;",
         *body,
+        # The rows' bytes: the keys after the first read's last, with ids (only this script's).
+        f"SELECT SUM(payload_bytes) INTO @_sg_b FROM {quoted_log} FORCE INDEX (PRIMARY) WHERE _pk > @_sg_pk AND seq >= 0;"
         # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
-        f"UPDATE {META_TABLE} SET last_ms = @_sg_ms + (@_sg_p + {last}) DIV 65536, last_seq = (@_sg_p + {last}) MOD 65536,"
-        f" messages = messages + {offset}, bytes = bytes + (SELECT SUM(payload_bytes) FROM {quoted_log} FORCE INDEX (message_id)"
-        f" WHERE message_id BETWEEN {_message_id('@_sg_p')} AND {_message_id(f'@_sg_p + {last}')})"
-        f" WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT",
+        f"UPDATE {META_TABLE} SET last_ms = @_sg_ms, last_seq = @_sg_p + {last}, messages = messages + {offset},"
+        f" bytes = bytes + IFNULL(@_sg_b, 0) WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT",
     ))  # fmt: skip
 
 
@@ -300,8 +310,8 @@ def fits(script: str) -> bool:
 
 def read_direct(sql: str, target_start: int, target_end: int, topic: str) -> DirectInsert | None:
     """``read_insert``, and None too when the script of this INSERT alone would not go as one
-    packet (the deferred path runs it)."""
+    packet, or has more than ``MAX_ROWS`` rows (the deferred path runs it)."""
     ins = read_insert(sql, target_start, target_end, topic)
-    if ins is None or (ins.size >= SAFE_SCRIPT_CHARS and not fits(publish_script((ins,)))):
+    if ins is None or ins.rows > MAX_ROWS or (ins.size >= SAFE_SCRIPT_CHARS and not fits(publish_script((ins,)))):
         return None
     return ins

@@ -471,7 +471,8 @@ class ShardTopicStore:
     def direct_insert(name: str, payloads: Sequence[bytes]) -> direct.DirectInsert | None:
         """A REST publish as a direct publish's INSERT (``proxy.topics.direct``, sent by
         ``proxy.topics.batch``), read as an SQL publish's is (``direct.read_direct``); None when its
-        script would not go as one packet: ``insert`` then stores it, in as many statements as it takes."""
+        script would not go as one packet, or has more than ``direct.MAX_ROWS`` messages: ``insert``
+        then stores it, in as many statements as it takes."""
         head = f"INSERT INTO {quote_identifier(log_table(name))}"
         values = ",".join(f"({bytes_literal(p)})" for p in payloads)
         return direct.read_direct(f"{head} (payload) VALUES {values}", len("INSERT INTO "), len(head), name)

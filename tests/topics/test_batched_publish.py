@@ -220,3 +220,24 @@ async def test_queued_publishes_keep_their_sessions_sql_mode(topic_proxy, topics
         for c in (lenient, strict, first):
             c.close()
         shard.close()
+
+
+async def test_a_batch_takes_no_more_rows_than_one_millisecond_holds():
+    """A script's rows share one millisecond (direct.MAX_ROWS): queued publishes whose rows
+    together pass it: those that fit go, the others wait for the next batch (no shard: the
+    queue's split alone)."""
+    from proxy.topics import direct
+    from proxy.topics.batch import TopicBatcher, _Queued
+
+    def insert(rows: int) -> direct.DirectInsert:
+        ins = direct.read_direct(
+            "INSERT INTO `_tms_t` (payload) VALUES " + ",".join(["('a')"] * rows), 12, 20, "t"
+        )
+        assert ins is not None
+        return ins
+
+    batcher = TopicBatcher("t", lambda: None, lambda n: None)  # type: ignore[arg-type,return-value]
+    queued = [_Queued(insert(n), ()) for n in (40_000, 20_000, 10_000, 5_000)]
+    batcher._queue = list(queued)
+    assert batcher._take() == [queued[0], queued[1], queued[3]]  # 65,000 rows; 70,000 would not fit
+    assert batcher._take() == [queued[2]]

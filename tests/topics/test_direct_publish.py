@@ -128,38 +128,43 @@ async def test_direct_publishes_are_readable_at_their_ok_without_a_sequencer_pas
         await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
 
 
-async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_millisecond(
+async def test_a_direct_publish_that_does_not_fit_the_rest_of_the_millisecond_starts_the_next(
     topic_proxy, topics, local_cluster, http
 ):
-    """The ids rule of ids.assign, in the write's SQL: a mark at sequence 0xFFFE (and in the
-    future: the id's time never runs behind the last id) gives 0xFFFF, then the next ms from 0."""
+    """The ids rule of ids.assign, in the write's SQL, with a script's rows in one millisecond
+    (direct.MAX_ROWS): a mark at sequence 0xFFFD (and in the future: the id's time never runs
+    behind the last id) takes a 2-row publish to 0xFFFF; the next one, 3 rows, starts the next
+    ms from 0."""
     name = await topics.create("commerce")
     shard = await shard_conn(local_cluster, topic_proxy, name)
     try:
         future_ms = int(time.time() * 1000) + 3_600_000
         await shard_rows(
             shard,
-            f"UPDATE _tms_topics SET last_ms = {future_ms}, last_seq = 65534 WHERE name = '{name}'",
+            f"UPDATE _tms_topics SET last_ms = {future_ms}, last_seq = 65533 WHERE name = '{name}'",
         )
-        await run(
-            topic_proxy, "commerce", f"INSERT INTO `{name}` (payload) VALUES ('a'), ('b'), ('c')"
-        )
+        for values in ("('x'), ('y')", "('a'), ('b'), ('c')"):
+            await run(topic_proxy, "commerce", f"INSERT INTO `{name}` (payload) VALUES {values}")
         expected = [
+            ids.make_id(future_ms, 0xFFFE),
             ids.make_id(future_ms, 0xFFFF),
             ids.make_id(future_ms + 1, 0),
             ids.make_id(future_ms + 1, 1),
+            ids.make_id(future_ms + 1, 2),
         ]
         rows = await shard_rows(
             shard, f"SELECT message_id, publish_time, seq, payload FROM `_tms_{name}` ORDER BY _pk"
         )
         assert [(r[0], r[1], r[2], bytes(r[3])) for r in rows] == [
-            (expected[0], future_ms, 0xFFFF, b"a"),
-            (expected[1], future_ms + 1, 0, b"b"),
-            (expected[2], future_ms + 1, 1, b"c"),
+            (expected[0], future_ms, 0xFFFE, b"x"),
+            (expected[1], future_ms, 0xFFFF, b"y"),
+            (expected[2], future_ms + 1, 0, b"a"),
+            (expected[3], future_ms + 1, 1, b"b"),
+            (expected[4], future_ms + 1, 2, b"c"),
         ]
         assert await shard_rows(
-            shard, f"SELECT last_ms, last_seq FROM _tms_topics WHERE name = '{name}'"
-        ) == [(future_ms + 1, 1)]
+            shard, f"SELECT last_ms, last_seq, messages, bytes FROM _tms_topics WHERE name = '{name}'"
+        ) == [(future_ms + 1, 2, 5, 5)]
         # REST's publish without a pointer is direct too: it continues after the mark.
         url = f"{topic_proxy.rest}/commerce/topics/{name}/publish"
         async with http.post(
@@ -169,7 +174,7 @@ async def test_a_direct_publish_past_sequence_0xffff_moves_to_the_next_milliseco
         rows = await shard_rows(
             shard, f"SELECT message_id FROM `_tms_{name}` WHERE payload IN ('d', 'e') ORDER BY _pk"
         )
-        assert rows == [(ids.make_id(future_ms + 1, 2),), (ids.make_id(future_ms + 1, 3),)]
+        assert rows == [(ids.make_id(future_ms + 1, 3),), (ids.make_id(future_ms + 1, 4),)]
     finally:
         shard.close()
 
@@ -500,3 +505,46 @@ async def test_waiting_rows_take_their_defaults_without_waiting_for_a_transactio
         shard.close()
         other.close()
         await run(p, "commerce", f"DROP TOPIC IF EXISTS {name}")
+
+
+async def test_a_direct_publish_counts_only_its_own_rows_bytes_with_deferred_rows_inserted_meanwhile(
+    topic_proxy, topics, local_cluster
+):
+    """The ``bytes`` counter adds the rows after the key the script's first read saw that have
+    an id (direct.py): a deferred row committed by another session between that read and the
+    script's INSERT has a later key but no id, and is not counted (under READ COMMITTED, where
+    the script's later read sees it), nor is an uncommitted one waited for. The script runs
+    statement by statement on the topic's shard, the other session's INSERT between."""
+    name = await topics.create("commerce")
+    log = f"`_tms_{name}`"
+    script = await shard_conn(local_cluster, topic_proxy, name)
+    other = await shard_conn(local_cluster, topic_proxy, name)
+    try:
+        await shard_rows(script, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        ins = direct.read_direct(
+            f"INSERT INTO {log} (payload) VALUES ('abc'), ('de')", len("INSERT INTO "), len("INSERT INTO ") + len(log), name
+        )
+        assert ins is not None
+        statements = direct.publish_script((ins,)).split(";")
+        for statement in statements[: direct.ANSWER]:  # SET, BEGIN, the mark's lock, the first read
+            await shard_rows(script, statement)
+        await shard_rows(other, f"INSERT INTO {log} (payload) VALUES ('later, deferred')")  # committed
+        await shard_rows(other, "BEGIN")
+        await shard_rows(other, f"INSERT INTO {log} (payload) VALUES ('open, deferred')")  # uncommitted
+        for statement in statements[direct.ANSWER :]:
+            await asyncio.wait_for(shard_rows(script, statement), 5)
+        assert await shard_rows(
+            script, f"SELECT messages, bytes FROM _tms_topics WHERE name = '{name}'"
+        ) == [(2, 5)]
+        await shard_rows(other, "COMMIT")
+        # The pass counts the deferred rows once they are in order after the direct ones.
+        async def counted() -> bool:
+            got = await shard_rows(script, f"SELECT messages, bytes FROM _tms_topics WHERE name = '{name}'")
+            return got == [(4, 5 + len("later, deferred") + len("open, deferred"))]
+
+        await eventually(counted, what="the pass's counters")
+        rows = await read_all(topic_proxy, "commerce", name)
+        assert [bytes(r[2]) for r in rows] == [b"abc", b"de", b"later, deferred", b"open, deferred"]
+    finally:
+        script.close()
+        other.close()

@@ -30,7 +30,7 @@ def test_each_row_gets_the_id_columns_before_its_closing_parenthesis_whatever_it
     insert = statements[direct.ANSWER]
 
     def ids(i: int) -> str:  # row i's position as a literal: no row reads another's assignment
-        return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+        return f", @_sg_p + {i}, @_sg_ms"
 
     assert insert == (
         f"{HEAD} (payload, n, seq, publish_time) VALUES ('a)(b''c', 1{ids(0)}),"
@@ -91,7 +91,7 @@ def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positio
     assert len(statements) == direct.results(3) == direct.RESULTS + 2
 
     def ids(i: int) -> str:
-        return f", (@_sg_p + {i}) MOD 65536, @_sg_ms + (@_sg_p + {i}) DIV 65536"
+        return f", @_sg_p + {i}, @_sg_ms"
 
     assert statements[direct.ANSWER : direct.ANSWER + 3] == [
         f"{HEAD} (payload, seq, publish_time) VALUES ('a'{ids(0)}), ('b'{ids(1)})",
@@ -102,7 +102,7 @@ def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positio
     assert (
         mark.startswith("UPDATE")
         and "messages = messages + 6" in mark
-        and "(@_sg_p + 5) MOD 65536" in mark
+        and "last_seq = @_sg_p + 5," in mark
     )
     assert statements[-1] == "COMMIT"
     # Alone, an INSERT's rows start at position 0 again (the script of one is the direct publish's).
@@ -131,3 +131,10 @@ def test_many_waiting_rows_take_their_defaults_in_statements_of_bounded_size():
     named = [s[s.index("IN (") + 4 : -1].split(",") for s in statements]
     assert [len(n) for n in named] == [10_000, 10_000, 5_000]
     assert [int(k) for n in named for k in n] == list(range(1, 25_001))
+
+
+def test_an_insert_of_more_rows_than_one_millisecond_holds_keeps_the_deferred_path():
+    """A script's rows share one millisecond (sequences 0..0xFFFF): more keep the deferred path."""
+    assert direct.MAX_ROWS == 65536
+    assert _script("(payload) VALUES " + ",".join(["('a')"] * 65536)) is not None
+    assert _script("(payload) VALUES " + ",".join(["('a')"] * 65537)) is None
