@@ -6,11 +6,12 @@ text (any collation), as bytes and as (ms, seq) pairs; ``make_id(ms, 0)`` is the
 message published at ``ms`` can have, which is how time-addressed reads become id ranges.
 
 Ids are assigned on the shard under the topic's mark lock, by a direct publish's SQL
-(``proxy.topics.direct``, the same rule in SQL) or a sequencer pass (``assign``; see
-``proxy.topics.sequencer``): CDAP's single writer per topic takes the next (ms, seq) after the
-last one it gave, and waits for the next millisecond after 65,536 messages in one; we move on
-to the next millisecond instead, so an id's time may run ahead of the clock by a few ms during
-a burst, never behind the last id.
+(``proxy.topics.direct``, the same rule in SQL, but a publish's rows in one millisecond: rows
+that do not fit in the rest of the mark's start the next one at 0) or a sequencer pass
+(``assign``; see ``proxy.topics.sequencer``): CDAP's single writer per topic takes the next
+(ms, seq) after the last one it gave, and waits for the next millisecond after 65,536 messages
+in one; we move on to the next millisecond instead, so an id's time may run ahead of the clock
+by a few ms during a burst, never behind the last id.
 """
 
 from __future__ import annotations
