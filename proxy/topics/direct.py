@@ -11,10 +11,11 @@ the raw ceiling: BENCHMARKS.md, "topicdirect")::
     BEGIN;
     SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM _tms_topics
       WHERE name = 'topic' AND generation > 0 FOR UPDATE;     -- the mark, locked to COMMIT
-    SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position>,
-      IFNULL((SELECT MAX(_pk) FROM _tms_topic), 0) INTO @_sg_ms, @_sg_p, @_sg_pk;
+    SELECT <first id's ms, NULL if committed rows wait for a pass>, <its position> INTO @_sg_ms, @_sg_p;
     INSERT INTO _tms_topic (cols, seq, publish_time) VALUES (..., @_sg_p + <i>, @_sg_ms), ...;
-    SELECT SUM(payload_bytes) INTO @_sg_b FROM _tms_topic WHERE _pk > @_sg_pk AND seq >= 0;
+    SET @_sg_pk = LAST_INSERT_ID();                            -- the first row's key
+    [the next publishers' INSERTs, when several go together: proxy.topics.batch;]
+    SELECT SUM(payload_bytes) INTO @_sg_b FROM _tms_topic WHERE _pk >= @_sg_pk AND seq >= 0;
     UPDATE _tms_topics SET last_ms = @_sg_ms, last_seq = @_sg_p + <n - 1>, messages = messages + n,
       bytes = bytes + @_sg_b WHERE name = 'topic' AND @_sg_ms IS NOT NULL;
     COMMIT
@@ -52,15 +53,17 @@ other sessions' rows): the rows then keep NULL, which reads as "no id" too. Not 
 ``IFNULL(<id>, DEFAULT(col))`` in each row cost the shard ~3 us a message, an UPDATE after each
 INSERT ("Impossible WHERE" when the rows took ids) ~40 us a publisher (BENCHMARKS.md, "topicfix").
 The ``bytes`` counter adds the rows' ``payload_bytes`` (their lengths as MariaDB stored
-them), read back by a plain (consistent, non-locking) SELECT of the rows after ``@_sg_pk``, the
-largest key the script's first read saw: every key after it is a row inserted since, and of
-those only this script's have an id (``seq >= 0``: ids are written under the mark's lock, which
-this script holds; others' rows inserted meanwhile wait for a pass, and under REPEATABLE READ
-are not even visible). A range of the primary key, not of ``message_id`` (100 lookups through
-the secondary index), and not a subquery of the mark's UPDATE (a locking read: it locked the
-range, and made a concurrent deferred INSERT wait for this COMMIT): ~3 us a row less
-(BENCHMARKS.md, "topicwrite"). ``MAX(_pk)`` steps back over the rows at the end of the log that
-the script's read cannot see (other sessions' uncommitted inserts): as many as are in flight.
+them), read back by a plain (consistent, non-locking) SELECT of the rows from ``@_sg_pk``, the
+first INSERT's first key (``LAST_INSERT_ID()``; keys only grow, whatever
+``innodb_autoinc_lock_mode``): of the rows from there on only this script's have an id
+(``seq >= 0``: ids are written under the mark's lock, which this script holds; other sessions'
+rows inserted meanwhile wait for a pass, and under REPEATABLE READ are not even visible). A
+range of the primary key, not of ``message_id`` (100 lookups through the secondary index), and
+not a subquery of the mark's UPDATE (a locking read: it locked the range, and made a concurrent
+deferred INSERT wait for this COMMIT): ~3 us a row less (BENCHMARKS.md, "topicwrite"). Not the
+largest key the first read sees (``MAX(_pk)``, no extra statement): that read, and the range
+after it, step over every row the script cannot see at the end of the log, so a client's open
+transaction of a million rows would cost each direct publish a million steps.
 
 A multi-statement stops at its first error with its transaction still open: whoever sends the
 script rolls it back (or closes the connection) on any error, and answers that error; the
@@ -91,11 +94,10 @@ MAX_SCRIPT_BYTES = 0xFFFFFF - 1
 # a script goes as one packet without being encoded to count its bytes.
 ID_CHARS_PER_ROW = 32
 SAFE_SCRIPT_CHARS = MAX_SCRIPT_BYTES // 4 - 4096
-RESULTS = 8  # SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, SELECT .. INTO, UPDATE, COMMIT
+# SET, BEGIN, SELECT .. FOR UPDATE, SELECT .. INTO, INSERT, SET, SELECT .. INTO, UPDATE, COMMIT
+RESULTS = 9
 ANSWER = 4  # the INSERT's result: the client's answer
-MARKED = (
-    6  # the mark's UPDATE: 1 row affected when the rows took their ids, 0 when they wait for a pass
-)
+MARKED = 7  # the mark's UPDATE: 1 row affected when the rows took ids, 0 when they wait for a pass
 # A script's rows share one millisecond (its sequences 0..0xFFFF): more keep the deferred path.
 MAX_ROWS = MAX_SEQ + 1
 
@@ -242,9 +244,13 @@ def results(publishers: int) -> int:
     return RESULTS - 1 + publishers
 
 
+def answer_at(j: int) -> int:
+    """Publisher ``j``'s OK in a script (``ANSWER`` for the first; the first key's ``SET`` follows it)."""
+    return ANSWER + j + (j > 0)
+
+
 def marked_at(publishers: int) -> int:
-    """The mark UPDATE's result in a script of ``publishers`` INSERTs (``MARKED`` for one);
-    publisher ``j``'s OK is result ``ANSWER + j``."""
+    """The mark UPDATE's result in a script of ``publishers`` INSERTs (``MARKED`` for one)."""
     return MARKED - 1 + publishers
 
 
@@ -275,7 +281,7 @@ def publish_script(inserts: Sequence[DirectInsert]) -> str:
     body: list[str] = []
     offset = 0
     for ins in inserts:
-        body += (ins.text(offset), ";")
+        body += (ins.text(offset), ";SET @_sg_pk = LAST_INSERT_ID();" if not offset else ";")
         offset += ins.rows
     last = offset - 1
     # The next position in the mark's millisecond; rows that do not fit in the rest of it start
@@ -292,11 +298,10 @@ def publish_script(inserts: Sequence[DirectInsert]) -> str:
         f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
         f" AND generation > 0 FOR UPDATE;"
         # A consistent read, taken after the lock: every writer before this one has committed.
-        f"SELECT {ms}, IF({spills}, 0, {position}), IFNULL((SELECT MAX(_pk) FROM {quoted_log}), 0)"
-        f" INTO @_sg_ms, @_sg_p, @_sg_pk;",
+        f"SELECT {ms}, IF({spills}, 0, {position}) INTO @_sg_ms, @_sg_p;",
         *body,
-        # The rows' bytes: the keys after the first read's last, with ids (only this script's).
-        f"SELECT SUM(payload_bytes) INTO @_sg_b FROM {quoted_log} FORCE INDEX (PRIMARY) WHERE _pk > @_sg_pk AND seq >= 0;"
+        # The rows' bytes: the keys from the first row's, with ids (only this script's).
+        f"SELECT SUM(payload_bytes) INTO @_sg_b FROM {quoted_log} FORCE INDEX (PRIMARY) WHERE _pk >= @_sg_pk AND seq >= 0;"
         # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
         f"UPDATE {META_TABLE} SET last_ms = @_sg_ms, last_seq = @_sg_p + {last}, messages = messages + {offset},"
         f" bytes = bytes + IFNULL(@_sg_b, 0) WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT",

@@ -115,7 +115,7 @@ async def execute_direct(
         sc.broken = True
         raise ProxyError(CR_MALFORMED_PACKET, f"Malformed packet: {len(results)} answers to a topic publish of"
                          f" {expected} statements", "HY000")
-    answers = results[direct.ANSWER : direct.ANSWER + publishers]
+    answers = [results[direct.answer_at(j)] for j in range(publishers)]
     marked = results[direct.marked_at(publishers)].affected_rows > 0
     if not marked:
         # The rows wait for a pass: the log's defaults (direct.defaults_statements), before the answer.

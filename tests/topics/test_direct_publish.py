@@ -510,11 +510,11 @@ async def test_waiting_rows_take_their_defaults_without_waiting_for_a_transactio
 async def test_a_direct_publish_counts_only_its_own_rows_bytes_with_deferred_rows_inserted_meanwhile(
     topic_proxy, topics, local_cluster
 ):
-    """The ``bytes`` counter adds the rows after the key the script's first read saw that have
-    an id (direct.py): a deferred row committed by another session between that read and the
-    script's INSERT has a later key but no id, and is not counted (under READ COMMITTED, where
-    the script's later read sees it), nor is an uncommitted one waited for. The script runs
-    statement by statement on the topic's shard, the other session's INSERT between."""
+    """The ``bytes`` counter adds the rows from the script's first key that have an id
+    (direct.py): a deferred row committed by another session after the script's INSERT has a
+    later key but no id, and is not counted (under READ COMMITTED, where the script's later read
+    sees it), nor is an uncommitted one waited for. The script runs statement by statement on the
+    topic's shard, the other session's INSERTs between."""
     name = await topics.create("commerce")
     log = f"`_tms_{name}`"
     script = await shard_conn(local_cluster, topic_proxy, name)
@@ -526,12 +526,12 @@ async def test_a_direct_publish_counts_only_its_own_rows_bytes_with_deferred_row
         )
         assert ins is not None
         statements = direct.publish_script((ins,)).split(";")
-        for statement in statements[: direct.ANSWER]:  # SET, BEGIN, the mark's lock, the first read
+        for statement in statements[: direct.ANSWER + 2]:  # to the INSERT and its first key
             await shard_rows(script, statement)
         await shard_rows(other, f"INSERT INTO {log} (payload) VALUES ('later, deferred')")  # committed
         await shard_rows(other, "BEGIN")
         await shard_rows(other, f"INSERT INTO {log} (payload) VALUES ('open, deferred')")  # uncommitted
-        for statement in statements[direct.ANSWER :]:
+        for statement in statements[direct.ANSWER + 2 :]:
             await asyncio.wait_for(shard_rows(script, statement), 5)
         assert await shard_rows(
             script, f"SELECT messages, bytes FROM _tms_topics WHERE name = '{name}'"
@@ -545,6 +545,7 @@ async def test_a_direct_publish_counts_only_its_own_rows_bytes_with_deferred_row
         await eventually(counted, what="the pass's counters")
         rows = await read_all(topic_proxy, "commerce", name)
         assert [bytes(r[2]) for r in rows] == [b"abc", b"de", b"later, deferred", b"open, deferred"]
+        assert await shard_rows(script, f"SELECT SUM(payload_bytes) FROM {log}") == [(5 + 15 + 14,)]
     finally:
         script.close()
         other.close()

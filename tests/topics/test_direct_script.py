@@ -75,7 +75,7 @@ def test_a_script_beyond_one_packet_keeps_the_deferred_path():
 
 def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positions():
     """Several publishers' INSERTs in one script (proxy/topics/batch.py): each its own statement
-    (its own OK, result ``ANSWER + j``), row positions continuing from one INSERT to the next
+    (its own OK, result ``answer_at(j)``), row positions continuing from one INSERT to the next
     (one contiguous id range, in queue order), one mark UPDATE to the last row (``marked_at``)."""
     first = direct.read_insert(
         f"{HEAD} (payload) VALUES ('a'), ('b')", len("INSERT INTO "), len(HEAD), "t"
@@ -93,11 +93,12 @@ def test_a_batch_script_gives_each_insert_its_own_statement_and_the_next_positio
     def ids(i: int) -> str:
         return f", @_sg_p + {i}, @_sg_ms"
 
-    assert statements[direct.ANSWER : direct.ANSWER + 3] == [
+    assert [statements[direct.answer_at(j)] for j in range(3)] == [
         f"{HEAD} (payload, seq, publish_time) VALUES ('a'{ids(0)}), ('b'{ids(1)})",
         f"{HEAD} (`payload`, seq, publish_time) VALUES ('c'{ids(2)})",
         f"{HEAD} (payload, seq, publish_time) VALUES ('d'{ids(3)}), ('e'{ids(4)}), ('f'{ids(5)})",
     ]
+    assert statements[direct.ANSWER + 1] == "SET @_sg_pk = LAST_INSERT_ID()"  # the first row's key
     mark = statements[direct.marked_at(3)]
     assert (
         mark.startswith("UPDATE")
