@@ -60,10 +60,10 @@ first INSERT's first key (``LAST_INSERT_ID()``; keys only grow, whatever
 rows inserted meanwhile wait for a pass, and under REPEATABLE READ are not even visible). A
 range of the primary key, not of ``message_id`` (100 lookups through the secondary index), and
 not a subquery of the mark's UPDATE (a locking read: it locked the range, and made a concurrent
-deferred INSERT wait for this COMMIT): ~3 us a row less (BENCHMARKS.md, "topicwrite"). Not the
-largest key the first read sees (``MAX(_pk)``, no extra statement): that read, and the range
-after it, step over every row the script cannot see at the end of the log, so a client's open
-transaction of a million rows would cost each direct publish a million steps.
+deferred INSERT wait for this COMMIT): ~3 us a row less (BENCHMARKS.md, "topicwrite"). The
+first key rather than the largest key the first read sees (``MAX(_pk)``, no ``SET``: the same
+cost, measured): that read steps back over every row at the end of the log the script cannot
+see (a client's open transaction), and the range after it too.
 
 A multi-statement stops at its first error with its transaction still open: whoever sends the
 script rolls it back (or closes the connection) on any error, and answers that error; the
