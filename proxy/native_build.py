@@ -42,15 +42,9 @@ MODULES = (
     "proxy/fast_path/routing.py",
     "proxy/fast_path/shard_link.py",
     "proxy/fast_path/protocol.py",
-    "proxy/running_statement.py",
-    "rewriter/cache.py",
-    "vschema/keyrange.py",
-    "vschema/vindexes/hash.py",
-    "vschema/vindexes/values.py",
 )
 # mypyc's shared runtime library, inside the package so the editable install finds it too.
 GROUP = "proxy.native"
-PACKAGES = ("proxy", "rewriter", "vschema", "sqltext")
 STAMP = ROOT / "build" / "native-sources.sha256"
 
 
@@ -58,16 +52,10 @@ def module_name(path: str) -> str:
     return path.removesuffix(".py").replace("/", ".")
 
 
-def expected_extensions() -> set[Path]:
-    """The files a build leaves: each module's and the shared runtime."""
-    stems = [p.removesuffix(".py") for p in MODULES] + [GROUP.replace(".", "/") + "__mypyc"]
-    return {ROOT / (stem + EXTENSION_SUFFIXES[0]) for stem in stems}
-
-
 def extensions() -> list[Path]:
-    """The compiled files present in the checkout, also of modules no longer listed (the
-    packages hold no other extension modules)."""
-    return sorted({f for pkg in PACKAGES for suffix in EXTENSION_SUFFIXES for f in (ROOT / pkg).rglob("*" + suffix)})
+    """The compiled files present in the checkout (the modules' and the shared runtime)."""
+    stems = [ROOT / p.removesuffix(".py") for p in MODULES] + [ROOT / (GROUP.replace(".", "/") + "__mypyc")]
+    return [f for stem in stems for suffix in EXTENSION_SUFFIXES if (f := stem.with_name(stem.name + suffix)).exists()]
 
 
 def sources_digest() -> str:
@@ -85,7 +73,7 @@ def is_current() -> bool:
         recorded = STAMP.read_text().strip()
     except OSError:
         return False
-    return recorded == sources_digest() and set(extensions()) == expected_extensions()
+    return recorded == sources_digest() and len(extensions()) == len(MODULES) + 1
 
 
 def clean() -> None:
