@@ -13,16 +13,7 @@ COPY rewriter ./rewriter
 COPY vschema ./vschema
 COPY sqltext ./sqltext
 COPY examples ./examples
-# The hot modules compiled with mypyc in place (proxy/native_build.py), then installed with the
-# package (its package-data takes the .so files); gcc and mypy only for that step. If the build
-# fails the image is pure Python, as a checkout without `make` is.
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev \
- && pip install --no-cache-dir 'mypy>=1.10' setuptools \
- && (python -m proxy.native_build || true) \
- && pip install --no-cache-dir . \
- && pip uninstall -y mypy \
- && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* build
+RUN pip install --no-cache-dir .
 
 EXPOSE 15306
 # Demo: local shards + proxy. For shards elsewhere: `shardgate serve -c /config/cluster.yaml`

@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 CONFIG ?= examples/local/cluster.yaml
 
-.PHONY: run test lint bench sysdeps clean native pure
+.PHONY: run test lint bench sysdeps clean
 
 # System packages the project needs, installed only when missing: MariaDB server + client
 # (local shards, CLI tests), the MariaDB client headers (to build mysqlclient), Go's x/text
@@ -35,24 +35,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test,spark]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
-# The hot pure-Python modules compiled with mypyc, in place (proxy/native_build.py keeps the list;
-# a no-op when they are current). A failed build leaves pure Python: the proxy and the tests run
-# the same. `make pure` (or SHARDGATE_PURE_PYTHON=1 with any target) removes the compiled modules.
-native: $(STAMP)
-	@$(BIN)/python -m proxy.native_build || echo "native build failed: the proxy runs pure Python" >&2
-
-pure:
-	$(BIN)/python -m proxy.native_build --clean
-
-run: native
+run: $(STAMP)
 	$(BIN)/shardgate up -c $(CONFIG)
 
-test: native
+test: $(STAMP)
 	$(BIN)/ruff check proxy rewriter vschema sqltext tests examples
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
-bench: native
+bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks
 
 lint: $(STAMP)
@@ -60,5 +51,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .shardgate build
-	find proxy rewriter vschema sqltext -name '*.so' -delete
+	rm -rf $(VENV) .shardgate
