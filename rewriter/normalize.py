@@ -220,8 +220,8 @@ def _try_literal_list(sql: str, i: int, n: int) -> tuple[list[Any], int] | None:
             text, i, kind = _read_number(sql, i, n)
             if kind not in ("int", "decimal"):
                 return None
-            v = _number_value(text, kind)  # type: ignore[assignment]  # v: the literal's text, then its value
-            values.append(-v if neg else v)  # type: ignore[operator]  # v: the literal's text, then its value
+            num = _number_value(text, kind)
+            values.append(-num if neg else num)
         else:
             return None
         i = _skip_ws_comments(sql, i, n)
