@@ -36,6 +36,7 @@ from proxy.errors import ProxyError
 from proxy.messaging import sql
 from proxy.messaging.backoff import NS, jitter, next_send_ns
 from proxy.messaging.cache import CachedMessage, MessageCache
+from proxy.messaging.claim_link import ClaimLinks
 from proxy.messaging.errors import MessagingClosed, SubscriptionEnded
 from proxy.messaging.inserted import exact_messages
 from proxy.messaging.own_mark import is_marked
@@ -151,6 +152,7 @@ class MessageManager:
         self._early_wakeups: deque[float] = deque()
         self._own_insert_at = -OWN_COMMIT_MATCH_SECONDS  # the latest cached one
         self._claims = asyncio.Semaphore(postpone_cap)
+        self._claim_links = ClaimLinks(pool, postpone_cap)
         self._throttler = self._make_throttler(spec)
         self._tasks: set[asyncio.Task[None]] = set()
         self._open = False
@@ -173,6 +175,7 @@ class MessageManager:
         if self._open:
             return
         self._open = True
+        self._claim_links.reopen()
         for coro in (self._poll_loop(), self._send_loop(), self._purge_loop()):
             self._spawn(coro)
         logger.info("message manager opened", extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table})
@@ -189,6 +192,7 @@ class MessageManager:
         # Their failures were logged by _task_done; here we only wait for them to finish.
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._claim_links.close()
         self.cache.clear()
 
     def _spawn(self, coro: object) -> None:
@@ -668,11 +672,17 @@ class MessageManager:
         if any(t is None for t in next_times.values()):
             winners, epochs, claimed = await self._claim_locked(batch, now, factor)
         else:
+            statement = sql.conditional_postpone_sql(spec, batch, next_times, now)
+            affected = await self._claim_links.affected_rows(statement)
+            if affected == len(batch):
+                self._account_claim(len(batch), next_times, now)
+                return None
             async with self.pool.connection() as sc:
-                res = await sc.execute(sql.conditional_postpone_sql(spec, batch, next_times, now))
-                if res.affected_rows == len(batch):
-                    self._account_claim(len(batch), next_times, now)
-                    return None
+                if affected is None:  # no link at hand: the pool's connection claims
+                    affected = (await sc.execute(statement)).affected_rows
+                    if affected == len(batch):
+                        self._account_claim(len(batch), next_times, now)
+                        return None
                 check = await sc.execute(sql.claim_check_sql(spec, next_times))
                 mine = {
                     row[0] for row in check.rows
