@@ -71,6 +71,9 @@ class PoolsLike(Protocol):
     def get(self, keyspace: str, shard: str) -> ConnectionSource: ...
 
 
+_TEXT_ID_TYPES = frozenset({int, str})
+
+
 def id_bytes(value: MessageId) -> bytes:
     """An id as the text-protocol bytes the shard sends (the cache's key)."""
     if isinstance(value, bytes):
@@ -463,7 +466,12 @@ class MessagingService:
         """Ids acked through the proxy: dropped from every cache of the table (beyond Vitess:
         an acked message waiting in the cache is not sent again). Returns how many of them this
         process had sent and was still counting as in flight."""
-        keys = [id_bytes(i) for i in ids]
+        given = ids if isinstance(ids, (list, tuple)) else list(ids)
+        if set(map(type, given)) <= _TEXT_ID_TYPES:
+            # The usual ack's ids (ints from the statement): converted at C speed.
+            keys = list(map(str.encode, map(str, given)))
+        else:
+            keys = [id_bytes(i) for i in given]
         freed = 0
         for s in self.shards.get(keyspace, []):
             manager = self.managers.get((keyspace, s, table.lower()))
