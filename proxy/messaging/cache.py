@@ -25,6 +25,9 @@ class CachedMessage:
     epoch: int
     row: Row  # the streamed columns, text-protocol bytes
     seq: int = field(default=0, compare=False)
+    # ``row`` as the payload of a text-protocol row packet, encoded once when the message is
+    # cached from an INSERT's values (``proxy.messaging.rows``); None: encoded when sent.
+    payload: bytes | None = field(default=None, compare=False, repr=False)
 
     def sort_key(self) -> tuple[int, int, int]:
         return (self.priority, -(self.time_next or 0), self.seq)

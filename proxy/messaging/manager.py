@@ -106,6 +106,7 @@ class MessageCounters:
 _ID = attrgetter("id")
 _ROW = attrgetter("row")
 _EPOCH = attrgetter("epoch")
+_PAYLOAD = attrgetter("payload")
 
 
 def _int(raw: bytes | None) -> int | None:
@@ -624,7 +625,11 @@ class MessageManager:
                     counters.sent += len(part)
                     if max(map(_EPOCH, part)) >= 1:
                         counters.delayed += sum(1 for m in part if m.epoch >= 1)
-                    receiver.offer(Result(rows=list(map(_ROW, part))))
+                    payloads = list(map(_PAYLOAD, part))
+                    if None in payloads:
+                        receiver.offer(Result(rows=list(map(_ROW, part))))
+                    else:
+                        receiver.offer_payloads(payloads)  # type: ignore[arg-type]  # no None (checked)
                 handed = True
                 return
             id_index = self.spec.id_index

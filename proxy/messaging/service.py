@@ -40,6 +40,7 @@ from proxy.messaging.errors import (
 )
 from proxy.messaging.manager import DEFAULT_POSTPONE_CAP, ConnectionSource, MessageManager
 from proxy.messaging.receiver import Delivery, Receiver
+from proxy.messaging.rows import first_row_seq, frame
 from proxy.messaging.schema import LoadedTable, load_message_tables
 from proxy.messaging.sql import literal
 from proxy.messaging.statement import StreamPredicate, compile_predicate, parse_stream
@@ -350,12 +351,19 @@ class MessagingService:
                 extra={"keyspace": keyspace, "table": spec.name, "shards": [m.shard for m in managers]},
             )
             yield Result(fields=fields)
+            seq = first_row_seq(len(fields))  # of the next row packet the client expects
             while True:
                 delivery = await queue.get()
                 if delivery.error is not None:
                     raise delivery.error
-                assert delivery.result is not None
-                yield delivery.result
+                if delivery.payloads is not None:
+                    block = frame(delivery.payloads, seq)
+                    seq = (seq + block.count) & 0xFF
+                    yield Result(block=block)
+                else:
+                    assert delivery.result is not None
+                    seq = (seq + len(delivery.result.rows)) & 0xFF
+                    yield delivery.result
                 delivery.receiver.free()
         finally:
             self._subscriptions.discard(sub)
