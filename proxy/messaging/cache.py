@@ -9,9 +9,10 @@ concurrent poll cannot queue it again. Beyond Vitess, an acked id is dropped fro
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 
 from proxy.engine.result import Row
 
@@ -24,18 +25,42 @@ class CachedMessage:
     epoch: int
     row: Row  # the streamed columns, text-protocol bytes
     seq: int = field(default=0, compare=False)
+    # ``row`` as the payload of a text-protocol row packet, encoded once when the message is
+    # cached from an INSERT's values (``proxy.messaging.rows``); None: encoded when sent.
+    payload: bytes | None = field(default=None, compare=False, repr=False)
 
     def sort_key(self) -> tuple[int, int, int]:
         return (self.priority, -(self.time_next or 0), self.seq)
 
 
+# A heap entry: a run of messages of one priority and time_next, in order: (key, ids, messages).
+# The key is (priority, -time_next, seq) of the run's first message; a run's messages take
+# consecutive sequence numbers from its key's on (message i: key seq + i), so runs never
+# interleave and the heap orders runs, not messages. A commit's 50-row INSERT is one run:
+# pushed, popped and checked at C speed (``map``, set operations), where a heap entry and a
+# Python step per message were a third of the manager's CPU per message (BENCHMARKS.md,
+# msgproxy).
+_Run = tuple[tuple[int, int, int], list[bytes], list[CachedMessage]]
+_PRIORITY_AND_TIME = attrgetter("priority", "time_next")
+_ID = attrgetter("id")
+
+
+def _disjoint(skip: Container[bytes], ids: list[bytes]) -> bool:
+    if isinstance(skip, dict):
+        return skip.keys().isdisjoint(ids)
+    if isinstance(skip, (set, frozenset)):
+        return skip.isdisjoint(ids)
+    return not any(i in skip for i in ids)
+
+
 class MessageCache:
     def __init__(self, size: int) -> None:
         self.size = max(size, 1)
-        self._heap: list[tuple[tuple[int, int, int], CachedMessage]] = []
+        self._heap: list[_Run] = []
+        self._heaped = 0  # messages in the heap's runs, live or not
         self._queued: dict[bytes, CachedMessage] = {}
         self._in_flight: set[bytes] = set()
-        self._seq = itertools.count()
+        self._seq = 0
 
     def __len__(self) -> int:
         return len(self._queued)
@@ -47,70 +72,107 @@ class MessageCache:
     def contains(self, message_id: bytes) -> bool:
         return message_id in self._queued or message_id in self._in_flight
 
+    def _push(self, msg: CachedMessage) -> None:
+        msg.seq = seq = self._seq
+        self._seq = seq + 1
+        self._queued[msg.id] = msg
+        heapq.heappush(self._heap, ((msg.priority, -(msg.time_next or 0), seq), [msg.id], [msg]))
+        self._heaped += 1
+
     def add(self, msg: CachedMessage) -> bool:
         """False only when the cache is full; a known id is accepted and ignored."""
         if self.contains(msg.id):
             return True
         if len(self._queued) >= self.size:
             return False
-        msg.seq = next(self._seq)
-        self._queued[msg.id] = msg
-        heapq.heappush(self._heap, (msg.sort_key(), msg))
+        self._push(msg)
         return True
 
     def add_new(self, msgs: Iterable[CachedMessage], skip: Container[bytes]) -> bool:
-        """``add`` for each message whose id is not in ``skip``, inline: a commit caches its
-        50-row INSERT's messages at once, and a call per message (``contains``, ``sort_key``)
-        was a third of the cost. False when the cache filled before the last was added."""
-        queued, in_flight, heap, seq = self._queued, self._in_flight, self._heap, self._seq
-        room = self.size - len(queued)
-        push = heapq.heappush
+        """``add`` for each message whose id is not in ``skip``. The usual call, a commit's
+        messages all new and of one priority and time_next, goes in as one run. False when the
+        cache filled before the last was added."""
+        msgs = msgs if isinstance(msgs, list) else list(msgs)
+        if not msgs:
+            return True
+        queued = self._queued
+        ids = list(map(_ID, msgs))
+        if (
+            len(ids) <= self.size - len(queued)
+            and queued.keys().isdisjoint(ids)
+            and self._in_flight.isdisjoint(ids)
+            and _disjoint(skip, ids)
+            and len(set(map(_PRIORITY_AND_TIME, msgs))) == 1
+            and len(set(ids)) == len(ids)
+        ):
+            first = msgs[0]
+            seq = self._seq
+            self._seq = seq + len(ids)
+            queued.update(zip(ids, msgs, strict=True))
+            heapq.heappush(self._heap, ((first.priority, -(first.time_next or 0), seq), ids, msgs))
+            self._heaped += len(ids)
+            return True
+        in_flight = self._in_flight
         for msg in msgs:
             mid = msg.id
             if mid in queued or mid in in_flight or mid in skip:
                 continue
-            if room <= 0:
+            if len(queued) >= self.size:
                 return False
-            room -= 1
-            msg.seq = n = next(seq)
-            queued[mid] = msg
-            push(heap, ((msg.priority, -(msg.time_next or 0), n), msg))
+            self._push(msg)
         return True
-
-    def _pop_live(self) -> CachedMessage | None:
-        while self._heap:
-            _, msg = heapq.heappop(self._heap)
-            if self._queued.get(msg.id) is msg:
-                del self._queued[msg.id]
-                return msg
-        return None
 
     def pop(self, limit: int, accept: Callable[[CachedMessage], bool] | None = None) -> list[CachedMessage]:
         """Up to ``limit`` messages in order (those ``accept`` takes), moved to in flight."""
+        if accept is not None:
+            return self._pop_accepted(limit, accept)
         taken: list[CachedMessage] = []
-        if accept is None:
-            # Every message goes: the loop of _pop_live inline (a method call per message).
-            heap, queued, in_flight, heappop = self._heap, self._queued, self._in_flight, heapq.heappop
-            while heap and len(taken) < limit:
-                _, head = heappop(heap)
-                if queued.get(head.id) is head:
-                    del queued[head.id]
-                    in_flight.add(head.id)
-                    taken.append(head)
-            return taken
-        skipped: list[CachedMessage] = []
-        while len(taken) < limit:
-            msg = self._pop_live()
-            if msg is None:
-                break
-            if accept is not None and not accept(msg):
-                skipped.append(msg)
+        heap, queued, in_flight = self._heap, self._queued, self._in_flight
+        while heap and len(taken) < limit:
+            key, ids, msgs = heap[0]
+            need = limit - len(taken)
+            if len(ids) <= need:
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, ((key[0], key[1], key[2] + need), ids[need:], msgs[need:]))
+                ids, msgs = ids[:need], msgs[:need]
+            self._heaped -= len(ids)
+            got = list(map(queued.pop, ids, repeat(None, len(ids))))
+            if got == msgs:  # all still queued (list equality tests identity first)
+                in_flight.update(ids)
+                taken.extend(msgs)
                 continue
-            self._in_flight.add(msg.id)
-            taken.append(msg)
-        for msg in skipped:
-            self._queued[msg.id] = msg
-            heapq.heappush(self._heap, (msg.sort_key(), msg))
+            for mid, msg, was in zip(ids, msgs, got, strict=True):
+                if was is msg:
+                    in_flight.add(mid)
+                    taken.append(msg)
+                elif was is not None:
+                    queued[mid] = was  # another message of that id is queued (its own run): kept
+        return taken
+
+    def _pop_accepted(self, limit: int, accept: Callable[[CachedMessage], bool]) -> list[CachedMessage]:
+        taken: list[CachedMessage] = []
+        skipped: list[_Run] = []
+        heap, queued = self._heap, self._queued
+        while heap and len(taken) < limit:
+            key, ids, msgs = heapq.heappop(heap)
+            self._heaped -= len(ids)
+            for i, (mid, msg) in enumerate(zip(ids, msgs, strict=True)):
+                if len(taken) >= limit:
+                    heapq.heappush(heap, ((key[0], key[1], key[2] + i), ids[i:], msgs[i:]))
+                    self._heaped += len(ids) - i
+                    break
+                if queued.get(mid) is not msg:
+                    continue
+                if accept(msg):
+                    del queued[mid]
+                    self._in_flight.add(mid)
+                    taken.append(msg)
+                else:
+                    skipped.append(((key[0], key[1], key[2] + i), [mid], [msg]))
+        for run in skipped:  # still queued: back in the heap at their places
+            heapq.heappush(heap, run)
+            self._heaped += 1
         return taken
 
     def peek_any(self, accept: Callable[[CachedMessage], bool]) -> bool:
@@ -123,15 +185,23 @@ class MessageCache:
 
     def discard(self, ids: list[bytes]) -> int:
         """Drop queued ids (acked meanwhile); returns how many were queued."""
-        dropped = 0
-        for i in ids:
-            if self._queued.pop(i, None) is not None:
-                dropped += 1
-        if dropped and len(self._heap) > 2 * len(self._queued) + 64:
-            self._heap = [(k, m) for k, m in self._heap if self._queued.get(m.id) is m]
-            heapq.heapify(self._heap)
+        queued = self._queued
+        if queued.keys().isdisjoint(ids):
+            return 0  # as a rule: acked messages were sent, not queued (or of another shard)
+        dropped = len(ids) - list(map(queued.pop, ids, repeat(None, len(ids)))).count(None)
+        if dropped and self._heaped > 2 * len(queued) + 64:
+            runs: list[_Run] = []
+            for key, run_ids, msgs in self._heap:
+                live = [i for i, (mid, msg) in enumerate(zip(run_ids, msgs, strict=True)) if queued.get(mid) is msg]
+                if live:
+                    # The key's seq stays: the run's messages keep their order inside its range.
+                    runs.append((key, [run_ids[i] for i in live], [msgs[i] for i in live]))
+            heapq.heapify(runs)
+            self._heap = runs
+            self._heaped = sum(len(r[1]) for r in runs)
         return dropped
 
     def clear(self) -> None:
         self._heap.clear()
+        self._heaped = 0
         self._queued.clear()

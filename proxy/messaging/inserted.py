@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from proxy.messaging.cache import CachedMessage
+from proxy.messaging.rows import encode_columns
 
 # Kinds of column whose text-protocol value a literal determines exactly.
 INT, TEXT, BINARY = "int", "text", "binary"
@@ -249,7 +250,14 @@ def exact_messages(
     if len(meta) == 1:
         meta *= count
     ids = columns[id_index]
+    streamed_columns = columns[:width]
+    payloads = encode_columns(streamed_columns)
+    if payloads is None:
+        return [
+            CachedMessage(mid, p, tn, ep, row)  # type: ignore[arg-type]  # ids are never NULL (checked)
+            for mid, (p, tn, ep), row in zip(ids, meta, zip(*streamed_columns, strict=True), strict=True)
+        ]
     return [
-        CachedMessage(mid, p, tn, ep, row)  # type: ignore[arg-type]  # ids are never NULL (checked)
-        for mid, (p, tn, ep), row in zip(ids, meta, zip(*columns[:width], strict=True), strict=True)
+        CachedMessage(mid, p, tn, ep, row, 0, payload)  # type: ignore[arg-type]  # ids are never NULL (checked)
+        for mid, (p, tn, ep), row, payload in zip(ids, meta, zip(*streamed_columns, strict=True), payloads, strict=True)
     ]

@@ -18,11 +18,15 @@ from proxy.errors import ProxyError
 
 @dataclass(slots=True)
 class Delivery:
-    """One item of a subscription's queue: a batch, or the end of the stream (``error``)."""
+    """One item of a subscription's queue: a batch (``result``, or ``payloads``), or the end
+    of the stream (``error``)."""
 
     receiver: Receiver
     result: Result | None = None
     error: ProxyError | None = None
+    # A batch's rows as text-protocol row payloads, when every one was encoded once
+    # (``CachedMessage.payload``): the subscription frames them as one block.
+    payloads: list[bytes] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -41,6 +45,10 @@ class Receiver:
 
     def offer(self, result: Result) -> None:
         self.queue.put_nowait(Delivery(self, result=result))
+
+    def offer_payloads(self, payloads: list[bytes]) -> None:
+        """A batch whose rows were all encoded once (``CachedMessage.payload``)."""
+        self.queue.put_nowait(Delivery(self, payloads=payloads))
 
     def end(self, error: ProxyError) -> None:
         """The manager stops serving this receiver (table dropped or changed, shutdown)."""

@@ -40,6 +40,7 @@ from proxy.messaging.errors import (
 )
 from proxy.messaging.manager import DEFAULT_POSTPONE_CAP, ConnectionSource, MessageManager
 from proxy.messaging.receiver import Delivery, Receiver
+from proxy.messaging.rows import first_row_seq, frame
 from proxy.messaging.schema import LoadedTable, load_message_tables
 from proxy.messaging.sql import literal
 from proxy.messaging.statement import StreamPredicate, compile_predicate, parse_stream
@@ -69,6 +70,9 @@ class PoolsLike(Protocol):
     """``proxy.pools.ShardPools``."""
 
     def get(self, keyspace: str, shard: str) -> ConnectionSource: ...
+
+
+_TEXT_ID_TYPES = frozenset({int, str})
 
 
 def id_bytes(value: MessageId) -> bytes:
@@ -347,12 +351,19 @@ class MessagingService:
                 extra={"keyspace": keyspace, "table": spec.name, "shards": [m.shard for m in managers]},
             )
             yield Result(fields=fields)
+            seq = first_row_seq(len(fields))  # of the next row packet the client expects
             while True:
                 delivery = await queue.get()
                 if delivery.error is not None:
                     raise delivery.error
-                assert delivery.result is not None
-                yield delivery.result
+                if delivery.payloads is not None:
+                    block = frame(delivery.payloads, seq)
+                    seq = (seq + block.count) & 0xFF
+                    yield Result(block=block)
+                else:
+                    assert delivery.result is not None
+                    seq = (seq + len(delivery.result.rows)) & 0xFF
+                    yield delivery.result
                 delivery.receiver.free()
         finally:
             self._subscriptions.discard(sub)
@@ -463,7 +474,12 @@ class MessagingService:
         """Ids acked through the proxy: dropped from every cache of the table (beyond Vitess:
         an acked message waiting in the cache is not sent again). Returns how many of them this
         process had sent and was still counting as in flight."""
-        keys = [id_bytes(i) for i in ids]
+        given = ids if isinstance(ids, (list, tuple)) else list(ids)
+        if set(map(type, given)) <= _TEXT_ID_TYPES:
+            # The usual ack's ids (ints from the statement): converted at C speed.
+            keys = list(map(str.encode, map(str, given)))
+        else:
+            keys = [id_bytes(i) for i in given]
         freed = 0
         for s in self.shards.get(keyspace, []):
             manager = self.managers.get((keyspace, s, table.lower()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from proxy.engine.result import Field, literal_kind
 from proxy.messaging.cache import CachedMessage
@@ -16,6 +17,8 @@ from proxy.messaging.table import MessageTableSpec
 from sqltext.quoting import TextValueKind, quote_identifier, text_value_literal
 
 PURGE_BATCH_ROWS = 500
+_ID = attrgetter("id")
+_EPOCH = attrgetter("epoch")
 _NUMBER = re.compile(rb"^-?\d+(?:\.\d+)?$")
 _NUMBER_LIST = re.compile(rb"-?\d+(?:\.\d+)?(?:,-?\d+(?:\.\d+)?)*")
 
@@ -115,8 +118,8 @@ def conditional_postpone_sql(
     spec: MessageTableSpec, batch: Sequence[CachedMessage], next_times: dict[bytes, int | None], now_ns: int
 ) -> str:
     """Claim by postponing only rows still at the epoch the poller saw, still due and unacked."""
-    ids = id_literals(spec, [m.id for m in batch])
-    epoch_set = {m.epoch for m in batch}
+    ids = id_literals(spec, list(map(_ID, batch)))
+    epoch_set = set(map(_EPOCH, batch))
     time_set = set(next_times.values())
     if len(epoch_set) == 1 and len(time_set) == 1 and len(next_times) == len(batch):
         # The usual batch: one epoch, one next time (the jitter is per claim). Without the two

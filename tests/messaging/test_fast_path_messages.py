@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import aiomysql
 import pytest_asyncio
 
+import proxy.connection as connection_module
 from tests.messaging.proxy_harness import SHARDED_TABLE, Served, served_in_process
 
 
@@ -69,6 +70,49 @@ async def test_a_single_row_insert_on_the_fast_path_is_delivered_from_its_values
         assert sum(served.manager(s).in_flight for s in ("-80", "80-")) == in_flight - len(ids)
         assert sum(served.manager(s).counters.acked for s in ("-80", "80-")) == acked + len(ids)
         assert sum(served.fast_statements(s) for s in ("-80", "80-")) == sent + len(ids) - 1  # all but the first
+    finally:
+        stream.close()
+        producer.close()
+
+
+async def test_messages_cached_from_an_insert_reach_the_subscriber_as_blocks_forwarded_whole(served, monkeypatch):
+    # A block whose sequence ids did not line up would be split and framed again here.
+    reframed: list[bytes] = []
+    split = connection_module.split_packets
+    monkeypatch.setattr(connection_module, "split_packets", lambda data: reframed.append(data) or split(data))
+    stream = await served.connect()
+    producer = await served.connect()
+    try:
+        async with stream.cursor() as cur:
+            await cur.execute("SET WORKLOAD = OLAP")
+        reader = await stream.cursor(aiomysql.SSCursor)
+        await reader.execute(f"STREAM * FROM {SHARDED_TABLE}")
+        await asyncio.sleep(0.3)  # the subscriber's first poll is over
+        base = 800_000_000 + uuid.uuid4().int % 100_000_000
+
+        async def send_and_read(rows: dict[int, tuple[int | None, str | None]], *statements: str) -> None:
+            async with producer.cursor() as cur:
+                for sql in statements:
+                    await cur.execute(sql)
+            got = {}
+            while len(got) < len(rows):
+                mid, tenant, message = await asyncio.wait_for(reader.fetchone(), 5)
+                got[mid] = (tenant, message)
+            assert got == rows
+
+        def insert(rows: dict[int, tuple[int | None, str | None]]) -> str:
+            values = ", ".join(f"({i}, {t}, '{m}')" for i, (t, m) in rows.items())
+            return f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES {values}"
+
+        first = {base + i: (i, f"[{i}]") for i in range(7)}
+        await send_and_read(first, insert(first))  # plans the shape (the first may take the normal path)
+        cached = sum(served.manager(s).counters.inserts_cached for s in ("-80", "80-"))
+        rows = {base + 100 + i: (i, f"[{i}]") for i in range(7)}  # several deliveries of 2 a shard
+        # A NULL value is not encoded ahead: that INSERT's rows are encoded as they are sent.
+        null = f"INSERT INTO {SHARDED_TABLE} (id, tenant_id, message) VALUES ({base + 200}, NULL, NULL)"
+        await send_and_read({**rows, base + 200: (None, None)}, insert(rows), null)
+        assert sum(served.manager(s).counters.inserts_cached for s in ("-80", "80-")) == cached + 3  # none polled
+        assert reframed == []
     finally:
         stream.close()
         producer.close()
