@@ -500,6 +500,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if tx is not None:
             if tx.mode == TWOPC or tx.aborted or tx.implicit or (tx.touched and not tx.conns):
                 return False
+            if commit and tx.kept is not None:
+                return False  # topic rows kept to the COMMIT: the normal path publishes them
             if any(key in tx.plain or c.begin_pending for key, c in tx.conns.items()):
                 return False  # never the case between statements: the normal path's rules
             several = len(tx.conns) > 1
@@ -628,6 +630,10 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return False
         if route is None:
             return False
+        if route.topic is not None and binary is None and self._keep(sql):
+            return True
+        if tx is not None and tx.kept is not None:
+            return False  # the normal path flushes the kept topic rows first
         key = (route.keyspace, route.shard)
         sc = tx.conns.get(key) if tx is not None else None
         link = None
@@ -667,6 +673,27 @@ class ClientFastPath(asyncio.BufferedProtocol):
         joining = statement.start(tx.connection(*key))
         self._joining = joining
         joining.add_done_callback(lambda task: self._joined(task, tx, key))
+        return True
+
+    def _keep(self, sql: str) -> bool:
+        """An INSERT into a topic whose rows the transaction keeps to its COMMIT
+        (``proxy.topics.kept``): answered here, as ``TopicService.keep`` answers it."""
+        session = self.session
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            return False
+        started = time.perf_counter()
+        topics = session.state.topics
+        routed = topics.fast_publish(session, sql)
+        res = topics.keep(session, routed) if routed is not None else None
+        if res is None:
+            self.connection.process.end_now(statement)
+            return False
+        self._statement_is(sql, "insert")
+        ok = wire.ok_packet(self.connection.capabilities, _status(session), res.affected_rows, info=res.info)
+        if not self.transport.is_closing():
+            self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
+        self._end_now(statement, sql, started, False)
         return True
 
     def _joined(self, task: asyncio.Task[ShardConnection], tx: ShardTransaction, key: ShardKey) -> None:
