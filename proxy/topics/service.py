@@ -668,7 +668,8 @@ class TopicService:
 
     def keep(self, session: ProxySession, routed: routing.Routed) -> Result | None:
         """Keep the rows of ``routed`` (an INSERT into a topic inside a client's transaction) to
-        the transaction's COMMIT when they cannot fail to insert (``proxy.topics.kept``): the
+        the transaction's COMMIT when they cannot fail to insert (``proxy.topics.kept``) and
+        are at least ``topics.direct_min_rows`` (as an autocommit publish's direct path): the
         INSERT's OK, answered here (affected rows, MariaDB's info text); None: it runs now (the
         caller first flushes what the transaction kept). autocommit=0 with no transaction
         open: this INSERT opens one, as any statement does."""
@@ -686,8 +687,11 @@ class TopicService:
         if settings and ("sql_mode" in settings and any(c in routed.sql for c in ('"', "\\", "''"))
                          or any("read_only" in k for k in settings)):
             return None  # the scanner reads the default sql_mode; a read-only session fails the INSERT
+        minimum = self.settings.direct_min_rows
+        if minimum > 1 and routed.sql.count("(", target[1]) < minimum + 1:
+            return None  # fewer rows than a direct publish takes (direct_insert): as before
         insert = direct.read_direct(routed.sql, target[0], target[1], topic.name)
-        if insert is None or not kept.literal_rows(insert):
+        if insert is None or insert.rows < minimum or not kept.literal_rows(insert):
             return None
         rows = tx.kept if tx is not None else None
         if rows is not None and (rows.keyspace, rows.topic) != (topic.keyspace, topic.name) or (

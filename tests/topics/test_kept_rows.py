@@ -108,7 +108,7 @@ async def test_a_transaction_with_messages_and_a_table_row_commits_both_or_neith
         async with conn.cursor() as cur:
             for outcome in ("ROLLBACK", "COMMIT"):
                 await cur.execute("BEGIN")
-                await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('{outcome} 1')")  # kept ...
+                await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('{outcome} 1'), ('{outcome} 1b')")  # kept ...
                 # ... then flushed, as written, before the table's row: the deferred path.
                 await cur.execute("INSERT INTO product (sku, description, price) VALUES (%s, %s, 1)", (sku, outcome))
                 await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('{outcome} 2')")
@@ -124,7 +124,7 @@ async def test_a_transaction_with_messages_and_a_table_row_commits_both_or_neith
 
     await eventually(visible)
     await asyncio.sleep(0.3)
-    assert [bytes(r[2]) for r in await read_all(topic_proxy, "lookup", topic)] == [b"COMMIT 1", b"COMMIT 2"]
+    assert [bytes(r[2]) for r in await read_all(topic_proxy, "lookup", topic)] == [b"COMMIT 1", b"COMMIT 1b", b"COMMIT 2"]
 
 
 async def test_an_invalid_insert_fails_at_its_statement_and_the_transaction_goes_on(topic_proxy, topics):
@@ -133,7 +133,7 @@ async def test_an_invalid_insert_fails_at_its_statement_and_the_transaction_goes
     try:
         async with conn.cursor() as cur:
             await cur.execute("BEGIN")
-            await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('k1')")
+            await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('k1'), ('k1b')")
             with pytest.raises(pymysql.err.IntegrityError) as null_payload:  # NULL: not kept, sent (after k1)
                 await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('bad'), (NULL)")
             assert null_payload.value.args[0] == 1048
@@ -145,8 +145,8 @@ async def test_an_invalid_insert_fails_at_its_statement_and_the_transaction_goes
             assert out_of_range.value.args[0] == 1264
             await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('k2')")
             await cur.execute("COMMIT")
-        await eventually(lambda: _has(topic_proxy, name, 2), what="both good rows sequenced")
-        assert await _payloads(topic_proxy, name) == [b"k1", b"k2"]
+        await eventually(lambda: _has(topic_proxy, name, 3), what="the good rows sequenced")
+        assert await _payloads(topic_proxy, name) == [b"k1", b"k1b", b"k2"]
     finally:
         conn.close()
 
@@ -161,15 +161,15 @@ async def test_savepoints_see_every_row_and_rollback_to_drops_the_later_ones(top
     try:
         async with conn.cursor() as cur:
             await cur.execute("BEGIN")
-            await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('a')")
+            await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('a'), ('a2')")
             await cur.execute("SAVEPOINT s1")  # the kept row is sent first
             await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('b')")
             await cur.execute("ROLLBACK TO SAVEPOINT s1")
             await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('c')")
             await cur.execute("COMMIT")
-        await eventually(lambda: _has(topic_proxy, name, 2), what="the rows sequenced")
+        await eventually(lambda: _has(topic_proxy, name, 3), what="the rows sequenced")
         await asyncio.sleep(0.3)
-        assert await _payloads(topic_proxy, name) == [b"a", b"c"]
+        assert await _payloads(topic_proxy, name) == [b"a", b"a2", b"c"]
     finally:
         conn.close()
 
