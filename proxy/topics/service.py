@@ -36,6 +36,7 @@ from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
 from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
 from proxy.twopc import TWOPC
+from sqltext.lexer import strip_leading_comments
 from vschema.internal_tables import is_internal
 from vschema.model import Table, VSchema
 from vschema.tracked_schema import TableSchema, TrackedSchema
@@ -764,7 +765,7 @@ class TopicService:
     async def before_statement(self, session: ProxySession, sql: str, kw: str) -> None:
         """Before any statement of a transaction that kept rows: flush them unless it is a
         plain COMMIT / ROLLBACK or an INSERT into a topic (``route`` keeps it or flushes)."""
-        if kw in ("commit", "rollback") and _PLAIN_END.match(sql.strip()):
+        if kw in ("commit", "rollback") and _PLAIN_END.match(strip_leading_comments(sql).strip()):
             return
         if kw == "insert":
             try:

@@ -51,7 +51,7 @@ async def test_a_committed_transactions_rows_are_written_at_commit_with_ids_in_i
             assert cur.rowcount == 2
             assert len(await _log(shard, name)) == 2  # nothing of the transaction on the shard yet
             passes = topic_events(topic_proxy, name).get("passes", 0)
-            await cur.execute("COMMIT")
+            await cur.execute("COMMIT" if path == "fast" else "/* the normal path's */ COMMIT")
         # Written at the COMMIT, with their ids (no pass), after what committed before.
         assert await _log(shard, name) == [(b"before1", True), (b"before2", True), (b"t1", True), (b"t2", True),
                                            (b"t3", True), (b"t4", True), (b"t5", True)]
@@ -229,3 +229,28 @@ async def test_an_insert_with_another_column_list_sends_the_kept_rows_first_in_o
         assert await _payloads(topic_proxy, name) == [b"p1", b"p2", b"p3", b"p4"]
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("path", ["fast", "normal"])
+async def test_a_failed_publish_fails_the_commit_with_the_shards_error_and_writes_nothing(
+    topic_proxy, topics, local_cluster, path
+):
+    name = await topics.create("commerce", suffix=path)
+    shard = await shard_conn(local_cluster, topic_proxy, name)
+    conn = await connect(topic_proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("BEGIN")
+            await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('lost1'), ('lost2')")
+            await shard_rows(shard, f"RENAME TABLE `_tms_{name}` TO `_tms_{name}_away`")
+            with pytest.raises(pymysql.err.ProgrammingError) as failed:
+                # A comment: the normal path's COMMIT (the fast path reads none).
+                await cur.execute("COMMIT" if path == "fast" else "/* normal */ COMMIT")
+            assert failed.value.args[0] == 1146
+            await shard_rows(shard, f"RENAME TABLE `_tms_{name}_away` TO `_tms_{name}`")
+            await cur.execute("SELECT @@in_transaction")  # the session goes on, out of the transaction
+            await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('next1'), ('next2')")
+        assert await _log(shard, name) == [(b"next1", True), (b"next2", True)]
+    finally:
+        conn.close()
+        shard.close()
