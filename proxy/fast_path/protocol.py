@@ -706,11 +706,13 @@ class ClientFastPath(asyncio.BufferedProtocol):
         """An INSERT into a topic whose rows the transaction keeps to its COMMIT
         (``proxy.topics.kept``): answered here, as ``TopicService.keep`` answers it."""
         session = self.session
+        topics = session.state.topics
+        if not topics.may_keep(sql):
+            return False  # fewer rows than kept (a single-message transaction): nothing more here
         statement = self.connection.process.begin_now(sql)
         if statement is None:
             return False
         started = time.perf_counter()
-        topics = session.state.topics
         routed = topics.fast_publish(session, sql)
         res = topics.keep(session, routed) if routed is not None else None
         if res is None:

@@ -709,6 +709,12 @@ class TopicService:
         n = insert.rows
         return Result(affected_rows=n, info=f"Records: {n}  Duplicates: 0  Warnings: 0" if n > 1 else "")
 
+    def may_keep(self, sql: str) -> bool:
+        """A cheap first test of ``keep`` (the fast path's, before it routes the INSERT again):
+        enough parentheses for ``topics.direct_min_rows`` rows."""
+        minimum = self.settings.direct_min_rows
+        return minimum <= 1 or sql.count("(") >= minimum + 1
+
     def _kept_publisher(self, session: ProxySession, topic: TopicInfo, shard: str) -> kept.Publish:
         async def publish(insert: direct.DirectInsert) -> bool:
             settings: Settings = tuple(sorted(session.vcursor.settings().items()))

@@ -254,3 +254,25 @@ async def test_a_failed_publish_fails_the_commit_with_the_shards_error_and_write
     finally:
         conn.close()
         shard.close()
+
+
+async def test_rows_beyond_one_publishs_cap_are_sent_as_written_in_order(topic_proxy, topics):
+    name = await topics.create("commerce")
+    half = 33_000  # two of them pass direct.MAX_ROWS (65,536): the second is not kept, the first flushed
+    conn = await connect(topic_proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("BEGIN")
+            for part in ("a", "b"):
+                await cur.execute(f"INSERT INTO `{name}` (payload) VALUES "
+                                  + ", ".join(f"('{part}{i}')" for i in range(half)))
+                assert cur.rowcount == half
+            await cur.execute("COMMIT")
+
+        async def all_visible() -> bool:
+            return len(await read_all(topic_proxy, "commerce", name)) == 2 * half
+
+        await eventually(all_visible, within=60, what="both INSERTs' rows sequenced")
+        assert await _payloads(topic_proxy, name) == [f"{p}{i}".encode() for p in ("a", "b") for i in range(half)]
+    finally:
+        conn.close()
