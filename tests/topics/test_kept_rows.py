@@ -276,3 +276,24 @@ async def test_rows_beyond_one_publishs_cap_are_sent_as_written_in_order(topic_p
         assert await _payloads(topic_proxy, name) == [f"{p}{i}".encode() for p in ("a", "b") for i in range(half)]
     finally:
         conn.close()
+
+
+async def test_a_killed_connections_kept_rows_are_never_written(topic_proxy, topics, local_cluster):
+    name = await topics.create("commerce")
+    shard = await shard_conn(local_cluster, topic_proxy, name)
+    conn = await connect(topic_proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT CONNECTION_ID()")
+            (cid,), = await cur.fetchall()
+            await cur.execute("BEGIN")
+            await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('killed1'), ('killed2')")
+        await run(topic_proxy, "commerce", f"KILL {cid}")
+        with pytest.raises(pymysql.err.OperationalError):
+            async with conn.cursor() as cur:
+                await cur.execute("COMMIT")
+        await asyncio.sleep(0.3)
+        assert await _log(shard, name) == []
+    finally:
+        conn.close()
+        shard.close()
