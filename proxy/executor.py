@@ -145,6 +145,8 @@ class Executor:
                 session.tx, session.after_commit = None, []  # rolled back by the proxy (single mode)
             else:
                 session.tx.writing = kw not in _READS
+                if session.tx.kept is not None:  # topic rows kept to the COMMIT (proxy.topics.kept)
+                    await self.state.topics.before_statement(session, sql, kw)
         handler = _HANDLERS.get(kw)
         if handler is not None:
             out = await handler(self, session, strip_leading_comments(sql).strip())

@@ -207,6 +207,10 @@ class ProxySession(BaseSession):
                 self.state.committed(keyspace, write.polled())
 
     async def commit(self) -> None:
+        if self.tx is not None and self.tx.kept is not None:
+            # Topic rows kept to this COMMIT (proxy.topics.kept): published first, so that a
+            # failure fails the COMMIT before anything else of the transaction commits.
+            await self.state.topics.commit_kept(self)
         tx, self.tx = self.tx, None
         events, self.after_commit = self.after_commit, []
         if tx is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from proxy.errors import ER_QUERY_INTERRUPTED, ER_SP_DOES_NOT_EXIST, ER_UNKNOWN_ERROR, ProxyError
 from proxy.pools import ShardConnection, ShardPools
@@ -32,6 +33,9 @@ from proxy.twopc import MULTI, SINGLE, TWOPC, TwoPCManager
 from proxy.twopc import coordinator as twopc_coordinator
 from proxy.twopc.xid import xid_sql
 from sqltext.quoting import quote_identifier
+
+if TYPE_CHECKING:
+    from proxy.topics.kept import KeptRows
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +81,9 @@ class ShardTransaction:
         # in the transaction, and on a shard joining later right after its BEGIN, so that
         # ROLLBACK TO undoes what that shard did since too
         self.savepoints: list[str] = []
+        # A topic's rows this transaction keeps to its COMMIT (proxy.topics.kept): only while no
+        # shard joined it; dropped with the transaction (ROLLBACK, a disconnect).
+        self.kept: KeptRows | None = None
 
     def set_mode(self, mode: str, twopc: TwoPCManager | None) -> None:
         """Choose how this transaction commits; only before it touched a shard."""

@@ -500,6 +500,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if tx is not None:
             if tx.mode == TWOPC or tx.aborted or tx.implicit or (tx.touched and not tx.conns):
                 return False
+            if commit and tx.kept is not None:
+                return self._commit_kept(sql, tx)
             if any(key in tx.plain or c.begin_pending for key, c in tx.conns.items()):
                 return False  # never the case between statements: the normal path's rules
             several = len(tx.conns) > 1
@@ -544,6 +546,34 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._count(sc)
         link.query(b"commit" if commit else b"rollback", self, _status(session))
         return True
+
+    def _commit_kept(self, sql: str, tx: ShardTransaction) -> bool:
+        """The COMMIT of a transaction that kept topic rows (``proxy.topics.kept``) and did
+        nothing else: ``ProxySession.commit`` (the rows' direct publish) in a task, as the
+        normal path runs it (handing the COMMIT there: proxy 8 us a message against 6-7,
+        BENCHMARKS.md "topiccommit", pairs 1-2 against 3-8)."""
+        if tx.touched:
+            return False  # never the case (a statement elsewhere flushed them): the normal path
+        statement = self._begin_on(sql, None)
+        if statement is None:
+            return False
+        self._statement_is(sql, "commit")
+        self._statement, self._sql, self._started, self._binary = statement, sql, time.perf_counter(), None
+        task = statement.start(self.session.commit())
+        self._joining = task
+        task.add_done_callback(self._committed_kept)
+        return True
+
+    def _committed_kept(self, task: asyncio.Task[None]) -> None:
+        self._joining = None
+        error = ProxyError(ER_UNKNOWN_ERROR, "internal error: cancelled") if task.cancelled() else task.exception()
+        if error is None:
+            self._answer_ok()
+            self._finish(None, 0, False)
+            return
+        if not isinstance(error, ProxyError):
+            error = internal_error(error, self.connection.connection_id)
+        self._fail(error)
 
     def _ended(self, link: ShardLink, error: ProxyError | None) -> None:
         """The shard answered the COMMIT / ROLLBACK (``error``: failed, or the link was lost)."""
@@ -628,6 +658,10 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return False
         if route is None:
             return False
+        if route.topic is not None and binary is None and self._keep(sql):
+            return True
+        if tx is not None and tx.kept is not None:
+            return False  # the normal path flushes the kept topic rows first
         key = (route.keyspace, route.shard)
         sc = tx.conns.get(key) if tx is not None else None
         link = None
@@ -667,6 +701,29 @@ class ClientFastPath(asyncio.BufferedProtocol):
         joining = statement.start(tx.connection(*key))
         self._joining = joining
         joining.add_done_callback(lambda task: self._joined(task, tx, key))
+        return True
+
+    def _keep(self, sql: str) -> bool:
+        """An INSERT into a topic whose rows the transaction keeps to its COMMIT
+        (``proxy.topics.kept``): answered here, as ``TopicService.keep`` answers it."""
+        session = self.session
+        topics = session.state.topics
+        if not topics.may_keep(sql):
+            return False  # fewer rows than kept (a single-message transaction): nothing more here
+        statement = self.connection.process.begin_now(sql)
+        if statement is None:
+            return False
+        started = time.perf_counter()
+        routed = topics.fast_publish(session, sql)
+        res = topics.keep(session, routed) if routed is not None else None
+        if res is None:
+            self.connection.process.end_now(statement)
+            return False
+        self._statement_is(sql, "insert")
+        ok = wire.ok_packet(self.connection.capabilities, _status(session), res.affected_rows, info=res.info)
+        if not self.transport.is_closing():
+            self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
+        self._end_now(statement, sql, started, False)
         return True
 
     def _joined(self, task: asyncio.Task[ShardConnection], tx: ShardTransaction, key: ShardKey) -> None:

@@ -26,7 +26,7 @@ from proxy.engine.result import PacketBlock, Result, local_result, split_packets
 from proxy.errors import ER_NO_DB_ERROR, ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
-from proxy.topics import direct, routing, statement
+from proxy.topics import direct, kept, routing, statement
 from proxy.topics.batch import Settings, TopicBatcher
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
 from proxy.topics.feed import TopicFeed
@@ -35,6 +35,8 @@ from proxy.topics.names import check_name, keyspace_id, place
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
 from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
+from proxy.twopc import TWOPC
+from sqltext.lexer import strip_leading_comments
 from vschema.internal_tables import is_internal
 from vschema.model import Table, VSchema
 from vschema.tracked_schema import TableSchema, TrackedSchema
@@ -58,6 +60,8 @@ FOLLOW_BATCH = 200  # rows per read of a follower (big payloads: keep a read bou
 FOLLOW_MAX_WAIT_S = 1.0
 MAX_POLL_LIMIT = 10000
 _TOPIC_DDL_KW = frozenset({"create", "alter", "drop"})
+# A plain COMMIT / ROLLBACK (proxy.executor's forms): the end of a transaction that kept rows.
+_PLAIN_END = re.compile(r"^(?:commit|rollback)(?:\s+work)?\s*;?$", re.I)
 
 SHOW_COLUMNS = ["Keyspace", "Topic", "Shard", "Generation", "TTL_seconds", "Messages", "Bytes",
                 "Oldest_publish_time", "Newest_publish_time", "Publish_rate", "Subscribers", "Last_id"]
@@ -602,6 +606,10 @@ class TopicService:
             insert = self.direct_insert(session, routed)
             if insert is not None:
                 return await self._publish_direct(session, routed, insert)
+            answer = self.keep(session, routed)
+            if answer is not None:
+                return answer
+            await self.flush_kept(session)  # not kept: after the rows kept before it, in order
             # The after-write hook reads the topic from here (a topic INSERT is routed, never
             # planned: one reading beyond its shard is refused above).
             session.written_table = (routed.insert_into.keyspace, routed.insert_into.name)
@@ -658,6 +666,120 @@ class TopicService:
             return None
         insert = direct.read_direct(routed.sql, target[0], target[1], topic.name)
         return None if insert is None or insert.rows < self.settings.direct_min_rows else insert
+
+    def keep(self, session: ProxySession, routed: routing.Routed) -> Result | None:
+        """Keep the rows of ``routed`` (an INSERT into a topic inside a client's transaction) to
+        the transaction's COMMIT when they cannot fail to insert (``proxy.topics.kept``) and
+        are at least ``topics.direct_min_rows`` (as an autocommit publish's direct path): the
+        INSERT's OK, answered here (affected rows, MariaDB's info text); None: it runs now (the
+        caller first flushes what the transaction kept). autocommit=0 with no transaction
+        open: this INSERT opens one, as any statement does."""
+        topic, target = routed.insert_into, routed.target
+        if topic is None or target is None or topic.columns or session.target_shard is not None:
+            return None
+        tx = session.tx
+        if tx is None:
+            if session.autocommit or session.transaction_mode == TWOPC:
+                return None
+        elif (tx.implicit or tx.mode == TWOPC or tx.touched or tx.savepoints or tx.aborted
+              or "read only" in tx.begin_sql.lower()):
+            return None
+        settings = session.settings
+        if settings and ("sql_mode" in settings and any(c in routed.sql for c in ('"', "\\", "''"))
+                         or any("read_only" in k for k in settings)):
+            return None  # the scanner reads the default sql_mode; a read-only session fails the INSERT
+        minimum = self.settings.direct_min_rows
+        if minimum > 1 and routed.sql.count("(", target[1]) < minimum + 1:
+            return None  # fewer rows than a direct publish takes (direct_insert): as before
+        insert = direct.read_direct(routed.sql, target[0], target[1], topic.name)
+        if insert is None or insert.rows < minimum or not kept.literal_rows(insert):
+            return None
+        rows = tx.kept if tx is not None else None
+        if rows is not None and (rows.keyspace, rows.topic) != (topic.keyspace, topic.name) or (
+            rows is not None and not rows.fits(insert)
+        ):
+            return None
+        if tx is None:
+            session.begin_transaction()
+            tx = session.tx
+            assert tx is not None
+        if rows is None:
+            rows = tx.kept = kept.KeptRows(topic.keyspace, topic.name, self._kept_publisher(session, topic, routed.shard))
+        rows.add(routed, insert)
+        n = insert.rows
+        return Result(affected_rows=n, info=f"Records: {n}  Duplicates: 0  Warnings: 0" if n > 1 else "")
+
+    def may_keep(self, sql: str) -> bool:
+        """A cheap first test of ``keep`` (the fast path's, before it routes the INSERT again):
+        enough parentheses for ``topics.direct_min_rows`` rows."""
+        minimum = self.settings.direct_min_rows
+        return minimum <= 1 or sql.count("(") >= minimum + 1
+
+    def _kept_publisher(self, session: ProxySession, topic: TopicInfo, shard: str) -> kept.Publish:
+        async def publish(insert: direct.DirectInsert) -> bool:
+            settings: Settings = tuple(sorted(session.vcursor.settings().items()))
+            _, marked = await self.batcher(topic.keyspace, topic.name, shard).publish(insert, settings)
+            return marked
+
+        return publish
+
+    async def flush_kept(self, session: ProxySession) -> None:
+        """Send the transaction's kept INSERTs as they were written, in order, in the
+        transaction (the deferred path); it keeps no more rows after (a shard joined it). One
+        that fails (the shard's error: its OK was already answered) rolls the whole
+        transaction back, as MariaDB does on a deadlock, and the current statement reports it."""
+        tx = session.tx
+        rows = tx.kept if tx is not None else None
+        if tx is None or rows is None:
+            return
+        tx.kept = None
+        writing, tx.writing = tx.writing, True
+        try:
+            for routed in rows.routed:
+                await session.vcursor.execute_shard(routed.keyspace, routed.shard, routed.sql)
+                session.wrote(rows.keyspace, TopicWrite(rows.keyspace, rows.topic))
+        except BaseException:
+            await session.rollback()
+            raise
+        tx.writing = writing
+
+    async def commit_kept(self, session: ProxySession) -> None:
+        """At the COMMIT of a transaction that kept rows (and did nothing else): its rows as one
+        direct publish, before anything of it commits. Failed: the transaction is over (nothing
+        of it was written) and the COMMIT reports the shard's error."""
+        tx = session.tx
+        rows = tx.kept if tx is not None else None
+        if tx is None or rows is None:
+            return
+        if tx.touched:  # never the case (any other statement flushed them): as written, then
+            await self.flush_kept(session)
+            return
+        tx.kept = None
+        try:
+            marked = await rows.publish(rows.merged())
+        except BaseException:
+            session.tx, session.after_commit = None, []
+            raise
+        session.wrote(rows.keyspace, TopicWrite(rows.keyspace, rows.topic, direct=marked))
+
+    def keeps_rows(self, session: ProxySession) -> bool:
+        """Whether the session's transaction keeps topic rows (the fast path leaves every
+        statement but another kept INSERT and ROLLBACK to the normal path then)."""
+        tx = session.tx
+        return tx is not None and tx.kept is not None
+
+    async def before_statement(self, session: ProxySession, sql: str, kw: str) -> None:
+        """Before any statement of a transaction that kept rows: flush them unless it is a
+        plain COMMIT / ROLLBACK or an INSERT into a topic (``route`` keeps it or flushes)."""
+        if kw in ("commit", "rollback") and _PLAIN_END.match(strip_leading_comments(sql).strip()):
+            return
+        if kw == "insert":
+            try:
+                if routing.route_publish(sql, session.keyspace, self.lookup) is not None:
+                    return
+            except ProxyError:
+                pass
+        await self.flush_kept(session)
 
     async def _publish_direct(self, session: ProxySession, routed: routing.Routed, insert: direct.DirectInsert) -> Result:
         """A direct publish on the normal path (``proxy.topics.batch``: alone, or with the

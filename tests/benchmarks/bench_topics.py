@@ -385,7 +385,9 @@ async def _bench(p: ProxyProcess, endpoints: dict[tuple[str, str], ShardEndpoint
     fan_shard = await _shard_conn(shard_of("bench_fanout"))
     base, fanned, delivered = await _fanout(p, fan_shard, "bench_fanout", pid_of("bench_fanout"))
     print(f"fan-out to {FANOUT} followers (another process): publishers {base.publish_rate:,.0f} -> {fanned.publish_rate:,.0f} msg/s"
-          f" (cost {1 - fanned.publish_rate / base.publish_rate:.0%}); every follower got {delivered:,} of"
+          f" (cost {1 - fanned.publish_rate / base.publish_rate:.0%}; visible {base.visible_rate:,.0f} ->"
+          f" {fanned.visible_rate:,.0f}, cost {1 - fanned.visible_rate / base.visible_rate:.0%});"
+          f" every follower got {delivered:,} of"
           f" {fanned.messages:,}; {base.cpu} without followers, {fanned.cpu} with them", flush=True)
     for c in (tx_shard, single_shard, batch_shard, fan_shard):
         c.close()

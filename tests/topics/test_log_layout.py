@@ -88,8 +88,12 @@ async def test_a_topic_whose_log_has_the_earlier_layout_keeps_working(topic_prox
                                       db="commerce", autocommit=True)
         try:
             async with conn.cursor() as cur:
-                await cur.execute("BEGIN")  # deferred: the pass gives the ids
+                await cur.execute("BEGIN")  # kept to the COMMIT (proxy.topics.kept): ids in the write
                 await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('t1'), ('t2'), ('t3')")
+                await cur.execute("COMMIT")
+                await cur.execute("BEGIN")
+                await cur.execute("SAVEPOINT s")  # not kept: deferred, the pass gives the ids
+                await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('u1'), ('u2')")
                 await cur.execute("COMMIT")
                 await cur.execute(f"INSERT INTO `{name}` (payload) VALUES ('d1'), ('d2')")  # direct: ids in the write
                 await cur.execute(f"INSERT INTO `{name}` (payload, ttl_seconds) VALUES ('brief', 1)")
@@ -98,13 +102,13 @@ async def test_a_topic_whose_log_has_the_earlier_layout_keeps_working(topic_prox
 
         async def all_in_order() -> bool:
             return [bytes(r[2]) for r in await read_all(topic_proxy, "commerce", name)] == [
-                b"t1", b"t2", b"t3", b"d1", b"d2", b"brief"]
+                b"t1", b"t2", b"t3", b"u1", b"u2", b"d1", b"d2", b"brief"]
 
         await eventually(all_in_order, what="every message sequenced, in commit order")
         assert await shard_rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}` WHERE publish_time IS NULL") == [(0,)]
 
         async def brief_purged() -> bool:
-            return await shard_rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}`") == [(5,)]
+            return await shard_rows(shard, f"SELECT COUNT(*) FROM `_tms_{name}`") == [(7,)]
 
         await eventually(brief_purged, what="the message with its own TTL purged")
     finally:
