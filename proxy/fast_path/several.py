@@ -202,7 +202,7 @@ async def _run_on_links(
             session.tx, session.after_commit = None, []
             record_rollback()  # as ProxySession.rollback
             for _, link in taken:
-                if link.began and not link.busy and link.transport is not None:
+                if link.began and not link.busy and not link.broken and link.transport is not None:
                     try:
                         _, error = await _on_link(link, "rollback")
                     except ProxyError as e:
