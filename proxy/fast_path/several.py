@@ -8,7 +8,10 @@ raised), messaging told of the write inside it (``ProxySession.wrote``), then th
 COMMITs one after another (``ProxySession.commit``) — or, on any error, the ROLLBACK of every
 shard and that error. The normal path's own objects do the work, so the semantics (and the
 shards' round trips) are the normal path's; what is saved is its command loop, executor
-dispatch, plan lookup and Result writing. An ack of a message table's rows is the exception, as
+dispatch, plan lookup and Result writing. When every shard has an idle fast-path link with the
+session's settings, the same round trips go over those links instead of pooled aiomysql
+connections (``_run_on_links``: ~1.2 us less proxy CPU per message in the messaging benchmark,
+BENCHMARKS.md "msginsert"). An ack of a message table's rows is the exception, as
 on the normal path (``Executor._ack_per_shard``): one autocommit UPDATE per shard.
 """
 
