@@ -490,8 +490,9 @@ class ShardPool:
         self._lock = asyncio.Lock()
         self._unix_socket: str | None = None
         self._socket_probed = False
-        # For the metrics (proxy.observability): acquires that found no idle connection
-        # (they opened one or waited for one), how long they took, how many run now.
+        # For the metrics (proxy.observability): connections checked out; acquires that found no
+        # idle connection (they opened one or waited for one), how long they took, how many run now.
+        self.acquires = 0
         self.waits = 0
         self.wait_seconds = 0.0
         self.waiting = 0
@@ -616,6 +617,7 @@ class ShardPool:
 
     async def acquire(self) -> ShardConnection:
         pool = await self._ensure_pool()
+        self.acquires += 1
         if pool.freesize:  # the fast path: an idle connection is there
             try:
                 conn = await pool.acquire()
@@ -640,7 +642,10 @@ class ShardPool:
         if self._pool is None:
             return None
         conn = aiomysql_wire.take_idle(self._pool)
-        return None if conn is None else ShardConnection(self, conn)
+        if conn is None:
+            return None
+        self.acquires += 1
+        return ShardConnection(self, conn)
 
     def release(self, sc: ShardConnection) -> None:
         assert self._pool is not None

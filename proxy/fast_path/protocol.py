@@ -379,7 +379,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return False  # COM_STMT_EXECUTE: the normal path
         shards = [shard for shard, _ in route.several or ()]
         session = self.session
-        return self._start_task(route, sql, None, shards, lambda: run_several(session, route, sql), self._ran_several)
+        return self._start_task(route, sql, None, shards, lambda: run_several(session, route, sql, self.links),
+                                self._ran_several)
 
     def _start_task(
         self, route: FastRoute, sql: str, binary: BinaryResult | None, shards: Iterable[str],

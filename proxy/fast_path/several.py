@@ -8,23 +8,31 @@ raised), messaging told of the write inside it (``ProxySession.wrote``), then th
 COMMITs one after another (``ProxySession.commit``) — or, on any error, the ROLLBACK of every
 shard and that error. The normal path's own objects do the work, so the semantics (and the
 shards' round trips) are the normal path's; what is saved is its command loop, executor
-dispatch, plan lookup and Result writing. An ack of a message table's rows is the exception, as
+dispatch, plan lookup and Result writing. When every shard has an idle fast-path link with the
+session's settings, the same round trips go over those links instead of pooled aiomysql
+connections (``_run_on_links``: ~1.2 us less proxy CPU per message in the messaging benchmark,
+BENCHMARKS.md "msginsert"). An ack of a message table's rows is the exception, as
 on the normal path (``Executor._ack_per_shard``): one autocommit UPDATE per shard.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from proxy.errors import ProxyError
+from proxy import running_statement
+from proxy.engine.result import Result
+from proxy.errors import ProxyError, ShardError, ShardUnavailable
+from proxy.fast_path.shard_link import ShardErr, ShardLink, lenenc
 from proxy.messaging.dml import MessageDml, acked_ids
+from proxy.observability.metrics import record_rollback
 
 if TYPE_CHECKING:
-    from proxy.engine.result import Result
     from proxy.fast_path.routing import FastRoute
+    from proxy.fast_path.shard_link import LinkPools, ShardLinks
     from proxy.session import ProxySession
 
 logger = logging.getLogger(__name__)
@@ -39,9 +47,11 @@ class Summed:
     warnings: int = 0
 
 
-async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summed:
+async def run_several(session: ProxySession, route: FastRoute, sql: str, links: LinkPools | None = None) -> Summed:
     """Run ``route``'s shard statements in the session's implicit transaction; raises the
-    normal path's error (everything rolled back) when one fails."""
+    normal path's error (everything rolled back) when one fails. With ``links`` (the fast
+    path's), an INSERT runs on idle links of the session's settings when every shard has one
+    (``_run_on_links``); else on the transaction's pooled connections, as the normal path."""
     queries = route.several
     assert queries is not None and session.tx is None
     if route.acks_table is not None and (ack := acked_ids(sql)) is not None:
@@ -56,6 +66,10 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summ
             queries = [(shard, mark + query) for shard, query in queries]
     vcursor = session.vcursor
     vcursor.reached.clear()  # as Executor._write_holding: the shards this statement reaches
+    if links is not None and session.next_tx_isolation is None:
+        taken = _take_links(links, route, queries)
+        if taken is not None:
+            return await _run_on_links(session, route, sql, queries, taken, mark)
     session.begin_transaction(implicit=True)
     try:
         results = await vcursor.execute_multi(route.keyspace, queries)
@@ -73,6 +87,182 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str) -> Summ
         raise
     await session.commit()
     return _summed(route, results)
+
+
+# The shard's status flag of an open transaction (SERVER_STATUS_IN_TRANS).
+_IN_TRANS = 0x0001
+
+
+def _take_links(
+    pools: LinkPools, route: FastRoute, queries: list[tuple[str, str]]
+) -> list[tuple[ShardLinks, ShardLink]] | None:
+    """An idle link with the session's settings to every shard of ``queries`` (the same the
+    normal path's ``apply_settings`` would give a pooled connection), or None: none taken."""
+    taken: list[tuple[ShardLinks, ShardLink]] = []
+    for shard, _ in queries:
+        links = pools.get(route.keyspace, shard)
+        link = None if links is None else links.take(route.settings)
+        if links is None or link is None:
+            for owner, other in taken:
+                owner.give(other)
+            return None
+        taken.append((links, link))
+    return taken
+
+
+class _Answer:
+    """The relay of one statement sent on a link for ``run_several``: its OK packet or error."""
+
+    __slots__ = ("done",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.done: asyncio.Future[tuple[bytes, ProxyError | None]] = loop.create_future()
+
+    def response_part(self, link: ShardLink, data: bytes) -> None:
+        """Rows: never from the statements sent here (an OK or ERR answers each)."""
+
+    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        if self.done.done():
+            return
+        if error is not None:
+            self.done.set_result((data, ShardError(link.keyspace, link.shard, error.code, error.message)))
+        elif data[4:5] != b"\x00":  # a result set (never from an INSERT, UPDATE or DELETE)
+            link.broken = True
+            self.done.set_result((data, ShardUnavailable(link.keyspace, link.shard, "unexpected result set")))
+        else:
+            self.done.set_result((data, None))
+
+    def link_lost(self, link: ShardLink, cause: str) -> None:
+        if not self.done.done():
+            self.done.set_result((b"", ShardUnavailable(link.keyspace, link.shard, cause)))
+
+
+async def _on_link(link: ShardLink, sql: str, after_begin: bool = False) -> tuple[bytes, ProxyError | None]:
+    """Send ``sql`` on ``link`` as the statement's shard query (reached by KILL QUERY); its
+    answer. Cancelled (a kill's grace is over), the link is closed: the shard rolls back."""
+    statement = running_statement.current()
+    if statement is not None:
+        statement.shard_query_started(link)  # raises if that statement was killed
+    answer = _Answer(asyncio.get_running_loop())
+    try:
+        link.query(sql.encode(), answer, after_begin=after_begin)
+        return await answer.done
+    except BaseException:
+        if link.busy:
+            link.abandon()
+        raise
+    finally:
+        if statement is not None:
+            statement.shard_query_ended(link)
+
+
+def _result_of(ok: bytes) -> Result:
+    """The Result of an OK packet (its header included), as ``ShardConnection.execute`` reads it."""
+    affected, p = lenenc(ok, 5)
+    insert_id, p = lenenc(ok, p)
+    return Result(affected_rows=affected, insert_id=insert_id, warnings=int.from_bytes(ok[p + 2 : p + 4], "little"))
+
+
+async def _run_on_links(
+    session: ProxySession, route: FastRoute, sql: str, queries: list[tuple[str, str]],
+    taken: list[tuple[ShardLinks, ShardLink]], mark: str,
+) -> Summed:
+    """``run_several``'s implicit transaction on links, with the normal path's round trips and
+    semantics: each shard's statement sent at once after its BEGIN (``begin;<statement>``),
+    every answer awaited before the first error is raised (ROLLBACK of the shards that began,
+    as ``ShardTransaction.rollback``), then the COMMITs one after another as
+    ``ShardTransaction._commit_each`` sends them (a failed one rolls back the rest and names
+    them). What is saved is aiomysql's reads and pool (BENCHMARKS.md, "msginsert").
+    A link whose transaction may be open when this ends is closed (the shard rolls it back)."""
+    vcursor = session.vcursor
+    session.begin_transaction(implicit=True)  # as the normal path: wrote() defers to the commit
+    tx = session.tx
+    assert tx is not None
+    begin = tx.begin_sql + ";"  # no newline: a syntax error in the statement still says "at line 1"
+    for _, link in taken:
+        link.began = False  # set by this statement's answer only (a link killed before it is sent never began)
+    try:
+        for shard, query in queries:
+            vcursor.reached.add((route.keyspace, shard))
+            vcursor.last_sent[(route.keyspace, shard)] = query
+        try:
+            answers = await asyncio.gather(
+                *(_on_link(link, begin + query, after_begin=True) for (_, link), (_, query) in zip(taken, queries, strict=True)),
+                return_exceptions=True,
+            )
+            results: list[Result] = []
+            for answer in answers:
+                if isinstance(answer, BaseException):
+                    raise answer
+                data, error = answer
+                if error is not None:
+                    raise error
+                results.append(_result_of(data))
+            write = _message_write(session, route, sql)
+            if write is not None:
+                session.wrote(route.keyspace, write)
+        except BaseException:
+            session.tx, session.after_commit = None, []
+            record_rollback()  # as ProxySession.rollback
+            for _, link in taken:
+                if link.began and not link.busy and not link.broken and link.transport is not None:
+                    try:
+                        _, error = await _on_link(link, "rollback")
+                    except ProxyError as e:
+                        error = e
+                    if error is not None:
+                        link.broken = True  # closed below: the shard rolls back on disconnect
+                        logger.warning("rollback of a failed statement failed", extra={"error": error.message})
+            if mark and route.inserted_table is not None:
+                # As Executor._own_insert: a shard lost mid-statement leaves its outcome unknown.
+                session.state.messaging.in_doubt(route.keyspace, route.inserted_table, [s for s, _ in queries])
+            raise
+        session.tx = None
+        events, session.after_commit = session.after_commit, []
+        try:
+            await _commit_each(route.keyspace, taken)
+        except BaseException:
+            session.commit_in_doubt(events)
+            raise
+        for keyspace, dml in events:
+            session.state.committed(keyspace, dml)
+        return _summed(route, results)
+    finally:
+        for owner, link in taken:
+            if link.shard_status & _IN_TRANS or link.busy:
+                link.close()
+            owner.give(link)
+
+
+async def _commit_each(keyspace: str, taken: list[tuple[ShardLinks, ShardLink]]) -> None:
+    """``ShardTransaction._commit_each`` on links: COMMIT one shard after another; a failure
+    rolls back the shards not yet committed and says which did and did not commit."""
+    committed: list[str] = []
+    for i, (_, link) in enumerate(taken):
+        try:
+            _, error = await _on_link(link, "commit")
+        except ProxyError as e:
+            error = e
+        if error is None:
+            committed.append(f"{keyspace}/{link.shard}")
+            continue
+        failed = f"{keyspace}/{link.shard}"
+        rest = taken[i + 1:]
+        for _, other in rest:
+            try:
+                _, rolled = await _on_link(other, "rollback")
+            except ProxyError as e:
+                rolled = e
+            if rolled is not None:
+                other.broken = True
+                logger.warning("rollback failed", extra={"keyspace": keyspace, "shard": other.shard,
+                                                         "error": str(rolled)})
+        raise ProxyError(
+            error.code,
+            f"commit failed on shard {failed}: {error.message}; "
+            f"committed: [{', '.join(committed)}]; rolled back: [{', '.join(f'{keyspace}/{o.shard}' for _, o in rest)}]",
+            error.sqlstate,
+        ) from error
 
 
 async def _ack_per_shard(

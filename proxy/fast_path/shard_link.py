@@ -49,9 +49,10 @@ from proxy.pools import ShardConnection, ShardPool, ShardPools
 
 logger = logging.getLogger(__name__)
 
-# What the link announces: pymysql's capabilities (as the pools' connections have them),
-# without connection attributes.
-_CAPABILITIES = (CLIENT.CAPABILITIES | CLIENT.CONNECT_WITH_DB) & ~CLIENT.CONNECT_ATTRS
+# What the link announces: pymysql's capabilities with multi-statements (as the pools' aiomysql
+# connections have them), without connection attributes. Multi-statements: ``begin;<statement>``
+# (proxy/fast_path/several.py); a client's statement with a ";" never reaches a link (routing).
+_CAPABILITIES = (CLIENT.CAPABILITIES | CLIENT.MULTI_STATEMENTS | CLIENT.CONNECT_WITH_DB) & ~CLIENT.CONNECT_ATTRS
 _CHARSET_ID = charset_by_name("utf8mb4").id  # type: ignore[attr-defined]  # the stubs omit Charset.id
 _MAX_PACKET = (1 << 24) - 1
 _NATIVE_PASSWORD = b"mysql_native_password"

@@ -84,6 +84,8 @@ POOL_IN_USE = Gauge("shardgate_pool_in_use", "Shard pool connections checked out
                     multiprocess_mode="livesum")
 POOL_WAITERS = Gauge("shardgate_pool_waiters", "Requests waiting for a shard pool connection now", _SHARD,
                      multiprocess_mode="livesum")
+POOL_ACQUIRES = Counter("shardgate_pool_acquires", "Pooled connections checked out (the fast path's links are not)",
+                        _SHARD)
 POOL_WAITS = Counter("shardgate_pool_waits", "Acquires that found no idle connection (opened one or waited)",
                      _SHARD)
 POOL_WAIT_SECONDS = Counter("shardgate_pool_wait_seconds", "Time spent in acquires that found no idle connection",

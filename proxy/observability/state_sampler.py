@@ -75,6 +75,7 @@ class StateSampler:
             metrics.POOL_SIZE.labels(keyspace, shard).set(size)
             metrics.POOL_IN_USE.labels(keyspace, shard).set(size - free)
             metrics.POOL_WAITERS.labels(keyspace, shard).set(pool.waiting)
+            self._counter(metrics.POOL_ACQUIRES, (keyspace, shard), pool.acquires)
             self._counter(metrics.POOL_WAITS, (keyspace, shard), pool.waits)
             self._counter(metrics.POOL_WAIT_SECONDS, (keyspace, shard), pool.wait_seconds)
         for (keyspace, shard), links in self.proxy.fast_links.links.items():

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pymysql
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
@@ -131,6 +133,51 @@ def test_a_duplicate_key_on_one_shard_leaves_nothing_on_the_other(metered_proxy,
             (b"w",), (b"x",))
         query(conn, f"delete from customer where customer_id in ({a}, {b}, {c})")
         assert query(conn, f"select count(*) from customer where customer_id in ({a}, {b}, {c})") == ((0,),)
+    finally:
+        conn.close()
+
+
+def _pool_acquires(metrics_url: str) -> float:
+    """``shardgate_pool_acquires`` of the commerce shards, as the proxy's /metrics says."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as r:
+        body = r.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(body)
+        if family.name == "shardgate_pool_acquires"
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels.get("keyspace") == "commerce"
+    )
+
+
+def test_writes_to_two_shards_and_their_rollbacks_check_out_no_pooled_connection(metered_proxy, shard_of) -> None:
+    """The implicit transaction runs on the fast path's own shard links (BEGIN with each shard's
+    statement, then the COMMITs, or the ROLLBACK of both on an error on one): no connection of
+    the shard pools is checked out, and a failure on one shard still leaves nothing on the other."""
+    proxy, metrics = metered_proxy
+    conn = proxy.connect("commerce", autocommit=True)
+    rows = "insert into customer(customer_id, email, tenant_id) values "
+    try:
+        # Links are opened in the background when a statement finds none idle: warm them.
+        for _ in range(20):
+            a, b, _c = _ids(shard_of)
+            query(conn, f"{rows}({a}, 'w', 1), ({b}, 'x', 1)")
+            query(conn, f"delete from customer where customer_id in ({a}, {b})")
+        written: list[int] = []
+        before = _pool_acquires(metrics)
+        for _ in range(10):
+            a, b, c = _ids(shard_of)
+            query(conn, f"{rows}({a}, 'w', 1), ({b}, 'x', 1)")
+            with pytest.raises(pymysql.err.IntegrityError) as failed:  # 1062 on b's shard
+                query(conn, f"{rows}({c}, 'new', 2), ({b}, 'dup', 2)")
+            assert failed.value.args[0] == 1062
+            written += [a, b, c]
+        # The normal path checks out one connection per shard and statement (40 here); the
+        # proxy's own background work (health pings) may check out a few.
+        assert _pool_acquires(metrics) - before < 10
+        ids = ", ".join(map(str, written))
+        assert query(conn, f"select count(*) from customer where customer_id in ({ids})") == ((20,),)
+        query(conn, f"delete from customer where customer_id in ({ids})")
     finally:
         conn.close()
 
