@@ -487,20 +487,29 @@ async def test_waiting_rows_take_their_defaults_without_waiting_for_a_transactio
     shard, other = await shard_conn(local_cluster, p, name), await shard_conn(local_cluster, p, name)
     log = f"`_tms_{name}`"
     try:
-        # Two committed rows as a direct publish behind waiting rows leaves them (NULL ids).
-        await shard_rows(shard, f"INSERT INTO {log} (payload, publish_time, seq) VALUES ('d1', NULL, NULL), ('d2', NULL, NULL)")
-        (first,) = (await shard_rows(shard, "SELECT LAST_INSERT_ID()"))[0]
-        await shard_rows(other, "BEGIN")
-        await shard_rows(other, f"INSERT INTO {log} (payload) VALUES ('open')")  # the next key, not committed
-        try:
-            started = time.monotonic()
-            for statement in direct.defaults_statements(log, [(first, first + 1)]):
-                await shard_rows(shard, statement)
-            assert time.monotonic() - started < 0.5
-            assert await shard_rows(shard, f"SELECT publish_time, seq FROM {log} WHERE _pk IN ({first}, {first + 1})") == [
-                (UNSEQUENCED_MS, UNSEQUENCED_SEQ), (UNSEQUENCED_MS, UNSEQUENCED_SEQ)]
-        finally:
-            await shard_rows(other, "ROLLBACK")
+        for _attempt in range(5):
+            # Two committed rows as a direct publish behind waiting rows leaves them (NULL ids).
+            await shard_rows(shard, f"INSERT INTO {log} (payload, publish_time, seq) VALUES ('d1', NULL, NULL), ('d2', NULL, NULL)")
+            (first,) = (await shard_rows(shard, "SELECT LAST_INSERT_ID()"))[0]
+            await shard_rows(other, "BEGIN")
+            await shard_rows(other, f"INSERT INTO {log} (payload) VALUES ('open')")  # the next key, not committed
+            try:
+                started = time.monotonic()
+                for statement in direct.defaults_statements(log, [(first, first + 1)]):
+                    await shard_rows(shard, statement)
+                elapsed = time.monotonic() - started
+                written = await shard_rows(shard, f"SELECT publish_time, seq FROM {log} WHERE _pk IN ({first}, {first + 1})")
+            finally:
+                await shard_rows(other, "ROLLBACK")
+            # A pass of a proxy on these shards may sequence the two committed rows before the
+            # UPDATE (seen once in a full run): they then have ids, not NULL; try new rows.
+            if all(seq is not None and seq >= 0 for _, seq in written):
+                continue
+            assert elapsed < 0.5
+            assert written == [(UNSEQUENCED_MS, UNSEQUENCED_SEQ), (UNSEQUENCED_MS, UNSEQUENCED_SEQ)]
+            break
+        else:
+            pytest.fail("a pass sequenced the test's rows before the UPDATE in every attempt")
     finally:
         shard.close()
         other.close()
