@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from proxy.errors import ER_QUERY_INTERRUPTED, ER_SP_DOES_NOT_EXIST, ER_UNKNOWN_ERROR, ProxyError
@@ -40,6 +40,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ShardKey = tuple[str, str]
+
+
+def commit_failed(error: ProxyError, failed: str, committed: Sequence[str], rolled_back: Sequence[str]) -> ProxyError:
+    """The error of a best-effort commit that failed on shard ``failed`` (``ks/shard``): the
+    shard's code and message, and which shards did commit and which were rolled back."""
+    return ProxyError(
+        error.code,
+        f"commit failed on shard {failed}: {error.message}; "
+        f"committed: [{', '.join(committed)}]; rolled back: [{', '.join(rolled_back)}]",
+        error.sqlstate,
+    )
 
 
 class ShardTransaction:
@@ -261,12 +272,7 @@ class ShardTransaction:
                 failed = f"{ks}/{shard}"
                 rest = [f"{k}/{s}" for (k, s) in self.conns if f"{k}/{s}" not in committed and f"{k}/{s}" != failed]
                 await self._rollback_quietly(exclude=set(committed) | {failed})
-                raise ProxyError(
-                    e.code,
-                    f"commit failed on shard {failed}: {e.message}; "
-                    f"committed: [{', '.join(committed)}]; rolled back: [{', '.join(rest)}]",
-                    e.sqlstate,
-                ) from e
+                raise commit_failed(e, failed, committed, rest) from e
             committed.append(f"{ks}/{shard}")
 
     async def rollback(self) -> None:

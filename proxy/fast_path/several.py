@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 
 from proxy import running_statement
 from proxy.engine.result import Result
-from proxy.errors import ProxyError, ShardError, ShardUnavailable
-from proxy.fast_path.shard_link import ShardErr, ShardLink, lenenc
+from proxy.errors import ProxyError
+from proxy.fast_path.shard_link import OkAnswer, ShardLink, lenenc
 from proxy.messaging.dml import MessageDml, acked_ids
 from proxy.observability.metrics import record_rollback
+from proxy.transaction import commit_failed
 
 if TYPE_CHECKING:
     from proxy.fast_path.routing import FastRoute
@@ -110,40 +111,13 @@ def _take_links(
     return taken
 
 
-class _Answer:
-    """The relay of one statement sent on a link for ``run_several``: its OK packet or error."""
-
-    __slots__ = ("done",)
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.done: asyncio.Future[tuple[bytes, ProxyError | None]] = loop.create_future()
-
-    def response_part(self, link: ShardLink, data: bytes) -> None:
-        """Rows: never from the statements sent here (an OK or ERR answers each)."""
-
-    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
-        if self.done.done():
-            return
-        if error is not None:
-            self.done.set_result((data, ShardError(link.keyspace, link.shard, error.code, error.message)))
-        elif data[4:5] != b"\x00":  # a result set (never from an INSERT, UPDATE or DELETE)
-            link.broken = True
-            self.done.set_result((data, ShardUnavailable(link.keyspace, link.shard, "unexpected result set")))
-        else:
-            self.done.set_result((data, None))
-
-    def link_lost(self, link: ShardLink, cause: str) -> None:
-        if not self.done.done():
-            self.done.set_result((b"", ShardUnavailable(link.keyspace, link.shard, cause)))
-
-
 async def _on_link(link: ShardLink, sql: str, after_begin: bool = False) -> tuple[bytes, ProxyError | None]:
     """Send ``sql`` on ``link`` as the statement's shard query (reached by KILL QUERY); its
     answer. Cancelled (a kill's grace is over), the link is closed: the shard rolls back."""
     statement = running_statement.current()
     if statement is not None:
         statement.shard_query_started(link)  # raises if that statement was killed
-    answer = _Answer(asyncio.get_running_loop())
+    answer = OkAnswer(asyncio.get_running_loop())
     try:
         link.query(sql.encode(), answer, after_begin=after_begin)
         return await answer.done
@@ -257,12 +231,7 @@ async def _commit_each(keyspace: str, taken: list[tuple[ShardLinks, ShardLink]])
                 other.broken = True
                 logger.warning("rollback failed", extra={"keyspace": keyspace, "shard": other.shard,
                                                          "error": str(rolled)})
-        raise ProxyError(
-            error.code,
-            f"commit failed on shard {failed}: {error.message}; "
-            f"committed: [{', '.join(committed)}]; rolled back: [{', '.join(f'{keyspace}/{o.shard}' for _, o in rest)}]",
-            error.sqlstate,
-        ) from error
+        raise commit_failed(error, failed, committed, [f"{keyspace}/{o.shard}" for _, o in rest]) from error
 
 
 async def _ack_per_shard(

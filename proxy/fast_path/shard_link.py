@@ -45,6 +45,7 @@ from pymysql.charset import charset_by_name
 from pymysql.constants import CLIENT
 
 from proxy import aiomysql_wire
+from proxy.errors import ProxyError, ShardError, ShardUnavailable
 from proxy.pools import ShardConnection, ShardPool, ShardPools
 
 logger = logging.getLogger(__name__)
@@ -671,3 +672,33 @@ class LinkPools:
 
     async def close(self) -> None:
         await asyncio.gather(*(links.close() for links in self.links.values()))
+
+
+class OkAnswer:
+    """The relay of one statement answering OK or ERR (an INSERT, UPDATE, DELETE, BEGIN,
+    COMMIT): ``done`` holds its OK packet and None, or the error to raise — the shard's
+    (``ShardError``: the link stays in step), or ``ShardUnavailable`` for a lost link or a
+    result set (the link is then out of step: marked broken)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.done: asyncio.Future[tuple[bytes, ProxyError | None]] = loop.create_future()
+
+    def response_part(self, link: ShardLink, data: bytes) -> None:
+        """Rows: never from a statement answering OK (a result set ends in ``response_done``)."""
+
+    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
+        if self.done.done():
+            return
+        if error is not None:
+            self.done.set_result((data, ShardError(link.keyspace, link.shard, error.code, error.message)))
+        elif data[4:5] != b"\x00":  # a result set
+            link.broken = True
+            self.done.set_result((data, ShardUnavailable(link.keyspace, link.shard, "unexpected result set")))
+        else:
+            self.done.set_result((data, None))
+
+    def link_lost(self, link: ShardLink, cause: str) -> None:
+        if not self.done.done():
+            self.done.set_result((b"", ShardUnavailable(link.keyspace, link.shard, cause)))

@@ -24,13 +24,9 @@ class CachedMessage:
     time_next: int | None
     epoch: int
     row: Row  # the streamed columns, text-protocol bytes
-    seq: int = field(default=0, compare=False)
     # ``row`` as the payload of a text-protocol row packet, encoded once when the message is
     # cached from an INSERT's values (``proxy.messaging.rows``); None: encoded when sent.
     payload: bytes | None = field(default=None, compare=False, repr=False)
-
-    def sort_key(self) -> tuple[int, int, int]:
-        return (self.priority, -(self.time_next or 0), self.seq)
 
 
 # A heap entry: a run of messages of one priority and time_next, in order: (key, ids, messages).
@@ -42,6 +38,14 @@ class CachedMessage:
 # msgproxy).
 _Run = tuple[tuple[int, int, int], list[bytes], list[CachedMessage]]
 _PRIORITY_AND_TIME = attrgetter("priority", "time_next")
+
+
+def _key(first: CachedMessage, seq: int) -> tuple[int, int, int]:
+    """A run's heap key: Vitess's order (priority, then the latest time_next first), then
+    the cache's arrival order."""
+    return (first.priority, -(first.time_next or 0), seq)
+
+
 _ID = attrgetter("id")
 
 
@@ -73,10 +77,10 @@ class MessageCache:
         return message_id in self._queued or message_id in self._in_flight
 
     def _push(self, msg: CachedMessage) -> None:
-        msg.seq = seq = self._seq
+        seq = self._seq
         self._seq = seq + 1
         self._queued[msg.id] = msg
-        heapq.heappush(self._heap, ((msg.priority, -(msg.time_next or 0), seq), [msg.id], [msg]))
+        heapq.heappush(self._heap, (_key(msg, seq), [msg.id], [msg]))
         self._heaped += 1
 
     def add(self, msg: CachedMessage) -> bool:
@@ -109,7 +113,7 @@ class MessageCache:
             seq = self._seq
             self._seq = seq + len(ids)
             queued.update(zip(ids, msgs, strict=True))
-            heapq.heappush(self._heap, ((first.priority, -(first.time_next or 0), seq), ids, msgs))
+            heapq.heappush(self._heap, (_key(first, seq), ids, msgs))
             self._heaped += len(ids)
             return True
         in_flight = self._in_flight

@@ -18,34 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from proxy.errors import ShardError, ShardUnavailable
-from proxy.fast_path.shard_link import LinkError, ShardErr, ShardLink, lenenc
+from proxy.errors import ShardError
+from proxy.fast_path.shard_link import LinkError, OkAnswer, ShardLink, lenenc
 from proxy.pools import ShardPool
 
 logger = logging.getLogger(__name__)
 
 # After a link could not be opened, claims take the pool for this long before the next try.
 RETRY_AFTER_S = 1.0
-
-
-class _Answer:
-    """The relay of one statement answering OK or ERR: its response, once complete."""
-
-    __slots__ = ("done",)
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.done: asyncio.Future[tuple[bytes, ShardErr | None]] = loop.create_future()
-
-    def response_part(self, link: ShardLink, data: bytes) -> None:
-        """An OK or ERR is one packet: never parts."""
-
-    def response_done(self, link: ShardLink, data: bytes, rows: int, error: ShardErr | None) -> None:
-        if not self.done.done():
-            self.done.set_result((data, error))
-
-    def link_lost(self, link: ShardLink, cause: str) -> None:
-        if not self.done.done():
-            self.done.set_exception(ShardUnavailable(link.keyspace, link.shard, cause))
 
 
 class ClaimLinks:
@@ -84,22 +64,20 @@ class ClaimLinks:
         link = await self._take()
         if link is None:
             return None
-        answer = _Answer(asyncio.get_running_loop())
+        answer = OkAnswer(asyncio.get_running_loop())
         keep = False
         try:
             link.query(sql.encode(), answer)
             data, error = await answer.done
-            # An UPDATE answers OK or ERR; anything else leaves the link out of step.
-            keep = error is not None or data[4] == 0x00
+            # The shard's error leaves the link in step; a lost link or a result set does not.
+            keep = error is None or isinstance(error, ShardError)
         finally:
             if keep and not self._closed and len(self.idle) < self.size:
                 self.idle.append(link)
             else:
                 link.close()  # cancelled, lost or out of step mid-response: never reused
         if error is not None:
-            raise ShardError(link.keyspace, link.shard, error.code, error.message)
-        if data[4] != 0x00:
-            raise ShardUnavailable(link.keyspace, link.shard, "unexpected answer to a claim")
+            raise error
         affected, _ = lenenc(data, 5)
         return affected
 

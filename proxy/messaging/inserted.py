@@ -258,6 +258,6 @@ def exact_messages(
             for mid, (p, tn, ep), row in zip(ids, meta, zip(*streamed_columns, strict=True), strict=True)
         ]
     return [
-        CachedMessage(mid, p, tn, ep, row, 0, payload)  # type: ignore[arg-type]  # ids are never NULL (checked)
+        CachedMessage(mid, p, tn, ep, row, payload)  # type: ignore[arg-type]  # ids are never NULL (checked)
         for mid, (p, tn, ep), row, payload in zip(ids, meta, zip(*streamed_columns, strict=True), payloads, strict=True)
     ]

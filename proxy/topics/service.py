@@ -695,9 +695,7 @@ class TopicService:
         if insert is None or insert.rows < minimum or not kept.literal_rows(insert):
             return None
         rows = tx.kept if tx is not None else None
-        if rows is not None and (rows.keyspace, rows.topic) != (topic.keyspace, topic.name) or (
-            rows is not None and not rows.fits(insert)
-        ):
+        if rows is not None and ((rows.keyspace, rows.topic) != (topic.keyspace, topic.name) or not rows.fits(insert)):
             return None
         if tx is None:
             session.begin_transaction()
@@ -761,12 +759,6 @@ class TopicService:
             session.tx, session.after_commit = None, []
             raise
         session.wrote(rows.keyspace, TopicWrite(rows.keyspace, rows.topic, direct=marked))
-
-    def keeps_rows(self, session: ProxySession) -> bool:
-        """Whether the session's transaction keeps topic rows (the fast path leaves every
-        statement but another kept INSERT and ROLLBACK to the normal path then)."""
-        tx = session.tx
-        return tx is not None and tx.kept is not None
 
     async def before_statement(self, session: ProxySession, sql: str, kw: str) -> None:
         """Before any statement of a transaction that kept rows: flush them unless it is a

@@ -23,16 +23,21 @@ async def served(local_cluster, shard_pools) -> AsyncIterator[Served]:
         yield served
 
 
-async def test_a_single_row_insert_on_the_fast_path_is_delivered_from_its_values_and_its_ack_frees_it(served):
+async def _subscribed(served: Served) -> tuple[aiomysql.Connection, aiomysql.Connection, aiomysql.SSCursor]:
+    """A subscriber streaming the sharded message table (its first poll over) and a producer."""
     stream = await served.connect()
     producer = await served.connect()
-    try:
-        async with stream.cursor() as cur:
-            await cur.execute("SET WORKLOAD = OLAP")
-        reader = await stream.cursor(aiomysql.SSCursor)
-        await reader.execute(f"STREAM * FROM {SHARDED_TABLE}")
-        await asyncio.sleep(0.3)  # the subscriber's first poll is over
+    async with stream.cursor() as cur:
+        await cur.execute("SET WORKLOAD = OLAP")
+    reader = await stream.cursor(aiomysql.SSCursor)
+    await reader.execute(f"STREAM * FROM {SHARDED_TABLE}")
+    await asyncio.sleep(0.3)  # the subscriber's first poll is over
+    return stream, producer, reader
 
+
+async def test_a_single_row_insert_on_the_fast_path_is_delivered_from_its_values_and_its_ack_frees_it(served):
+    stream, producer, reader = await _subscribed(served)
+    try:
         async def run(sql: str) -> int:
             async with producer.cursor() as cur:
                 return int(await cur.execute(sql))
@@ -80,14 +85,8 @@ async def test_messages_cached_from_an_insert_reach_the_subscriber_as_blocks_for
     reframed: list[bytes] = []
     split = connection_module.split_packets
     monkeypatch.setattr(connection_module, "split_packets", lambda data: reframed.append(data) or split(data))
-    stream = await served.connect()
-    producer = await served.connect()
+    stream, producer, reader = await _subscribed(served)
     try:
-        async with stream.cursor() as cur:
-            await cur.execute("SET WORKLOAD = OLAP")
-        reader = await stream.cursor(aiomysql.SSCursor)
-        await reader.execute(f"STREAM * FROM {SHARDED_TABLE}")
-        await asyncio.sleep(0.3)  # the subscriber's first poll is over
         base = 800_000_000 + uuid.uuid4().int % 100_000_000
 
         async def send_and_read(rows: dict[int, tuple[int | None, str | None]], *statements: str) -> None:

@@ -134,17 +134,23 @@ def dsn_cluster_file(local_cluster: Any, directory: Path, **extra: Any) -> Path:
     return out
 
 
-def fast_path_statements(metrics_url: str) -> float:
-    """``shardgate_fast_path_statements`` summed over its shards, as the proxy's /metrics says."""
+def metric_total(metrics_url: str, family_name: str, **labels: str) -> float:
+    """A counter family's ``_total`` samples whose labels include ``labels``, summed, as the
+    proxy's /metrics says."""
     with urllib.request.urlopen(metrics_url, timeout=10) as r:
         body = r.read().decode()
     return sum(
         sample.value
         for family in text_string_to_metric_families(body)
-        if family.name == "shardgate_fast_path_statements"
+        if family.name == family_name
         for sample in family.samples
-        if sample.name.endswith("_total")
+        if sample.name.endswith("_total") and all(sample.labels.get(k) == v for k, v in labels.items())
     )
+
+
+def fast_path_statements(metrics_url: str) -> float:
+    """``shardgate_fast_path_statements`` summed over its shards."""
+    return metric_total(metrics_url, "shardgate_fast_path_statements")
 
 
 def fast_answer(metrics: str, run: Callable[[], Any], times: int = 4, statements: int = 1) -> Any:

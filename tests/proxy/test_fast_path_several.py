@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pymysql
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.cluster_state import ClusterState
 from proxy.fast_path.routing import fast_route
@@ -26,6 +24,7 @@ from proxy.planning import plan_statement
 from proxy.session import ProxySession
 from tests.proxy.sessions_support import (
     fast_path_statements,
+    metric_total,
     pymysql_answers,
     query,
     run_in_thread,
@@ -138,16 +137,8 @@ def test_a_duplicate_key_on_one_shard_leaves_nothing_on_the_other(metered_proxy,
 
 
 def _pool_acquires(metrics_url: str) -> float:
-    """``shardgate_pool_acquires`` of the commerce shards, as the proxy's /metrics says."""
-    with urllib.request.urlopen(metrics_url, timeout=10) as r:
-        body = r.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(body)
-        if family.name == "shardgate_pool_acquires"
-        for sample in family.samples
-        if sample.name.endswith("_total") and sample.labels.get("keyspace") == "commerce"
-    )
+    """``shardgate_pool_acquires`` of the commerce shards."""
+    return metric_total(metrics_url, "shardgate_pool_acquires", keyspace="commerce")
 
 
 def test_writes_to_two_shards_and_their_rollbacks_check_out_no_pooled_connection(metered_proxy, shard_of) -> None:
