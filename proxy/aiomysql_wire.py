@@ -42,6 +42,13 @@ def packet_payload(packet: Packet) -> bytes:
     return payload
 
 
+def value_converters(cursor: aiomysql.Cursor) -> list[tuple[str | None, Any]]:
+    """Per column of the cursor's current result, the (encoding, converter) aiomysql applies to
+    a text value: decoded with the encoding (None: kept as bytes), then the converter (None: none)."""
+    converters: list[tuple[str | None, Any]] = cursor._result.converters
+    return converters
+
+
 def text_encoding(conn: aiomysql.Connection) -> str:
     encoding: str = conn._encoding
     return encoding
@@ -138,5 +145,6 @@ __all__ = [
     "take_idle",
     "text_encoding",
     "transport_of",
+    "value_converters",
     "write_commands",
 ]

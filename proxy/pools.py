@@ -301,6 +301,17 @@ class ShardConnection:
         results, in order. MariaDB stops at the first failing statement, whose error is raised;
         what ran before it stays done (a transaction it began stays open: the caller rolls it
         back). Any other answer, or an interruption, leaves the connection broken."""
+        results, _ = await self._oks(sql, None)
+        return results
+
+    async def execute_oks_then_rows(self, sql: str, oks: int) -> tuple[list[Result], Result | None]:
+        """``execute_oks`` of a multi-statement of ``oks`` statements answering OK and then one
+        returning rows: the OKs, and that last statement's result (its rows one block), or None
+        when it failed, or its answer was cut after the OKs (the connection then broken): what
+        the OKs did stays done either way, so only an error before them raises."""
+        return await self._oks(sql, oks)
+
+    async def _oks(self, sql: str, oks: int | None) -> tuple[list[Result], Result | None]:
         assert self._deferred_begin is None, "a multi-statement on a connection of a transaction"
         conn = self.conn
         statement = running_statement.current()
@@ -308,12 +319,18 @@ class ShardConnection:
             statement.shard_query_started(self)  # raises if that statement was killed
         results: list[Result] = []
         pending = True
+        in_rows = False
         try:
             try:
                 await aiomysql_wire.send_query(conn, sql)
                 while True:
                     packet = await aiomysql_wire.read_packet(conn)
                     if not packet.is_ok_packet():
+                        if oks is not None and len(results) == oks:
+                            in_rows = True
+                            rows = await self._last_rows(conn, packet)
+                            pending = False
+                            return results, rows
                         self.broken = True  # a result set's rows follow, unread
                         raise pymysql.err.OperationalError(CR_COMMANDS_OUT_OF_SYNC, "a result set in a multi-statement of OKs")
                     ok = OKPacketWrapper(packet)
@@ -322,15 +339,36 @@ class ShardConnection:
                                           warnings=ok.warning_count, info=(ok.message or b"").decode("utf-8", "replace")))
                     if not ok.server_status & _SERVER_MORE_RESULTS_EXISTS:
                         pending = False
-                        return results
+                        return results, None
             except (pymysql.err.MySQLError, OSError, asyncio.IncompleteReadError) as e:
-                pending = not isinstance(e, pymysql.err.MySQLError)  # an error packet ends the response
+                # An error packet ends the response (one amid rows: then the connection goes).
+                pending = in_rows or not isinstance(e, pymysql.err.MySQLError)
+                if oks is not None and len(results) == oks:
+                    if pending:
+                        logger.warning("shard answer cut after a multi-statement's OKs",
+                                       extra={"shard": self.shard, "error": repr(e)})
+                    return results, None  # the rows' statement failed, or its answer was cut
                 raise self._translate(e) from e
         finally:
             if statement is not None:
                 statement.shard_query_ended(self)
             if pending:
                 self.broken = True
+
+    async def _last_rows(self, conn: aiomysql.Connection, first: Any) -> Result:
+        """The rest of a multi-statement's last answer, a result set whose first packet is
+        ``first``: its fields and all its rows as one block."""
+        ncols = first.read_length_encoded_integer()
+        encoding = aiomysql_wire.text_encoding(conn)
+        fields = [field_of(aiomysql_wire.packet_payload(await aiomysql_wire.read_packet(conn)), encoding)
+                  for _ in range(ncols)]
+        await aiomysql_wire.read_packet(conn)  # EOF after the column definitions
+        block, eof = await RowPacketReader(conn).read(0)
+        assert eof is not None  # limit 0: the whole result
+        conn.server_status = int.from_bytes(eof[3:5], "little")
+        if conn.server_status & _SERVER_MORE_RESULTS_EXISTS:
+            self.broken = True  # not the last answer: what follows is unread
+        return Result(fields=fields, block=block)
 
     async def stream(
         self, sql: str, batch_rows: int = STREAM_BATCH_ROWS, keep_on_abandon: bool = False

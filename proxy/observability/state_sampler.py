@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MESSAGE_EVENTS = ("sent", "acked", "delayed", "parked", "purged")
-TOPIC_EVENTS = ("passes", "sequenced", "direct", "batches", "batched")
+TOPIC_EVENTS = ("passes", "sequenced", "direct", "batches", "batched", "fed")
 
 
 def transactions_behind(head: GtidPosition, position: GtidPosition) -> int:

@@ -21,6 +21,11 @@ publish runs again alone, so each publisher gets exactly its own error or its OK
 another's. When the connection is lost instead, the COMMIT may have run: every publisher of
 the batch gets that error (in doubt, as a publish alone would).
 
+When the topic has STREAM followers in this process, a script also reads its rows back for
+their feed (``Feeding``, ``proxy.topics.feed``) after its COMMIT: one SELECT at the end of the
+script, whatever the number of publishes it carries. Only for publishers whose session settings
+cannot change how a row reads (``_PLAIN_SETTINGS``): the feed's reads run with none of theirs.
+
 The topics service owns the batchers (one per topic), and cancels their tasks at stop.
 """
 
@@ -29,8 +34,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from proxy.engine.result import Result
 from proxy.errors import ProxyError, ShardError
@@ -41,6 +47,26 @@ from proxy.topics.store import execute_direct
 logger = logging.getLogger(__name__)
 
 Settings = tuple[tuple[str, str], ...]
+# Session settings that leave a row's text as the feed's reads get it (not sql_mode:
+# PAD_CHAR_TO_FULL_LENGTH pads CHAR values; not time_zone, names, ...).
+_PLAIN_SETTINGS = frozenset({"tx_isolation", "innodb_lock_wait_timeout", "lock_wait_timeout"})
+
+
+class Feeding(Protocol):
+    """The way from a topic's direct publishes to its followers' feed (``proxy.topics.feed``)."""
+
+    def rows(self) -> direct.FeedRows | None:
+        """What the next script adds for the feed; None: the feed takes no rows now."""
+        ...
+
+    def committed(self, asked: direct.FeedRows | None, rows: Result | None, count: int) -> None:
+        """A script's ``count`` rows took their ids (or may have: ``rows`` None), and, when it
+        ``asked`` for them, ``rows`` are what it read back."""
+        ...
+
+
+def _plain(settings: Settings) -> bool:
+    return all(name in _PLAIN_SETTINGS for name, _ in settings)
 
 
 @dataclass(slots=True)
@@ -57,11 +83,13 @@ class TopicBatcher:
     others queued and then sent together."""
 
     def __init__(
-        self, topic: str, pool: Callable[[], ShardPool], counted: Callable[[int], None]
+        self, topic: str, pool: Callable[[], ShardPool], counted: Callable[[int], None],
+        feeding: Feeding | None = None,
     ) -> None:
         self.topic = topic
         self._pool = pool
         self._counted = counted  # a script of several publishes was sent: how many
+        self._feeding = feeding
         self._busy = False  # a direct publish (or batch) of this topic is in flight
         self._queue: list[_Queued] = []
         self._task: asyncio.Task[None] | None = None
@@ -147,10 +175,28 @@ class TopicBatcher:
     async def _run_alone(
         self, insert: direct.DirectInsert, settings: Settings
     ) -> tuple[Result, bool]:
+        (res,), marked = await self._run((insert,), settings)
+        return res, marked
+
+    async def _run(self, inserts: Sequence[direct.DirectInsert], settings: Settings) -> tuple[list[Result], bool]:
+        """One script of ``inserts``: their INSERTs' results and whether the rows took ids; the
+        feed told at once (no other script of the topic from here runs before it is)."""
         async with self._pool().connection() as sc:
             await sc.apply_settings(_mapping(settings))
-            (res,), marked = await execute_direct(sc, direct.publish_script((insert,)), insert.quoted_log)
-        return res, marked
+            feeding = self._feeding
+            feed = feeding.rows() if feeding is not None and _plain(settings) else None
+            count = sum(ins.rows for ins in inserts)
+            try:
+                answers, marked, rows = await execute_direct(
+                    sc, direct.publish_script(inserts, feed), inserts[0].quoted_log, len(inserts), feed is not None
+                )
+            except BaseException:
+                if feeding is not None:
+                    feeding.committed(None, None, count)  # the COMMIT may have run
+                raise
+            if marked and feeding is not None:
+                feeding.committed(feed, rows, count)
+        return answers, marked
 
     async def _run_batch(self, batch: list[_Queued]) -> None:
         if len(batch) == 1:
@@ -159,11 +205,7 @@ class TopicBatcher:
             return
         self._counted(len(batch))
         try:
-            async with self._pool().connection() as sc:
-                await sc.apply_settings(_mapping(batch[0].settings))
-                answers, marked = await execute_direct(
-                    sc, direct.publish_script([q.insert for q in batch]), batch[0].insert.quoted_log, len(batch)
-                )
+            answers, marked = await self._run([q.insert for q in batch], batch[0].settings)
         except ShardError as e:
             # A statement's error: the script stopped there and was rolled back. Each alone
             # now, so that only the publisher whose INSERT failed gets that error.

@@ -83,7 +83,7 @@ from dataclasses import dataclass
 
 from proxy.topics.ids import MAX_SEQ
 from proxy.topics.names import META_TABLE
-from proxy.topics.schema import NOW_MS, sql_string
+from proxy.topics.schema import NOW_MS, sql_string, view_condition
 from sqltext.lexer import split_top_level
 
 # A script goes as one COM_QUERY packet (the fast path's links send no more; MariaDB's default
@@ -271,10 +271,55 @@ def defaults_statements(quoted_log: str, keys: Sequence[tuple[int, int]]) -> lis
     ]
 
 
-def publish_script(inserts: Sequence[DirectInsert]) -> str:
+# A row a direct publish feeds its followers (``feed_rows_sql``) stays unexpired this long yet.
+FEED_MARGIN_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class FeedRows:
+    """What a script adds for the followers' feed (``proxy.topics.feed``) of its topic: a
+    SELECT of its rows as the view shows them (``columns``, the view's, quoted; ``ttl_seconds``,
+    the view's TTL), answering rows only when the mark the script locked is ``after_ms``,
+    ``after_seq``, the feed's position (its rows then follow the feed's last ones, with nothing
+    between: every id is taken under that lock)."""
+
+    columns: str
+    ttl_seconds: int
+    after_ms: int
+    after_seq: int
+
+
+def feed_rows_sql(quoted_log: str, rows: int, feed: FeedRows) -> str:
+    """After a script's COMMIT: its ``rows`` rows, in id order, when its locked mark was the
+    feed's position (none otherwise, nor when they went without ids: ``@_sg_ms`` NULL).
+
+    Read back rather than built from the INSERTs' literals: the shard renders each value as a
+    read of the view does (types, charsets, user columns' defaults). By the primary key from
+    the first row's (``@_sg_pk``, as the bytes SELECT), the script's rows named by their ids
+    (one millisecond, consecutive sequences: no other session's row has these), in key order,
+    which is their id order (a statement's rows take increasing keys in row order, whatever
+    ``innodb_autoinc_lock_mode``; the script's INSERTs run in order), stopping at the last one
+    (LIMIT: rows other sessions inserted after them are not scanned). After the COMMIT, not
+    before: a failed SELECT then costs only the followers' chunk, never the publish. The view's
+    conditions (``schema.view_ddl``) apply: a row it would hide is not returned (the caller
+    then feeds nothing: the count differs), and so is one that expires within ``FEED_MARGIN_MS``
+    (a ``ttl_seconds`` 0 row, say): a row fed about when it expires reaches followers where a
+    read of the view a moment later hides it. Such rows go through the feed's own read of the
+    view instead, as before the feed was fed (whose clock is its statement's start: it too may
+    return a row that expires right after, tests/topics/test_feed_from_publishes.py)."""
+    return (
+        f"SELECT {feed.columns} FROM {quoted_log} FORCE INDEX (PRIMARY) WHERE _pk >= @_sg_pk"
+        f" AND @_sg_lms = {int(feed.after_ms)} AND @_sg_lseq = {int(feed.after_seq)}"
+        f" AND publish_time = @_sg_ms AND seq BETWEEN @_sg_p AND @_sg_p + {rows - 1}"
+        f" AND {view_condition(feed.ttl_seconds, FEED_MARGIN_MS)} ORDER BY _pk LIMIT {rows}"
+    )
+
+
+def publish_script(inserts: Sequence[DirectInsert], feed: FeedRows | None = None) -> str:
     """One direct publish of ``inserts`` (INSERTs into one topic, in this order): one mark lock,
     each INSERT its own statement (its own OK: affected rows, insert id, warnings), their rows
-    one contiguous id range in this order, one mark UPDATE, one COMMIT."""
+    one contiguous id range in this order, one mark UPDATE, one COMMIT; with ``feed``, then
+    the SELECT of ``feed_rows_sql`` (the script's last answer, after its ``results`` OKs)."""
     first = inserts[0]
     quoted_log = first.quoted_log
     name = sql_string(first.topic)
@@ -305,6 +350,7 @@ def publish_script(inserts: Sequence[DirectInsert]) -> str:
         # Affects 1 row when the rows took ids (MARKED), 0 when they went without.
         f"UPDATE {META_TABLE} SET last_ms = @_sg_ms, last_seq = @_sg_p + {last}, messages = messages + {offset},"
         f" bytes = bytes + IFNULL(@_sg_b, 0) WHERE name = {name} AND @_sg_ms IS NOT NULL;COMMIT",
+        "" if feed is None else ";" + feed_rows_sql(quoted_log, offset, feed),
     ))  # fmt: skip
 
 

@@ -14,6 +14,16 @@ or the last id of a read), so everything up to it was visible when it was read (
 arrivals, see ``proxy.topics.sequencer``): a bounded read that finds nothing up to a label
 may move the follower's position to the label, skipping nothing. The feed never waits for a
 follower: a slow one falls behind the buffer and reads on its own.
+
+A direct publish through this process feeds its rows without a read (``offer``): its script
+(``proxy.topics.direct.feed_rows_sql``) reads them back after its COMMIT, as the view shows
+them, when the mark it locked was the feed's position; no other id lies between (ids are
+taken under that lock), so they are the next chunk, labelled with that position. Reading them
+back with the feed's capped read cost the topic's shard 18-19 us a message against 11 without
+followers (the cap's window subquery and the outer read each visit every row through the
+``message_id`` index, BENCHMARKS.md "feedpace"). The feed then reads only when something else
+moved the mark: a change whose mark (``last_id``) is past its position, or a direct publish of
+this process it was not fed (``missed``), and at least every ``FEED_WAIT_S``.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from mysql_mimic.types import ColumnDefinition
@@ -76,6 +86,10 @@ class TopicFeed:
         self.position: str | None = None  # the label the next chunk will carry
         self.fields: list[ColumnDefinition] | None = None
         self.failed = False  # the last read failed: followers read on their own meanwhile
+        # A direct publish of this process moved the mark and was not fed: read at the next wake.
+        self._behind = True
+        self._fields_key: tuple[tuple[str, int], ...] | None = None
+        self.reads = self.fed = 0  # reads made, chunks fed (logged when the feed stops)
         self.users = 0
         self._chunks: deque[Chunk] = deque()
         self._by_after: dict[str, Chunk] = {}
@@ -112,7 +126,10 @@ class TopicFeed:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
+            logger.info("topic feed stopped", extra={"topic": self.where, "reads": self.reads, "fed": self.fed})
+            self.reads = self.fed = 0
         self.position, self.fields, self.failed = None, None, False
+        self._behind, self._fields_key = True, None
         self._chunks.clear()
         self._by_after.clear()
         self._bytes = 0
@@ -147,6 +164,38 @@ class TopicFeed:
             return head
         return None
 
+    # -- direct publishes of this process ----------------------------------------------------
+    def wants_rows(self) -> str | None:
+        """The position a direct publish's rows must follow to be fed (``offer``); None: the
+        feed takes none now (not serving, or it has not read the view's columns yet)."""
+        return self.position if self.serving and self._fields_key is not None else None
+
+    def offer(self, after: str, rows: Result, expected: int) -> str | None:
+        """A committed direct publish's ``expected`` rows (``direct.feed_rows_sql``), read after
+        its COMMIT, whose ids follow ``after``, the mark it locked: appended as the next chunk
+        when ``after`` is still the feed's position, and they are all there, with the view's
+        columns. Their last id, or None (nothing appended: the feed reads them, ``missed``)."""
+        block = rows.block
+        if (
+            block is None
+            or block.count != expected
+            or after != self.position
+            or not self.serving
+            or _fields_key(rows.fields) != self._fields_key
+        ):
+            self.missed()
+            return None
+        last = self._last_of(rows)
+        self._append(Chunk(after, last, Result(block=block), block.count, len(block.data), time.monotonic()))
+        self.position = last
+        self.fed += 1
+        self._wake()
+        return last
+
+    def missed(self) -> None:
+        """A direct publish of this process moved the mark without feeding its rows."""
+        self._behind = True
+
     # -- the reader ---------------------------------------------------------------------------
     def _wake(self) -> None:
         event, self._new = self._new, asyncio.Event()
@@ -161,7 +210,15 @@ class TopicFeed:
             del self._by_after[old.after]
             self._bytes -= old.size
 
+    def _read_due(self, timed_out: bool) -> bool:
+        """Whether this wake-up needs a read: fed chunks may have taken what changed."""
+        if timed_out or self._behind:
+            return True
+        mark = self._last_id()
+        return mark is not None and self.position is not None and mark > self.position
+
     async def _run(self) -> None:
+        timed_out = True
         while True:
             changed = self._changed()
             more = False
@@ -171,20 +228,29 @@ class TopicFeed:
                     self.position = mark
                     self._wake()
                     more = True
-            else:
+            elif self._read_due(timed_out):
+                after = self.position
+                self._behind = False
+                self.reads += 1
                 try:
-                    res = await self._read(f"message_id > '{self.position}'")
+                    res = await self._read(f"message_id > '{after}'")
                 except ProxyError as e:
                     if not self.failed:
                         logger.warning("topic feed read failed; followers read on their own", extra={
                             "topic": self.where, "error": e.message, "retry_s": FEED_ERROR_BACKOFF_S})
                     self.failed = True
+                    self._behind = True
                     self._wake()
                     await asyncio.sleep(FEED_ERROR_BACKOFF_S)
                     continue
                 self.failed = False
                 if self.fields is None:
                     self.fields = list(res.fields)
+                    self._fields_key = _fields_key(self.fields)
+                if self.position != after:
+                    # A publish fed rows meanwhile, which this read may hold too: read again after them.
+                    self._behind = True
+                    continue
                 block = res.block
                 count = block.count if block is not None else len(res.rows)
                 if count:
@@ -196,9 +262,17 @@ class TopicFeed:
                     mark = self._last_id()
                     more = mark is not None and last < mark
             if more:
+                timed_out = True  # read on, whatever signalled
                 continue  # a backlog (or a read cut short by the byte cap): read on at once
+            timed_out = False
             try:
                 async with asyncio.timeout(FEED_WAIT_S):
                     await changed.wait()
             except TimeoutError:
-                pass
+                timed_out = True
+
+
+def _fields_key(fields: Sequence[ColumnDefinition]) -> tuple[tuple[str, int], ...]:
+    """What decides how a row of these columns reads as a text-protocol packet (a fed chunk's
+    rows come from the log table, the feed's reads from the view over it)."""
+    return tuple((f.name, int(f.type)) for f in fields)

@@ -113,13 +113,25 @@ def view_columns(user_columns: Sequence[str]) -> list[str]:
     return [*VIEW_HEAD, *user_columns, "ttl_seconds"]
 
 
+def view_select_list(user_columns: Sequence[str]) -> str:
+    """The view's columns, quoted: its SELECT list (a direct publish's rows read back for the
+    followers' feed read the log table with the same one)."""
+    return ", ".join(quote_identifier(c) for c in view_columns(user_columns))
+
+
+def view_condition(ttl_seconds: int, margin_ms: int = 0) -> str:
+    """The rows of the log the view shows: sequenced, not expired (``ttl_seconds``: the topic's);
+    with ``margin_ms``, only those that stay so for that long yet."""
+    margin = f" + {int(margin_ms)}" if margin_ms else ""
+    return (f"message_id IS NOT NULL AND publish_time >= {NOW_MS}{margin} - {int(ttl_seconds) * 1000}"
+            f" AND (expire_ms IS NULL OR expire_ms > {NOW_MS}{margin})")
+
+
 def view_ddl(name: str, user_columns: Sequence[str], ttl_seconds: int) -> str:
-    cols = ", ".join(quote_identifier(c) for c in view_columns(user_columns))
+    cols = view_select_list(user_columns)
     return (
         f"CREATE OR REPLACE ALGORITHM=MERGE SQL SECURITY INVOKER VIEW {quote_identifier(name)} AS SELECT {cols}"
-        f" FROM {quote_identifier(log_table(name))} WHERE message_id IS NOT NULL"
-        f" AND publish_time >= {NOW_MS} - {int(ttl_seconds) * 1000}"
-        f" AND (expire_ms IS NULL OR expire_ms > {NOW_MS})"
+        f" FROM {quote_identifier(log_table(name))} WHERE {view_condition(ttl_seconds)}"
     )
 
 

@@ -47,8 +47,10 @@ one committed. Hence:
 
 A direct publish through this process wakes its followers at its OK (``published``); when a
 commit through it left rows without ids, its sequencer runs a pass at once (``notify``), or,
-under load, ``MIN_PASS_INTERVAL_S`` after the previous pass began (the commits of the wait
-share it: the order argument above holds for a pass of any size); otherwise it probes every
+under load, once the pacing interval after the previous pass began has passed (the commits of the
+wait share it: the order argument above holds for a pass of any size): ``MIN_PASS_INTERVAL_S``,
+or, after a pass of ``PACED_ROWS`` rows or more, ``PASS_SPACING`` times what that pass took, at most
+``MAX_PASS_INTERVAL_S``; otherwise it probes every
 ``poll_seconds`` (rows inserted through other proxies or directly on the shard, and other
 proxies' passes and direct publishes, which wake this process's followers).
 """
@@ -79,6 +81,30 @@ ERROR_BACKOFF_S = 1.0
 # tests.benchmarks topic_publish``, autocommit). A commit after a quiet 4 ms (at 200 commits/s,
 # one every ~5.5 ms) gets its pass at once.
 MIN_PASS_INTERVAL_S = 0.004
+# After a pass of many rows (commits arriving much faster than passes), the next one starts no
+# sooner than PASS_SPACING times what it took (passes take at most ~1/8 of the sequencer's time,
+# and of the shard's), at most MAX_PASS_INTERVAL_S after it started (the visibility the pacing
+# may add under load). Why: a pass's fixed cost is larger than the figures above under sustained
+# load: its SELECT steps over the unpurged entries the previous passes left in the id index's
+# NULL range (~276 pages read for ~17 rows, 0.38 ms of engine time; its UPDATE 0.46 ms for ~33
+# rows: the shard's slow log, 4 single-message publishers), ~1 ms of shard CPU a pass in all.
+# Passes of ~20 rows (4 ms) cost the shard ~+77 us a message over the same INSERTs of a plain
+# table and the proxy ~+30 us; spaced (~150 rows a pass) +34 to +44 and +8 to +20 (BENCHMARKS.md,
+# "single2"). Spaced only after a pass of at least PACED_ROWS rows (commits arriving at >= 2,000 a
+# second): spacing after any pass of two rows held a 200-commits-a-second publisher in spaced
+# passes (a longer wait, so two rows again), its STREAM p50 1.57 -> 2.03 ms (median of 9 runs);
+# at 200 a second even the longest interval gathers 5 rows, so such a publisher is never spaced.
+PASS_SPACING = 8
+MAX_PASS_INTERVAL_S = 0.025
+PACED_ROWS = 8
+
+
+def pass_interval(took_s: float, rows: int) -> float:
+    """The least time from the start of a pass that took ``took_s`` and sequenced ``rows`` to the
+    start of the next paced one."""
+    if rows < PACED_ROWS:
+        return MIN_PASS_INTERVAL_S
+    return min(MAX_PASS_INTERVAL_S, max(MIN_PASS_INTERVAL_S, PASS_SPACING * took_s))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +126,7 @@ class TopicCounters:
     direct: int = 0  # direct publishes through this process (ids assigned in the write)
     batches: int = 0  # scripts that carried several of them (proxy.topics.batch)
     batched: int = 0  # the direct publishes those carried
+    fed: int = 0  # scripts whose rows went to the followers' feed without a read (proxy.topics.feed)
     purged: int = 0
     errors: int = 0
     last_pass_ms: float = 0.0
@@ -132,6 +159,7 @@ class TopicRuntime:
         self._dirty = asyncio.Event()
         self._changed = asyncio.Event()
         self._pass_started = 0.0  # time.monotonic() at the start of the last pass
+        self._pass_interval = MIN_PASS_INTERVAL_S  # the least time from its start to the next one's
         self._task: asyncio.Task[None] | None = None
         self._purge_task: asyncio.Task[None] | None = None
         # Reads of followers at one position, shared (proxy.topics.service.TopicService.follow).
@@ -232,9 +260,9 @@ class TopicRuntime:
                                                    "messages": purged})
 
     async def _paced_drain(self) -> None:
-        """``drain``, starting no sooner than MIN_PASS_INTERVAL_S after the last pass started
+        """``drain``, starting no sooner than the pacing interval after the last pass started
         (the notifies of the wait are this pass's)."""
-        delay = self._pass_started + MIN_PASS_INTERVAL_S - time.monotonic()
+        delay = self._pass_started + self._pass_interval - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
         self._dirty.clear()
@@ -250,7 +278,9 @@ class TopicRuntime:
                 self._gone()
                 return
             self.counters.passes += 1
-            self.counters.last_pass_ms = (time.perf_counter() - started) * 1000
+            took = time.perf_counter() - started
+            self.counters.last_pass_ms = took * 1000
+            self._pass_interval = pass_interval(took, result.count)
             if result.last_id != self.last_id:
                 self.last_id = result.last_id
                 self.counters.sequenced += result.count

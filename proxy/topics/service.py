@@ -26,12 +26,13 @@ from proxy.engine.result import PacketBlock, Result, local_result, split_packets
 from proxy.errors import ER_NO_DB_ERROR, ER_NOT_SUPPORTED_YET, ProxyError
 from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
-from proxy.topics import direct, kept, routing, statement
+from proxy.topics import direct, ids, kept, routing, statement
 from proxy.topics.batch import Settings, TopicBatcher
 from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
 from proxy.topics.feed import TopicFeed
 from proxy.topics.http import add_topic_routes
 from proxy.topics.names import check_name, keyspace_id, place
+from proxy.topics.schema import view_select_list
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
 from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
@@ -151,6 +152,45 @@ def _renumbered(block: PacketBlock, first_seq: int) -> PacketBlock:
 def _info(keyspace: str, shard: str, row: TopicRow) -> TopicInfo:
     return TopicInfo(keyspace, row.name, shard, row.generation, row.ttl_seconds, dict(row.properties),
                      list(row.columns), row.created_ms)
+
+
+class _Feeding:
+    """A topic's direct publishes (``proxy.topics.batch``) to its followers' feed in this
+    process (``TopicFeed.offer``), through whichever runtime serves the topic now."""
+
+    __slots__ = ("_runtimes", "_key", "_columns")
+
+    def __init__(self, runtimes: dict[tuple[str, str], TopicRuntime], key: tuple[str, str]) -> None:
+        self._runtimes = runtimes
+        self._key = key
+        self._columns: tuple[TopicInfo, str] | None = None  # the view's columns, quoted, for a topic's info
+
+    def _feed(self) -> tuple[TopicRuntime, TopicFeed] | None:
+        rt = self._runtimes.get(self._key)
+        feed = rt.feed if rt is not None else None
+        return None if rt is None or feed is None else (rt, feed)
+
+    def rows(self) -> direct.FeedRows | None:
+        found = self._feed()
+        after = found[1].wants_rows() if found is not None else None
+        if found is None or after is None:
+            return None
+        info = found[0].info
+        cached = self._columns
+        if cached is None or cached[0] is not info:
+            cached = self._columns = (info, view_select_list(info.columns))
+        ms, seq = ids.parse_id(after)
+        return direct.FeedRows(cached[1], info.ttl_seconds, ms, seq)
+
+    def committed(self, asked: direct.FeedRows | None, rows: Result | None, count: int) -> None:
+        found = self._feed()
+        if found is None:
+            return
+        rt, feed = found
+        if asked is None or rows is None:
+            feed.missed()
+        elif feed.offer(ids.make_id(asked.after_ms, asked.after_seq), rows, count) is not None:
+            rt.counters.fed += 1
 
 
 class TopicService:
@@ -313,7 +353,9 @@ class TopicService:
                     rt.counters.batches += 1
                     rt.counters.batched += publishers
 
-            b = self.batchers[key] = TopicBatcher(name, lambda: pools.get(keyspace, shard), counted)
+            b = self.batchers[key] = TopicBatcher(
+                name, lambda: pools.get(keyspace, shard), counted, _Feeding(self.runtimes, (keyspace, name))
+            )
         return b
 
     async def topic_info(self, keyspace: str, name: str) -> TopicInfo:

@@ -97,20 +97,26 @@ def _topic_row(r: tuple[Any, ...]) -> TopicRow:
 
 
 async def execute_direct(
-    sc: ShardConnection, script: str, quoted_log: str, publishers: int = 1
-) -> tuple[list[Result], bool]:
+    sc: ShardConnection, script: str, quoted_log: str, publishers: int = 1, fed: bool = False
+) -> tuple[list[Result], bool, Result | None]:
     """Run a direct publish's multi-statement (``proxy.topics.direct``) of ``publishers`` INSERTs
-    into ``quoted_log`` on ``sc``, a connection outside any transaction: each INSERT's own result
-    and whether their rows took their ids (else they wait for a pass, with the log's defaults:
-    ``direct.defaults_statements``), or its error (any statement's) with nothing written: the
-    transaction the script began is rolled back (the connection closed if even that fails,
-    which makes MariaDB roll it back)."""
+    into ``quoted_log`` on ``sc``, a connection outside any transaction: each INSERT's own result,
+    whether their rows took their ids (else they wait for a pass, with the log's defaults:
+    ``direct.defaults_statements``), and (``fed``: the script ends with ``direct.feed_rows_sql``)
+    that SELECT's answer, None when it failed (the publish stands: it ran after the COMMIT);
+    or its error (any statement's before that) with nothing written: the transaction the
+    script began is rolled back (the connection closed if even that fails, which makes
+    MariaDB roll it back)."""
+    expected = direct.results(publishers)
+    rows: Result | None = None
     try:
-        results = await sc.execute_oks(script)
+        if fed:
+            results, rows = await sc.execute_oks_then_rows(script, expected)
+        else:
+            results = await sc.execute_oks(script)
     except ProxyError:
         await sc.rollback_or_break()
         raise
-    expected = direct.results(publishers)
     if len(results) != expected:
         sc.broken = True
         raise ProxyError(CR_MALFORMED_PACKET, f"Malformed packet: {len(results)} answers to a topic publish of"
@@ -129,7 +135,7 @@ async def execute_direct(
                 # "no id" too (the pass's UPDATE then just does not run in place).
                 sc.broken = True
                 logger.warning("topic publish: waiting rows kept NULL ids", extra={"log": quoted_log, "error": e.message})
-    return answers, marked
+    return answers, marked, rows if marked else None
 
 
 def payload_statements(name: str, payloads: Sequence[bytes], columns: str, rest: str) -> list[str]:

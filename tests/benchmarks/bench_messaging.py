@@ -16,11 +16,14 @@ import asyncio
 import os
 import statistics
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import aiomysql
 
 from proxy.config import ShardEndpoint
+from proxy.engine.result import decode_text_row, split_packets
+from proxy.pools import RowPacketReader
 from tests.benchmarks.harness import (
     cpu_seconds,
     cpu_times,
@@ -37,6 +40,7 @@ SUBSCRIBERS = 4
 PRODUCERS = 2
 INSERT_ROWS = 100
 BATCH_SIZE = 50
+STREAM_READ_ROWS = 1 << 16  # a subscriber takes whatever rows have arrived, up to this many
 COMMENT = (
     f"vitess_message,vt_ack_wait=30,vt_purge_after=86400,vt_batch_size={BATCH_SIZE},"
     "vt_cache_size=10000,vt_poller_interval=1"
@@ -126,9 +130,30 @@ async def _settle(shard_pids: list[int]) -> float:
     return time.perf_counter() - start
 
 
+async def _stream_batches(cur: aiomysql.SSCursor) -> AsyncIterator[list[tuple[bytes | None, ...]]]:
+    """The rows of an unbuffered STREAM result (its header read by ``execute``), a list per
+    read off the socket: whole buffers split into row packets (``RowPacketReader``, as the
+    proxy reads its shards), each row's values as the bytes the proxy sent.
+
+    Why not ``SSCursor.fetchone``: aiomysql's two awaited reads, packet object and per-value
+    conversion cost 3.5 us a row, this reader 1.1 (2.1 converting every value as aiomysql
+    does: ``MessageQueue``), for 100k rows of this benchmark's shape fed to both in the proxy's 50-row writes
+    (process CPU, 2026-11-24): a cost of aiomysql's reader, not of a subscriber. It was about
+    half of what the end-to-end phase's clients spent beyond raw's (1.8 -> 1.4 times raw's
+    client CPU: BENCHMARKS.md "msg")."""
+    rows = RowPacketReader(cur.connection)
+    while True:
+        block, eof = await rows.read(STREAM_READ_ROWS)
+        if block is not None:
+            yield [decode_text_row(p) for p in split_packets(block.data)]
+        if eof is not None:
+            return
+
+
 class Subscriber:
-    """A STREAM read over an SSCursor; received ids are acked in groups (whatever has arrived
-    since the last ack, up to ``BATCH_SIZE``) on a second connection, as a worker would."""
+    """A STREAM read in bulk (``_stream_batches``); received ids are acked in groups (whatever
+    has arrived since the last ack, up to ``BATCH_SIZE``) on a second connection, as a worker
+    would."""
 
     def __init__(self, proxy: ProxyProcess, on_receive=None, on_acked=None) -> None:
         self.proxy = proxy
@@ -149,10 +174,13 @@ class Subscriber:
         self.tasks = [asyncio.ensure_future(self._read(cur)), asyncio.ensure_future(self._ack(ack_conn))]
 
     async def _read(self, cur: aiomysql.SSCursor) -> None:
-        while (row := await cur.fetchone()) is not None:
+        async for rows in _stream_batches(cur):
+            ids = [int(row[0]) for row in rows]  # an id is never NULL
             if self.on_receive is not None:
-                self.on_receive(row[0], time.perf_counter())
-            self.pending.append(row[0])
+                at = time.perf_counter()
+                for i in ids:
+                    self.on_receive(i, at)
+            self.pending.extend(ids)
             self.has_pending.set()
 
     async def _ack(self, conn: aiomysql.Connection) -> None:

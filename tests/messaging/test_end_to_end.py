@@ -371,6 +371,26 @@ async def test_client_library_producer_and_worker_round_trip(proxy):
     assert sorted(got) == [300, 301]
 
 
+async def test_client_library_worker_receives_every_message_with_its_values_as_aiomysql_gives_them(proxy):
+    # Read in bulk off the socket: several batches (of 2 here) arrive in one read; every value
+    # comes as aiomysql's cursor converts it (BIGINT an int, NULL None, JSON a str).
+    sent = {
+        500 + i: {"id": 500 + i, "tenant_id": None if i % 5 == 0 else i, "message": json.dumps({"n": i, "s": "é"})}
+        for i in range(40)
+    }
+    async with MessageQueue(SHARDED_TABLE, host=proxy.host, port=proxy.port, db="commerce") as producer:
+        await producer.enqueue(list(sent.values()))
+    got: dict[int, dict] = {}
+    async with MessageQueue(SHARDED_TABLE, host=proxy.host, port=proxy.port, db="commerce") as worker:
+        async with asyncio.timeout(20):
+            async for msg in worker:
+                got[msg.id] = msg.values
+                await worker.ack([msg.id])
+                if len(got) == len(sent):
+                    break
+    assert got == sent
+
+
 async def test_show_vitess_messages_counts_sent_and_acked(proxy, streams):
     # Keyspace, Shard, Table, Queued, InFlight, Sent, Acked, Delayed, Parked, Purged, Subscribers, Error
     async def counters() -> tuple:

@@ -85,6 +85,17 @@ async def topic_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicPro
         stop_proxy(p.process)
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def other_proxy(request, local_cluster, tmp_path_factory) -> AsyncIterator[TopicProxy]:
+    """A second proxy on the same shards, for one test module (its own process and HTTP port)."""
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    p = launch(local_cluster, tmp_path_factory.mktemp(f"{name}-other"), f"{name}-other")
+    try:
+        yield p
+    finally:
+        stop_proxy(p.process)
+
+
 async def connect(p: TopicProxy, db: str | None) -> aiomysql.Connection:
     return await aiomysql.connect(host="127.0.0.1", port=p.port, user="root", password="", db=db, autocommit=True)
 

@@ -26,7 +26,6 @@ from tests.topics.conftest import (
     blocking_connect,
     connect,
     eventually,
-    launch,
     read_all,
     run,
     shard_conn,
@@ -53,14 +52,6 @@ async def quiet_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicPro
     finally:
         stop_proxy(p.process)
 
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def other_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicProxy]:
-    p = launch(local_cluster, tmp_path_factory.mktemp("topics-direct-other"), "direct-other")
-    try:
-        yield p
-    finally:
-        stop_proxy(p.process)
 
 
 def _show(p: TopicProxy, topic: str) -> dict[str, object]:

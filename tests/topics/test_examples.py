@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.topics.conftest import run
+from tests.topics.conftest import eventually, read_all, run
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "topics"
@@ -52,6 +52,11 @@ async def test_publisher_and_two_independent_consumers(topic_proxy, topics, tmp_
     port = topic_proxy.port
     first, second = 7_140_000_000, 7_140_000_100
     assert "published 5 orders" in await asyncio.to_thread(_publish, port, topic, 5, first)
+
+    async def first_visible() -> bool:  # a transaction's events get their ids (publish time) at a pass
+        return len(await read_all(topic_proxy, "commerce", topic)) == 5
+
+    await eventually(first_visible, what="the first orders' pass")
     await asyncio.sleep(0.05)
     later_ms = int(time.time() * 1000)
     await asyncio.sleep(0.05)

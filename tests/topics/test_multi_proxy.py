@@ -4,22 +4,11 @@ proxy loses no message whose publish returned OK."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pymysql
-import pytest_asyncio
 
 from tests.proxy_process import stop_proxy
 from tests.topics.conftest import TopicProxy, connect, eventually, launch, read_all, topic_events
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def second_proxy(local_cluster, tmp_path_factory) -> AsyncIterator[TopicProxy]:
-    p = launch(local_cluster, tmp_path_factory.mktemp("topics-proxy-b"), "b")
-    try:
-        yield p
-    finally:
-        stop_proxy(p.process)
 
 
 async def _publish(p: TopicProxy, topic: str, tag: str, count: int) -> list[bytes]:
@@ -35,19 +24,19 @@ async def _publish(p: TopicProxy, topic: str, tag: str, count: int) -> list[byte
     return sent
 
 
-async def test_publishing_through_two_proxies_gives_one_order_seen_through_both(topic_proxy, second_proxy, topics, follow):
+async def test_publishing_through_two_proxies_gives_one_order_seen_through_both(topic_proxy, other_proxy, topics, follow):
     topic = await topics.create("commerce")  # through proxy A; B learns of it on first use
     fa = await follow("commerce", f"STREAM * FROM `{topic}`", topic_proxy)
     results = await asyncio.gather(
         *(_publish(topic_proxy, topic, f"a{i}", 25) for i in range(3)),
-        *(_publish(second_proxy, topic, f"b{i}", 25) for i in range(3)),
+        *(_publish(other_proxy, topic, f"b{i}", 25) for i in range(3)),
     )
     sent = sorted(m for r in results for m in r)
-    fb = await follow("commerce", f"STREAM * FROM `{topic}`", second_proxy)
+    fb = await follow("commerce", f"STREAM * FROM `{topic}`", other_proxy)
     await fa.wait_for(len(sent))
     await fb.wait_for(len(sent))
     via_a = await read_all(topic_proxy, "commerce", topic)
-    via_b = await read_all(second_proxy, "commerce", topic)
+    via_b = await read_all(other_proxy, "commerce", topic)
     assert via_a == via_b
     ids = [r[0] for r in via_a]
     assert ids == sorted(ids) and len(set(ids)) == len(ids) == len(sent)
