@@ -355,7 +355,7 @@ class Executor:
             return engine.stream(plan, session.vcursor, bindvars)
         if isinstance(plan, Insert) and session.transaction_mode != TWOPC:
             mark = self.state.messaging.own_mark(plan.keyspace, plan.table)
-            if mark:
+            if mark or self.state.messaging.is_message_table(plan.keyspace, plan.table):
                 return await self._own_insert(session, plan, bindvars, mark)
         return await engine.execute(plan, session.vcursor, bindvars)
 
@@ -367,7 +367,13 @@ class Executor:
         plain autocommit, ``ShardTransaction.connection``), the table's managers poll now; in a
         client's transaction, at its COMMIT."""
         vcursor = session.vcursor
-        vcursor.mark = (plan.keyspace, mark)
+        vcursor.mark = (plan.keyspace, mark) if mark else None
+        tx = session.tx
+        if session.autocommit and (tx is None or tx.implicit):
+            # The proxy commits it alone: each shard's rows perhaps written already claimed for
+            # that shard's manager (MessagingService.preclaim).
+            messaging, table = self.state.messaging, plan.table
+            vcursor.preclaim = (plan.keyspace, lambda shard, sql: messaging.preclaim(plan.keyspace, shard, table, sql))
         try:
             return await engine.execute(plan, vcursor, bindvars)
         except BaseException:
@@ -379,7 +385,7 @@ class Executor:
                 session.after_commit.append((plan.keyspace, MessageDml("insert", plan.keyspace, plan.table, shards)))
             raise
         finally:
-            vcursor.mark = None
+            vcursor.mark = vcursor.preclaim = None
 
     async def _ddl(self, session: ProxySession, sql: str) -> Result:
         """DDL goes to every shard of its keyspace, as Vitess's direct DDL does.

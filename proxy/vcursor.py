@@ -45,6 +45,10 @@ class SessionVCursor:
         # While an own INSERT into a message table runs: (its keyspace, the comment its
         # statements to that keyspace's shards start with; proxy/messaging/own_mark.py).
         self.mark: tuple[str, str] | None = None
+        # While an own autocommit INSERT into a message table runs: (its keyspace, what its
+        # statement to a shard becomes, given the shard and the statement as marked:
+        # ``MessagingService.preclaim``).
+        self.preclaim: tuple[str, Callable[[str, str], str]] | None = None
 
     @property
     def vschema(self) -> VSchema:
@@ -54,6 +58,9 @@ class SessionVCursor:
         mark = self.mark
         if mark is not None and mark[0] == keyspace:
             sql = mark[1] + sql
+        preclaim = self.preclaim
+        if preclaim is not None and preclaim[0] == keyspace:
+            sql = preclaim[1](shard, sql)
         self.reached.add((keyspace, shard))
         self.last_sent[(keyspace, shard)] = sql
         tx = self._tx()

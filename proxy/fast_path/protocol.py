@@ -193,6 +193,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._ending: ShardTransaction | None = None
         # The own-insert mark the current statement was sent with (b"": none; own_mark.py).
         self._mark = b""
+        # The current statement as sent when ``preclaim`` rewrote it ("": as routed, after the mark).
+        self._preclaimed = ""
         self._commit = False
         self._events: list[tuple[str, MessageDml | TopicWrite]] = []
         self._ok_packets: dict[int, bytes] = {}  # _answer_ok's, by status flags
@@ -336,7 +338,15 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._link, self._statement, self._route, self._sql = link, statement, route, sql
         self._binary = binary
         mark = self._mark = self._own_mark(route)
-        link.query(mark + route.query if mark else route.query, self)
+        query = mark + route.query if mark else route.query
+        if route.inserted_table is not None and session.transaction_mode != TWOPC:
+            # Autocommit (checked above): perhaps written already claimed (MessagingService.preclaim).
+            text = query.decode("utf-8")
+            claimed = session.state.messaging.preclaim(route.keyspace, route.shard, route.inserted_table, text)
+            if claimed is not text:
+                self._preclaimed = claimed
+                query = claimed.encode("utf-8")
+        link.query(query, self)
         return True
 
     # -- a direct publish ------------------------------------------------------------------------
@@ -778,6 +788,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._link, self._sc, self._sent_begin, self._joined_now = link, sc, begin is not None, joined_now
         # No newline after the BEGIN: a syntax error in the statement still says "at line 1".
         mark = self._mark = self._own_mark(route)
+        self._preclaimed = ""  # in a transaction: never written claimed
         query = mark + route.query if mark else route.query
         if begin is not None:
             query = begin.encode() + b";" + query
@@ -824,8 +835,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         shard = route.shard
 
         def inserted(table: str) -> MessageDml:
-            return MessageDml("insert", route.keyspace, table, shards=(shard,),
-                              statements=((shard, (self._mark + route.query).decode("utf-8")),))
+            sent = self._preclaimed or (self._mark + route.query).decode("utf-8")
+            return MessageDml("insert", route.keyspace, table, shards=(shard,), statements=((shard, sent),))
 
         return message_write(self.session, route, self._sql, inserted)
 
@@ -961,6 +972,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         statement, sc = self._statement, self._sc
         self._link = self._statement = self._route = self._sc = None
         self._mark = b""
+        self._preclaimed = ""
         assert statement is not None
         if sc is not None:  # a transaction's connection: it stays with the transaction
             statement.shard_query_ended(sc)

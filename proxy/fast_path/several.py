@@ -62,9 +62,15 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str, links: 
     if route.inserted_table is not None:
         # Marked as the process's own (proxy/messaging/own_mark.py), as Executor._own_insert
         # sends it; a failed COMMIT polls (ProxySession.commit).
-        mark = session.state.messaging.own_mark(route.keyspace, route.inserted_table)
+        messaging = session.state.messaging
+        mark = messaging.own_mark(route.keyspace, route.inserted_table)
         if mark:
             queries = [(shard, mark + query) for shard, query in queries]
+        # Autocommit, alone in its implicit transaction: each shard's rows perhaps written
+        # already claimed for that shard's manager (MessagingService.preclaim).
+        table = route.inserted_table
+        if session.autocommit:
+            queries = [(shard, messaging.preclaim(route.keyspace, shard, table, query)) for shard, query in queries]
     vcursor = session.vcursor
     vcursor.reached.clear()  # as Executor._write_holding: the shards this statement reaches
     if links is not None and session.next_tx_isolation is None:

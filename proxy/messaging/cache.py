@@ -27,6 +27,9 @@ class CachedMessage:
     # ``row`` as the payload of a text-protocol row packet, encoded once when the message is
     # cached from an INSERT's values (``proxy.messaging.rows``); None: encoded when sent.
     payload: bytes | None = field(default=None, compare=False, repr=False)
+    # Claimed as it was inserted (the INSERT wrote the claim's epoch and this ``time_next``,
+    # ``MessageManager.preclaim``): sent without a claim while well before that time; 0: not.
+    claimed_until: int = field(default=0, compare=False)
 
 
 # A heap entry: a run of messages of one priority and time_next, in order: (key, ids, messages).
@@ -92,17 +95,18 @@ class MessageCache:
         self._push(msg)
         return True
 
-    def add_new(self, msgs: Iterable[CachedMessage], skip: Container[bytes]) -> bool:
+    def add_new(self, msgs: Iterable[CachedMessage], skip: Container[bytes], *, beyond_size: bool = False) -> bool:
         """``add`` for each message whose id is not in ``skip``. The usual call, a commit's
         messages all new and of one priority and time_next, goes in as one run. False when the
-        cache filled before the last was added."""
+        cache filled before the last was added; ``beyond_size``: added even then (messages
+        already claimed on the shard, which no poll would read before their ack wait ends)."""
         msgs = msgs if isinstance(msgs, list) else list(msgs)
         if not msgs:
             return True
         queued = self._queued
         ids = list(map(_ID, msgs))
         if (
-            len(ids) <= self.size - len(queued)
+            (beyond_size or len(ids) <= self.size - len(queued))
             and queued.keys().isdisjoint(ids)
             and self._in_flight.isdisjoint(ids)
             and _disjoint(skip, ids)
@@ -121,7 +125,7 @@ class MessageCache:
             mid = msg.id
             if mid in queued or mid in in_flight or mid in skip:
                 continue
-            if len(queued) >= self.size:
+            if len(queued) >= self.size and not beyond_size:
                 return False
             self._push(msg)
         return True

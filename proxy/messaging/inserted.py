@@ -116,9 +116,18 @@ def _row_splitter(width: int) -> re.Pattern[str]:
     return re.compile(r"\(\s*" + r"\s*,\s*".join([_VALUE] * width) + r"\s*\)(?:\s*,\s*|\s*;?\s*\Z)")
 
 
-def parse_insert(sql: str) -> tuple[str, list[str], list[list[str]]] | None:
-    """(table, lower-case column names, per column the raw literal texts of every row), or
-    None for any other shape."""
+@dataclass(frozen=True, slots=True)
+class ParsedInsert:
+    """One INSERT as ``parse_insert`` splits it, with where its column list's names end."""
+
+    table: str
+    columns: list[str]  # lower case
+    values: list[list[str]]  # per column, the raw literal text of every row
+    head: str  # the statement up to its column list's last name (the mark and INSERT INTO included)
+
+
+def parse_insert_at(sql: str) -> ParsedInsert | None:
+    """``parse_insert``, keeping the statement's head (to write the same rows with more columns)."""
     m = _HEADER.match(sql)
     if m is None:
         return None
@@ -130,7 +139,15 @@ def parse_insert(sql: str) -> tuple[str, list[str], list[list[str]]] | None:
     # Between (and around) the rows nothing may be left: "" every width + 1 pieces.
     if len(pieces) < width + 2 or any(pieces[0 :: width + 1]):
         return None
-    return (m.group("qt") or m.group("t")), cols, [pieces[i :: width + 1] for i in range(1, width + 1)]
+    columns = [pieces[i :: width + 1] for i in range(1, width + 1)]
+    return ParsedInsert(m.group("qt") or m.group("t"), cols, columns, sql[: m.end("cols")])
+
+
+def parse_insert(sql: str) -> tuple[str, list[str], list[list[str]]] | None:
+    """(table, lower-case column names, per column the raw literal texts of every row), or
+    None for any other shape."""
+    parsed = parse_insert_at(sql)
+    return None if parsed is None else (parsed.table, parsed.columns, parsed.values)
 
 
 def _value(info: ColumnInfo, raw: str) -> tuple[bool, bytes | None]:
@@ -196,7 +213,7 @@ def _column(info: ColumnInfo, raw: list[str]) -> list[bytes | None] | None:
     return out
 
 
-_BOOKKEEPING = ("priority", "time_next", "epoch", "time_acked")
+BOOKKEEPING = ("priority", "time_next", "epoch", "time_acked")
 
 
 def exact_messages(
@@ -207,10 +224,19 @@ def exact_messages(
     or any row is not due (the manager then polls: the poll also arms its timer)."""
     if not shape.exact:
         return None
-    parsed = parse_insert(sql)
-    if parsed is None or parsed[0].lower() != table.lower():
+    parsed = parse_insert_at(sql)
+    if parsed is None:
         return None
-    _, cols, raw_columns = parsed
+    return exact_parsed(shape, table, streamed, id_index, parsed, now_ns)
+
+
+def exact_parsed(
+    shape: InsertShape, table: str, streamed: tuple[str, ...], id_index: int, parsed: ParsedInsert, now_ns: int
+) -> list[CachedMessage] | None:
+    """``exact_messages`` of an INSERT already parsed."""
+    if not shape.exact or parsed.table.lower() != table.lower():
+        return None
+    cols, raw_columns = parsed.columns, parsed.values
     infos = {c.name: c for c in shape.columns}
     at = {c: i for i, c in enumerate(cols)}
     if len(at) != len(cols) or any(c not in infos for c in cols):
@@ -218,7 +244,7 @@ def exact_messages(
     count = len(raw_columns[0])
     # Per wanted column: every row's value (written, or the column's default).
     columns: list[list[bytes | None]] = []
-    for name in [c.lower() for c in streamed] + list(_BOOKKEEPING):
+    for name in [c.lower() for c in streamed] + list(BOOKKEEPING):
         info = infos.get(name)
         if info is None:
             return None

@@ -40,7 +40,7 @@ from proxy.messaging.backoff import NS, jitter, next_send_ns
 from proxy.messaging.cache import CachedMessage, MessageCache
 from proxy.messaging.claim_link import ClaimLinks
 from proxy.messaging.errors import MessagingClosed, SubscriptionEnded
-from proxy.messaging.inserted import exact_messages
+from proxy.messaging.inserted import BOOKKEEPING, exact_messages, exact_parsed, parse_insert_at
 from proxy.messaging.own_mark import is_marked
 from proxy.messaging.receiver import Receiver
 from proxy.messaging.table import MessageTableSpec
@@ -67,6 +67,15 @@ OWN_COMMIT_GRACE_SECONDS = 0.01
 # tails alone (5.3); a fixed 10 ms one did on a loaded machine (4.8). A message with no backlog
 # before it, or with no own INSERT in flight, never waits.
 TAIL_HOLD_SECONDS = 0.020
+# How long a pre-claimed INSERT (``preclaim``) may take to be reported committed: after this its
+# reservation of cache and in-flight room is dropped (an INSERT that failed is not always
+# reported), and a commit reported later is handled as any INSERT whose rows are not due: they
+# come due at the ``time_next`` it wrote, as claimed messages never acked.
+PRECLAIM_REPORT_SECONDS = 1.0
+# A pre-claimed message goes out without a claim only while its ``time_next`` is further away
+# than this share of the ack wait (a late one takes the claim, which loses and leaves the row
+# to the poll once due): never sent close to when another proxy may poll it.
+PRECLAIM_MARGIN = 0.5
 
 
 class ShardConn(Protocol):
@@ -101,12 +110,24 @@ class MessageCounters:
     inserts_polled: int = 0  # ... whose values were not known exactly (a poll reads them)
     inserts_in_doubt: int = 0  # own marked INSERTs (or COMMITs) that failed: polled for (own_mark)
     poll_skipped_settled: int = 0  # polled rows claimed or acked while that poll ran
+    preclaimed: int = 0  # own INSERTs written already claimed for this manager (``preclaim``)
+    preclaimed_sent: int = 0  # ... messages of them sent without a claim statement
+
+
+@dataclass(slots=True)
+class _Preclaim:
+    """An own INSERT sent already claimed, until its commit is reported (``committed_insert``)."""
+
+    messages: list[CachedMessage]
+    time_next: int  # what it wrote (``CachedMessage.claimed_until``)
+    started: float  # ``time.monotonic()``
 
 
 _ID = attrgetter("id")
 _ROW = attrgetter("row")
 _EPOCH = attrgetter("epoch")
 _PAYLOAD = attrgetter("payload")
+_CLAIMED_UNTIL = attrgetter("claimed_until")
 
 
 def _int(raw: bytes | None) -> int | None:
@@ -159,6 +180,10 @@ class MessageManager:
         self._own_commits: deque[float] = deque()
         self._early_wakeups: deque[float] = deque()
         self._own_insert_at = -OWN_COMMIT_MATCH_SECONDS  # the latest cached one
+        # Own INSERTs sent already claimed, by their statement as sent (``preclaim``), and how
+        # many messages they will add to the cache.
+        self._preclaims: dict[str, _Preclaim] = {}
+        self._reserved = 0
         self._claims = asyncio.Semaphore(postpone_cap)
         self._claim_links = ClaimLinks(pool, postpone_cap)
         self._throttler = self._make_throttler(spec)
@@ -226,6 +251,9 @@ class MessageManager:
             self.receivers.clear()
             self._has_receivers.clear()
             self.cache.clear()
+            # Pre-claimed INSERTs' messages carry the old columns: their rows come due instead.
+            self._preclaims.clear()
+            self._reserved = 0
         self.spec = spec
         self.cache.size = max(spec.cache_size, 1)
         self._throttler = self._make_throttler(spec)
@@ -352,6 +380,10 @@ class MessageManager:
         their messages from the values written (Vitess's messager before vstreams did the
         same), or, where a value is not known exactly (``proxy.messaging.inserted``), poll as
         ``notify``. Only after the commit: a row never committed is never delivered."""
+        if self._preclaims:
+            statements = [s for s in statements if not self._committed_preclaimed(s)]
+            if not statements:
+                return
         spec = self.spec
         if spec.insert_shape is None or spec.ordering_col is not None or self._pushdown_predicate() is not None:
             # FIFO heads and filtered polls depend on other rows: the poll decides.
@@ -377,6 +409,104 @@ class MessageManager:
         if not self.cache.add_new(messages, self._unacked):
             self._pending = True  # the rest are read once the cache drains
         self._send_wake.set()
+
+    def preclaim(self, statement: str) -> str:
+        """An own autocommit INSERT into the table about to be sent to this shard: written
+        already claimed when this manager would send its rows from the cache at once anyway —
+        every value known exactly, none of the bookkeeping columns named, a subscriber here that
+        takes any message, room for them in the cache and under the in-flight cap (counting
+        every message cached or pre-claimed before), no rate cap. Then the statement returned
+        sets each row's ``epoch`` and ``time_next`` as this manager's claim would have
+        (``epoch`` 1, ``time_next`` = now + ack wait + backoff, with its jitter), and once it is
+        reported committed its messages go out without the claim UPDATE. Else ``statement``
+        itself (the same object): cached or polled at its commit, and claimed, as before.
+
+        Why: the claim was a shard write per batch (2 of the 4 UPDATEs per 100 messages in
+        bench_messaging, with their binlog events). Other proxies never see these rows before
+        their ``time_next`` (not due), and a subscriber that leaves before they go out leaves
+        them to come due then, as a claimed message never acked."""
+        spec = self.spec
+        if (
+            not self._open
+            or spec.insert_shape is None
+            or spec.ordering_col is not None
+            or self._throttler is not None
+            or not self.receivers
+            or self._pushdown_predicate() is not None
+        ):
+            return statement
+        parsed = parse_insert_at(statement)
+        if parsed is None or not set(parsed.columns).isdisjoint(BOOKKEEPING):
+            return statement
+        now = self.clock()
+        messages = exact_parsed(spec.insert_shape, spec.name, spec.streamed, spec.id_index, parsed, now)
+        if messages is None:
+            return statement
+        self._drop_stale_preclaims(time.monotonic())
+        waiting = len(self.cache) + self._reserved + len(messages)
+        if waiting > self.cache.size:
+            return statement
+        if spec.max_inflight > 0:
+            self._expire_unacked(now)
+            if len(self._unacked) + waiting > spec.max_inflight:
+                return statement
+        time_next = next_send_ns(spec, now, 0, jitter())
+        if time_next is None:
+            return statement  # its first send parks it (vt_max_attempts 1): the locking claim decides
+        rewritten = sql.preclaimed_insert_sql(parsed, 1, time_next)
+        for m in messages:
+            m.claimed_until = time_next
+        self._preclaims[rewritten] = _Preclaim(messages, time_next, time.monotonic())
+        self._reserved += len(messages)
+        self.counters.preclaimed += 1
+        return rewritten
+
+    def _drop_stale_preclaims(self, now: float) -> None:
+        """Forget pre-claimed INSERTs not reported within ``PRECLAIM_REPORT_SECONDS`` (oldest first)."""
+        preclaims = self._preclaims
+        while preclaims:
+            first = next(iter(preclaims))
+            entry = preclaims[first]
+            if entry.started >= now - PRECLAIM_REPORT_SECONDS:
+                return
+            del preclaims[first]
+            self._reserved -= len(entry.messages)
+
+    def _committed_preclaimed(self, statement: str) -> bool:
+        """``committed_insert`` of a statement ``preclaim`` wrote: its messages cached to go out
+        without a claim (True), unless it is not one of those (False)."""
+        entry = self._preclaims.pop(statement, None)
+        if entry is None:
+            return False
+        self._reserved -= len(entry.messages)
+        self.counters.inserts_cached += 1
+        if not is_marked(statement):
+            self._expect_own_wakeup()
+        if not self.receivers or entry.time_next - self.clock() <= self._preclaim_margin_ns():
+            # Not sent from here: the rows come due at their time_next, when the poller looks.
+            if self._next_due_ns is None or entry.time_next < self._next_due_ns:
+                self._next_due_ns = entry.time_next
+            return True
+        self.cache.add_new(entry.messages, self._unacked, beyond_size=True)
+        self._send_wake.set()
+        return True
+
+    def _preclaim_margin_ns(self) -> int:
+        return int(self.spec.ack_wait * PRECLAIM_MARGIN * NS)
+
+    def _claimed_ahead(self, batch: list[CachedMessage]) -> tuple[list[CachedMessage], list[CachedMessage]]:
+        """(the messages of ``batch`` pre-claimed and still well before their time_next: sent
+        without a claim; the others, to claim). A pre-claimed one too late is claimed as cached
+        (epoch 0): that claim loses, and the row is polled once due."""
+        if not any(map(_CLAIMED_UNTIL, batch)):
+            return [], batch
+        limit = self.clock() + self._preclaim_margin_ns()
+        ahead = [m for m in batch if m.claimed_until > limit]
+        if len(ahead) == len(batch):
+            return batch, []
+        if not ahead:
+            return [], batch
+        return ahead, [m for m in batch if m.claimed_until <= limit]
 
     def _expect_own_wakeup(self) -> None:
         """An own commit the binlog watch reports too: its wake-up is matched, not polled for."""
@@ -608,9 +738,18 @@ class MessageManager:
         whole = False
         handed = False
         try:
+            ahead, to_claim = self._claimed_ahead(batch)
+            if ahead:
+                # Claimed by their own INSERT (``preclaim``): in flight from now, as after a claim.
+                now = self.clock()
+                self._account_claim(len(ahead), {m.id: m.claimed_until for m in ahead}, now)
+                self.counters.preclaimed_sent += len(ahead)
             try:
-                async with self._claims:
-                    claimed = await self._claim_or_all(batch)
+                if to_claim:
+                    async with self._claims:
+                        claimed = await self._claim_or_all(to_claim)
+                else:
+                    claimed = None
                 if claimed is None:
                     whole = True
                 else:
@@ -621,6 +760,9 @@ class MessageManager:
                     "message claim failed",
                     extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
                 )
+            if not whole and ahead:
+                rows = [*rows, *map(_ROW, ahead)]
+                epochs = [*epochs, *map(_EPOCH, ahead)]
             if whole:
                 # The usual claim: every message won, each receiver gets its part as cached.
                 counters = self.counters

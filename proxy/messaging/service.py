@@ -261,6 +261,15 @@ class MessagingService:
             if manager is not None:
                 manager.wake()
 
+    def preclaim(self, keyspace: str, shard: str, table: str, statement: str) -> str:
+        """An own autocommit INSERT into ``table`` about to be sent to ``shard`` (the proxy
+        commits it itself, with nothing else in its transaction): the statement to send
+        instead, written already claimed when the shard's manager will send its rows from its
+        cache at once (``MessageManager.preclaim``), else ``statement`` itself. Its commit is
+        reported as any INSERT's (``inserted``, with the statement as sent)."""
+        manager = self.managers.get((keyspace, shard, table.lower()))
+        return statement if manager is None else manager.preclaim(statement)
+
     def in_doubt(self, keyspace: str, table: str, shards: Iterable[str] = ()) -> None:
         """A marked INSERT into ``table`` failed or its COMMIT's outcome is not known: it may
         have committed rows the watch will not report (they carry our mark), so poll."""

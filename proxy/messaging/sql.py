@@ -13,6 +13,7 @@ from operator import attrgetter
 
 from proxy.engine.result import Field, literal_kind
 from proxy.messaging.cache import CachedMessage
+from proxy.messaging.inserted import ParsedInsert
 from proxy.messaging.table import MessageTableSpec
 from sqltext.quoting import TextValueKind, quote_identifier, text_value_literal
 
@@ -136,6 +137,19 @@ def conditional_postpone_sql(
         f"UPDATE {quote_identifier(spec.name)} SET epoch = epoch + 1, time_next = CASE id {times} END"
         f" WHERE id IN ({', '.join(in_list)}) AND time_acked IS NULL"
         f" AND epoch = CASE id {epochs} END AND {due_condition(now_ns)}"
+    )
+
+
+def preclaimed_insert_sql(parsed: ParsedInsert, epoch: int, time_next: int) -> str:
+    """The INSERT ``parsed`` with every row written as a claim leaves it: ``epoch`` and
+    ``time_next`` added to its column list and to each row, its own literals kept as written
+    (byte for byte: the values the cache holds are those the shard stores)."""
+    tail = f", {literal(epoch)}, {literal(time_next)})"
+    rows = map(", ".join, zip(*parsed.values, strict=True))
+    return (
+        f"{parsed.head}, {quote_identifier('epoch')}, {quote_identifier('time_next')}) VALUES ("
+        + (tail + ", (").join(rows)
+        + tail
     )
 
 
