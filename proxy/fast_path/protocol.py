@@ -339,13 +339,16 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._binary = binary
         mark = self._mark = self._own_mark(route)
         query = mark + route.query if mark else route.query
-        if route.inserted_table is not None and session.transaction_mode != TWOPC:
-            # Autocommit (checked above): perhaps written already claimed (MessagingService.preclaim).
-            text = query.decode("utf-8")
-            claimed = session.state.messaging.preclaim(route.keyspace, route.shard, route.inserted_table, text)
-            if claimed is not text:
-                self._preclaimed = claimed
-                query = claimed.encode("utf-8")
+        table = route.inserted_table
+        if table is not None and session.transaction_mode != TWOPC:
+            messaging = session.state.messaging
+            if messaging.streamed_at(route.keyspace, route.shard, table):
+                # Autocommit (checked above): perhaps written already claimed (MessagingService.preclaim).
+                text = query.decode("utf-8")
+                claimed = messaging.preclaim(route.keyspace, route.shard, table, text)
+                if claimed is not text:
+                    self._preclaimed = claimed
+                    query = claimed.encode("utf-8")
         link.query(query, self)
         return True
 

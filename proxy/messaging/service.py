@@ -261,6 +261,12 @@ class MessagingService:
             if manager is not None:
                 manager.wake()
 
+    def streamed_at(self, keyspace: str, shard: str, table: str) -> bool:
+        """Whether a subscriber of this process streams ``table`` from ``shard`` (a ``preclaim``
+        may then rewrite an INSERT's statement)."""
+        manager = self.managers.get((keyspace, shard, table.lower()))
+        return manager is not None and bool(manager.receivers)
+
     def preclaim(self, keyspace: str, shard: str, table: str, statement: str) -> str:
         """An own autocommit INSERT into ``table`` about to be sent to ``shard`` (the proxy
         commits it itself, with nothing else in its transaction): the statement to send

@@ -238,6 +238,32 @@ async def test_a_multi_shard_insert_through_the_proxy_is_preclaimed_by_each_shar
         producer.close()
 
 
+async def test_an_insert_on_the_normal_path_is_preclaimed_by_each_shards_manager(served, shard_pools):
+    base = 850_000_000 + uuid.uuid4().int % 100_000_000
+    stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
+                                    f"STREAM * FROM {SHARDED_TABLE}")
+    producer = await served.connect()
+    try:
+        async with producer.cursor() as cur:
+            await cur.execute("SET WORKLOAD = OLAP")  # the fast path serves OLTP only
+        await asyncio.sleep(0.5)
+        claims, preclaimed = _counters(served, "claims"), _counters(served, "preclaimed")
+        fast = sum(served.fast_statements(s) for s in COMMERCE_SHARDS)
+        ids = [base + i for i in range(8)]
+        async with producer.cursor() as cur:
+            assert await cur.execute(INSERT + ", ".join(f"({i}, 1, '{{}}')" for i in ids)) == 8
+        assert sorted(int(r[0]) for r in await stream.rows(8)) == ids
+        assert sum(served.fast_statements(s) for s in COMMERCE_SHARDS) == fast
+        stored = await _stored(shard_pools, ids)
+        assert {e for _, e in stored.values()} == {1}
+        assert {s for s, _ in stored.values()} == set(COMMERCE_SHARDS)
+        assert _counters(served, "claims") == claims
+        assert _counters(served, "preclaimed") == {s: preclaimed[s] + 1 for s in COMMERCE_SHARDS}
+    finally:
+        await stream.close()
+        producer.close()
+
+
 async def test_a_prepared_insert_through_the_proxy_is_preclaimed(served, shard_pools):
     base = 820_000_000 + uuid.uuid4().int % 100_000_000
     stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
@@ -292,8 +318,7 @@ async def test_another_proxy_never_sends_a_preclaimed_message_before_its_time_ne
         await wait_until_no_subscribers(SimpleNamespace(host="127.0.0.1", port=served.port))  # type: ignore[arg-type]
 
 
-async def test_the_client_library_connection_still_sees_rows_as_inserted(served):
-    """A pre-claimed INSERT reports its rows as the client wrote them (affected rows, values)."""
+async def test_an_insert_written_claimed_answers_and_stores_its_rows_as_the_client_wrote_them(served):
     base = 840_000_000 + uuid.uuid4().int % 100_000_000
     stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
                                     f"STREAM * FROM {SHARDED_TABLE}")
