@@ -79,6 +79,10 @@ class MessageCache:
     def contains(self, message_id: bytes) -> bool:
         return message_id in self._queued or message_id in self._in_flight
 
+    def holds_any(self, ids: list[bytes]) -> bool:
+        """Whether any of ``ids`` is queued or being claimed (at C speed)."""
+        return not (self._queued.keys().isdisjoint(ids) and self._in_flight.isdisjoint(ids))
+
     def _push(self, msg: CachedMessage) -> None:
         seq = self._seq
         self._seq = seq + 1

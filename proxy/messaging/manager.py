@@ -442,6 +442,11 @@ class MessageManager:
         messages = exact_parsed(spec.insert_shape, spec.name, spec.streamed, spec.id_index, parsed, now)
         if messages is None:
             return statement
+        ids = list(map(_ID, messages))
+        if not self._unacked.keys().isdisjoint(ids) or self.cache.holds_any(ids):
+            # An id this manager sent or holds (a row deleted and written again): the cache
+            # would skip the new row's message, left to come due only after its ack wait.
+            return statement
         self._drop_stale_preclaims(time.monotonic())
         waiting = len(self.cache) + self._reserved + len(messages)
         if waiting > self.cache.size:

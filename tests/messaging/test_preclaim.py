@@ -161,6 +161,17 @@ async def test_an_insert_naming_a_bookkeeping_column_or_without_a_subscriber_is_
         assert service.preclaim("lookup", "0", name, statement) is statement, statement
 
 
+async def test_an_insert_of_an_id_still_in_flight_here_is_left_to_the_claim(tables, service, subscribe, lookup_pool):
+    name = await tables.create(comment=f"vitess_message,{LONG_ACK}")
+    s = await subscribe("lookup", name)
+    await asyncio.sleep(0.3)
+    await _insert(service, lookup_pool, name, "(4, 1, '{}')")
+    await s.rows(1)
+    await run_sql(lookup_pool, f"DELETE FROM {name} WHERE id = 4")  # gone around the proxy, still in flight here
+    again = f"INSERT INTO {name} (id, tenant_id, message) VALUES (4, 2, '{{}}')"
+    assert service.preclaim("lookup", "0", name, again) is again
+
+
 async def test_a_preclaimed_insert_that_failed_sends_nothing(tables, service, subscribe, lookup_pool):
     name = await tables.create(comment=f"vitess_message,{LONG_ACK}")
     await run_sql(lookup_pool, f"INSERT INTO {name} (id, time_acked) VALUES (5, {time.time_ns()})")  # acked: not sent
