@@ -459,6 +459,10 @@ class MessageManager:
         if time_next is None:
             return statement  # its first send parks it (vt_max_attempts 1): the locking claim decides
         rewritten = sql.preclaimed_insert_sql(parsed, 1, time_next)
+        if rewritten in self._preclaims:
+            # The same statement already pre-claimed and not reported (same ids, same clock):
+            # one entry a statement, or the other's reservation would never be released.
+            return statement
         for m in messages:
             m.claimed_until = time_next
         self._preclaims[rewritten] = _Preclaim(messages, time_next, time.monotonic())
