@@ -104,7 +104,11 @@ async def test_minimize_skew_never_holds_the_slow_shard(aligned_deliveries):
     deliveries = aligned_deliveries
     slow_latencies = [d.delivered_at - d.written_at for d in deliveries if d.shard == SLOW[1]]
     fast_latencies = [d.delivered_at - d.written_at for d in deliveries if d.shard == FAST[1]]
-    assert max(slow_latencies) <= LAG + TOLERANCE
+    # Held, the slow shard would wait for the fast one's hold to end (seconds, up to the
+    # stream's end): the median shows it flows at LAG, and no delivery comes a second late. (The
+    # bound was the max <= LAG + 0.3 s: one stall of a busy machine among ~50 deliveries broke it.)
+    assert sorted(slow_latencies)[len(slow_latencies) // 2] <= LAG + TOLERANCE
+    assert max(slow_latencies) <= LAG + 1.0
     # The fast shard is really held (by about LAG - 2 s), or the test proves nothing.
     assert sorted(fast_latencies)[len(fast_latencies) // 2] >= LAG - 2.0 - TOLERANCE
 
@@ -114,7 +118,11 @@ async def test_without_minimize_skew_the_fast_shard_runs_ahead(
 ):
     deliveries = await stream_with_one_slow_shard(commerce_endpoints, shards, minimize_skew=False)
     fast_latencies = [d.delivered_at - d.written_at for d in deliveries if d.shard == FAST[1]]
-    assert max(fast_latencies) < 1.0
+    # Held, it would lag about LAG - 2 s (1.5 s); free, milliseconds. The median shows which, and
+    # no delivery comes as late as the slow shard's (the bound was the max < 1 s: one stall of a
+    # busy machine broke it).
+    assert sorted(fast_latencies)[len(fast_latencies) // 2] < 0.5
+    assert max(fast_latencies) < LAG - TOLERANCE
 
 
 async def test_a_hold_longer_than_the_maximum_ends_the_stream(

@@ -9,11 +9,15 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from proxy.cdc.table_feed import TableChangeFeed
 from proxy.engine.result import Result
+from proxy.messaging import change_watch
+from proxy.messaging.manager import MessageManager
 from proxy.messaging.service import MessagingService
 from proxy.pools import ShardAddress, ShardPool, ShardPools
 
@@ -172,6 +176,53 @@ async def subscribe(service) -> AsyncIterator[Callable[..., Awaitable[Stream]]]:
 
 def now_ns() -> int:
     return time.time_ns()
+
+
+async def until(condition: Callable[[], bool], within: float = 10.0, what: str = "condition") -> None:
+    """Wait for a background effect (a manager's poll, a purge pass, a binlog watch) instead
+    of sleeping a fixed time that a slower or busier machine outlasts."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {within}s")
+        await asyncio.sleep(0.01)
+
+
+async def first_poll_over(*managers: MessageManager, within: float = 10.0) -> None:
+    """A subscriber's arrival makes its manager poll at once; until that poll is over a row
+    written meanwhile may be found by it (not by the mechanism a test means to show), and its
+    count is not settled. (A fixed 0.3 s sleep raced it: a poll held 0.3 s failed 3 tests.)"""
+    def over(m: MessageManager) -> bool:  # (several arrivals may have asked for a second poll)
+        return m.counters.polls >= 1 and not m._polling and not m._poll_requested.is_set()
+
+    await until(lambda: all(over(m) for m in managers), within, "the subscribers' first poll")
+
+
+@pytest.fixture
+def watch_opened(monkeypatch) -> Callable[..., Awaitable[None]]:
+    """``await watch_opened(table)``: until a binlog change watch of ``table`` has opened its
+    feed (its start positions read): every commit into the table after that reaches it.
+
+    The watch starts the shards' decoder processes first; a fixed sleep raced them (a watch
+    started 1 s late failed 4 tests). The real feed runs; it only reports that it opened."""
+    opened: set[str] = set()
+
+    class ReportingFeed(TableChangeFeed):
+        def __init__(self, endpoints: Any, keyspace: str, table: str, *args: Any, **kwargs: Any) -> None:
+            super().__init__(endpoints, keyspace, table, *args, **kwargs)
+            self.reported_table = table
+
+        async def __aenter__(self) -> TableChangeFeed:
+            feed = await super().__aenter__()
+            opened.add(self.reported_table)
+            return feed
+
+    monkeypatch.setattr(change_watch, "TableChangeFeed", ReportingFeed)
+
+    async def wait(table: str, within: float = 20.0) -> None:
+        await until(lambda: table in opened, within, f"the change watch of {table} open")
+
+    return wait
 
 
 @pytest.fixture

@@ -32,9 +32,9 @@ UNSHARDED_TABLES = {
 }  # fmt: skip
 
 
-async def prepare_tables(pools: ShardPools) -> str:
-    """Give customer_events Vitess's test comment, create the unsharded tables; returns the
-    original comment of customer_events (restored by ``restore_tables``)."""
+async def prepare_tables(pools: ShardPools, comment: str = VITESS_COMMENT) -> str:
+    """Give customer_events Vitess's test comment (or ``comment``), create the unsharded
+    tables; returns the original comment of customer_events (restored by ``restore_tables``)."""
     original = await run_sql(
         pools.get("commerce", "-80"),
         "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
@@ -42,7 +42,7 @@ async def prepare_tables(pools: ShardPools) -> str:
     )
     for shard in COMMERCE_SHARDS:
         pool = pools.get("commerce", shard)
-        await run_sql(pool, f"ALTER TABLE {SHARDED_TABLE} COMMENT '{VITESS_COMMENT}'")
+        await run_sql(pool, f"ALTER TABLE {SHARDED_TABLE} COMMENT '{comment}'")
         await run_sql(pool, f"DELETE FROM {SHARDED_TABLE}")
     lookup = pools.get("lookup", "0")
     for name, (extra, comment) in UNSHARDED_TABLES.items():
@@ -212,9 +212,10 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def served_in_process(cluster: Any, pools: ShardPools) -> AsyncIterator[Served]:
-    """The message tables prepared, a proxy serving them in this process; all undone after."""
-    comment = await prepare_tables(pools)
+async def served_in_process(cluster: Any, pools: ShardPools, comment: str = VITESS_COMMENT) -> AsyncIterator[Served]:
+    """The message tables prepared (customer_events with ``comment``), a proxy serving them in
+    this process; all undone after."""
+    original = await prepare_tables(pools, comment)
     state = ClusterState(cluster.config, cluster.endpoints)
     await state.start()
     server = ProxyServer(state)
@@ -226,4 +227,4 @@ async def served_in_process(cluster: Any, pools: ShardPools) -> AsyncIterator[Se
         server.close()
         await server.wait_closed()
         await state.close()
-        await restore_tables(pools, comment)
+        await restore_tables(pools, original)

@@ -14,13 +14,18 @@ import aiomysql
 import pytest_asyncio
 
 import proxy.connection as connection_module
-from tests.messaging.proxy_harness import SHARDED_TABLE, Served, served_in_process
+from tests.messaging.conftest import first_poll_over
+from tests.messaging.proxy_harness import SHARDED_TABLE, VITESS_COMMENT, Served, served_in_process
 from vschema.vindexes.hash import hash_uint64
+
+# ack_wait 30 s: no message comes again while a test runs (with 1 s, nine INSERTs and reads
+# that took over a second brought resends into the reads and out of the in-flight count).
+LONG_ACK_WAIT = VITESS_COMMENT.replace("vt_ack_wait=1", "vt_ack_wait=30")
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def served(local_cluster, shard_pools) -> AsyncIterator[Served]:
-    async with served_in_process(local_cluster, shard_pools) as served:
+    async with served_in_process(local_cluster, shard_pools, LONG_ACK_WAIT) as served:
         yield served
 
 
@@ -32,7 +37,7 @@ async def _subscribed(served: Served) -> tuple[aiomysql.Connection, aiomysql.Con
         await cur.execute("SET WORKLOAD = OLAP")
     reader = await stream.cursor(aiomysql.SSCursor)
     await reader.execute(f"STREAM * FROM {SHARDED_TABLE}")
-    await asyncio.sleep(0.3)  # the subscriber's first poll is over
+    await first_poll_over(*(served.manager(s) for s in ("-80", "80-")))
     return stream, producer, reader
 
 

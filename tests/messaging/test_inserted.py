@@ -16,7 +16,7 @@ from proxy.messaging.inserted import parse_insert
 from proxy.messaging.manager import MessageManager
 from proxy.messaging.schema import load_message_tables
 from proxy.messaging.service import MessagingService
-from tests.messaging.conftest import FAST, SHARDS, Stream, run_sql
+from tests.messaging.conftest import FAST, SHARDS, Stream, first_poll_over, run_sql
 
 SLOW_POLL = FAST.replace("vt_poller_interval=0.2", "vt_poller_interval=30").replace("vt_batch_size=2", "vt_batch_size=10")
 # One column of each kind whose value an INSERT's literal determines exactly, and some that never do.
@@ -28,15 +28,14 @@ STREAMED = "id, tenant_id, message, v, vb, tx, bl, u, sm, c, d"
 
 
 @asynccontextmanager
-async def _serving(
-    shard_pools, name: str, watch: bool = False
-) -> AsyncIterator[tuple[MessagingService, Stream, MessageManager]]:
-    """A messaging service over the shards with one subscriber of ``name``, stopped on exit."""
-    svc = MessagingService(shard_pools, SHARDS, watch_changes=watch)
+async def _serving(shard_pools, name: str) -> AsyncIterator[tuple[MessagingService, Stream, MessageManager]]:
+    """A messaging service over the shards with one subscriber of ``name`` whose first poll is
+    over (the counts tests compare are settled), stopped on exit."""
+    svc = MessagingService(shard_pools, SHARDS)
     await svc.start()
     s = await Stream(svc.subscribe("lookup", name)).open()
     try:
-        await asyncio.sleep(0.5 if watch else 0.3)  # the subscriber's first poll is over (and the watch is up)
+        await first_poll_over(svc.managers[("lookup", "0", name)])
         yield svc, s, svc.managers[("lookup", "0", name)]
     finally:
         await s.close()
@@ -118,9 +117,11 @@ async def test_message_scheduled_in_the_future_is_left_to_the_poll_and_sent_at_i
 ):
     name = await tables.create(comment=f"vitess_message,{SLOW_POLL}")
     async with _serving(shard_pools, name) as (svc, s, manager):
-        at = time.time_ns() + 300_000_000
+        at = time.time_ns() + 1_500_000_000
         await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id, time_next) VALUES (1, {at})")
-        await s.nothing_for(0.15)
+        # Nothing before its time: watched until 0.2 s before it (a fixed 0.15 s after an
+        # INSERT meant for 0.3 s ahead ran past it when the INSERT was slow).
+        await s.nothing_for(max((at - time.time_ns()) / 1e9 - 0.2, 0.05))
         assert [r[0] for r in await s.rows(1, within=3)] == ["1"]
         assert (manager.counters.inserts_cached, manager.counters.inserts_polled) == (0, 1)
 
@@ -153,8 +154,8 @@ async def test_insert_through_the_proxy_with_only_filtered_subscribers_is_polled
     await svc.start()
     s = await Stream(svc.subscribe("lookup", name, where="tenant_id = 7")).open()
     try:
-        await asyncio.sleep(0.3)
         manager = svc.managers[("lookup", "0", name)]
+        await first_poll_over(manager)
         await _insert_through_proxy(svc, lookup_pool, name, f"INSERT INTO {name} (id, tenant_id) VALUES (1, 8), (2, 7)")
         assert [r[:2] for r in await s.rows(1, within=3)] == [("2", "7")]
         await s.nothing_for(0.3)
@@ -166,7 +167,9 @@ async def test_insert_through_the_proxy_with_only_filtered_subscribers_is_polled
 
 
 async def test_binlog_wake_up_for_an_own_cached_insert_costs_no_poll_in_either_order(tables, shard_pools, lookup_pool):
-    name = await tables.create(comment=f"vitess_message,{SLOW_POLL}")
+    # ack_wait 30 s: messages 1 and 2 (never acked) must not come again before message 3 does
+    # (with 0.5 s they did, once the steps in between took a second).
+    name = await tables.create(comment=f"vitess_message,{SLOW_POLL.replace('vt_ack_wait=0.5', 'vt_ack_wait=30')}")
     async with _serving(shard_pools, name) as (svc, s, manager):
         polls = manager.counters.polls
         # The watch reads the commit after the proxy reported it ...
@@ -194,8 +197,11 @@ async def test_a_poll_does_not_queue_again_a_message_acked_while_it_ran(tables, 
     m = MessageManager("lookup", "0", spec, lookup_pool)  # not opened: the test drives the poll
     try:
         poll = asyncio.ensure_future(m.poll())
-        for _ in range(1000):  # until the poll's SELECT is on its way (its snapshot may predate the ack)
-            if m._in_poll:
+        # Until the poll's SELECT is on its way (its snapshot may predate the ack). By time, not
+        # by a count of loop turns: the poll may first open a connection to the shard.
+        deadline = time.monotonic() + 10
+        for _ in range(100_000_000):
+            if m._in_poll or poll.done() or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0)
         assert m._in_poll

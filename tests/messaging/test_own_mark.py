@@ -15,7 +15,7 @@ import aiomysql
 import pytest_asyncio
 
 from proxy.messaging import own_mark
-from tests.messaging.conftest import run_sql
+from tests.messaging.conftest import first_poll_over, run_sql
 from tests.messaging.proxy_harness import (
     COMMERCE_SHARDS,
     SHARDED_TABLE,
@@ -66,8 +66,15 @@ async def _settled(served: Served, shard_pools, stream: ProxyStream, base: int) 
     return served.read_back()
 
 
+async def _watching(served: Served, watch_opened) -> None:
+    """The subscriber's first polls are over and the watch's feed is open (its decoders read
+    every later commit). A fixed 1 s sleep raced both: a watch started 1 s late failed 2 tests."""
+    await first_poll_over(*(served.manager(s) for s in COMMERCE_SHARDS))
+    await watch_opened(SHARDED_TABLE)
+
+
 async def test_own_inserts_are_not_read_back_while_direct_and_second_proxy_inserts_are(
-    served, shard_pools, local_cluster, tmp_path
+    served, shard_pools, local_cluster, tmp_path, watch_opened
 ):
     base = 600_000_000 + uuid.uuid4().int % 100_000_000
     stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
@@ -75,7 +82,7 @@ async def test_own_inserts_are_not_read_back_while_direct_and_second_proxy_inser
     producer = await served.connect()
     second = launch_proxy(local_cluster, tmp_path, "second")
     try:
-        await asyncio.sleep(1.0)  # the first poll is over, the watch's decoders are up
+        await _watching(served, watch_opened)
         # The watch's binlog connections are filtered from their second read on: a first row.
         start = await _settled(served, shard_pools, stream, base)
 
@@ -128,12 +135,14 @@ async def test_own_inserts_are_not_read_back_while_direct_and_second_proxy_inser
         producer.close()
 
 
-async def test_a_shard_transaction_mixing_this_proxys_marked_insert_with_another_is_read(served, shard_pools):
+async def test_a_shard_transaction_mixing_this_proxys_marked_insert_with_another_is_read(
+    served, shard_pools, watch_opened
+):
     base = 500_000_000 + uuid.uuid4().int % 100_000_000
     stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
                                     f"STREAM * FROM {SHARDED_TABLE}")
     try:
-        await asyncio.sleep(1.0)
+        await _watching(served, watch_opened)
         start = await _settled(served, shard_pools, stream, base)
         pool = shard_pools.get("commerce", "-80")
         mark = own_mark.mark(SHARDED_TABLE)  # this process's: the in-process proxy's
@@ -143,8 +152,10 @@ async def test_a_shard_transaction_mixing_this_proxys_marked_insert_with_another
             await sc.execute(f"{mark}{INSERT}({marked}, 3, '{{}}')")
             await sc.execute(f"{INSERT}({plain}, 3, '{{}}')")
             await sc.execute("COMMIT")
-        # The unmarked row is news: the transaction is read, the poll finds both rows.
-        await _ids(stream, {marked, plain}, within=0.9)  # before the 1 s poller could
+        # The unmarked row is news: the transaction is read, the poll finds both rows. That the
+        # watch read it shows in the count below, not by beating the 1 s poller to it (a 0.9 s
+        # bound did not hold on a busy machine).
+        await _ids(stream, {marked, plain})
         assert await _settled(served, shard_pools, stream, base + 1000) == start + 1 + len(COMMERCE_SHARDS)
     finally:
         stream.conn.close()

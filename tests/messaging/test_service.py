@@ -16,7 +16,7 @@ from proxy.messaging.errors import MessageTableError, MessageTableNotFound, NotA
 from proxy.messaging.manager import MessageManager
 from proxy.messaging.service import MessagingService
 from proxy.session import ProxySession
-from tests.messaging.conftest import FAST, SHARDS, Stream, run_sql
+from tests.messaging.conftest import FAST, SHARDS, Stream, first_poll_over, run_sql, until
 
 
 async def test_unknown_table_is_not_found_in_schema(service):
@@ -129,22 +129,23 @@ async def test_subscriber_count_follows_streams(tables, service, subscribe):
     assert [len(service.managers[("commerce", s, name)].receivers) for s in ("-80", "80-")] == [1, 1]
 
 
-async def test_change_watch_delivers_a_row_written_directly_on_the_shard_at_once(tables, shard_pools):
+async def test_change_watch_delivers_a_row_written_directly_on_the_shard_at_once(tables, shard_pools, watch_opened):
     slow_poll = FAST.replace("vt_poller_interval=0.2", "vt_poller_interval=30")
     name = await tables.create(comment=f"vitess_message,{slow_poll}")
     svc = MessagingService(shard_pools, SHARDS, watch_changes=True)
     await svc.start()
     try:
         s = await Stream(svc.subscribe("lookup", name)).open()
-        await asyncio.sleep(0.5)  # the subscriber's first poll is over; the binlog watch is up
+        await first_poll_over(svc.managers[("lookup", "0", name)])
+        await watch_opened(name)
         await run_sql(shard_pools.get("lookup", "0"), f"INSERT INTO {name} (id) VALUES (1)")
-        assert [r[0] for r in await s.rows(1, within=3)] == ["1"]
+        assert [r[0] for r in await s.rows(1, within=10)] == ["1"]  # the next poll is 30 s away
         await s.close()
     finally:
         await svc.stop()
 
 
-async def test_change_watch_wakes_a_manager_only_for_inserts_no_poll_has_covered(tables, shard_pools):
+async def test_change_watch_wakes_a_manager_only_for_inserts_no_poll_has_covered(tables, shard_pools, watch_opened):
     slow_poll = FAST.replace("vt_poller_interval=0.2", "vt_poller_interval=30")
     name = await tables.create(comment=f"vitess_message,{slow_poll}")
     svc = MessagingService(shard_pools, SHARDS, watch_changes=True)
@@ -152,11 +153,12 @@ async def test_change_watch_wakes_a_manager_only_for_inserts_no_poll_has_covered
     try:
         s = await Stream(svc.subscribe("lookup", name)).open()
         manager = svc.managers[("lookup", "0", name)]
-        await asyncio.sleep(0.5)  # the subscriber's first poll is over; the binlog watch is up
+        await first_poll_over(manager)
+        await watch_opened(name)
         pool = shard_pools.get("lookup", "0")
         # Written around the proxy: the watch wakes the manager, which delivers.
         await run_sql(pool, f"INSERT INTO {name} (id) VALUES (1)")
-        assert [r[0] for r in await s.rows(1, within=3)] == ["1"]
+        assert [r[0] for r in await s.rows(1, within=10)] == ["1"]  # the next poll is 30 s away
         assert manager.counters.binlog_wakeups == 1
         # Acks and postpones are updates: the watch does not even read them.
         await run_sql(pool, f"UPDATE {name} SET time_acked = 1, time_next = NULL WHERE id = 1")
@@ -168,10 +170,7 @@ async def test_change_watch_wakes_a_manager_only_for_inserts_no_poll_has_covered
         assert (manager.counters.binlog_covered, manager._poll_requested.is_set()) == (1, False)
         polls = manager.counters.polls
         manager.binlog_insert(time.time())  # (after a moment's wait for a commit of our own to match it)
-        for _ in range(100):
-            if manager.counters.polls > polls:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: manager.counters.polls > polls, what="the poll it wakes")
         assert (manager.counters.binlog_wakeups, manager.counters.polls) == (2, polls + 1)
         await s.close()
     finally:
@@ -214,7 +213,7 @@ async def test_insert_through_the_proxy_wakes_only_the_shards_its_rows_went_to(l
         await proxy.start()
         s = await Stream(proxy.messaging.subscribe("commerce", "customer_events")).open()
         managers = [proxy.messaging.managers[("commerce", shard, "customer_events")] for shard in ("-80", "80-")]
-        await asyncio.sleep(0.3)  # the subscriber's first polls are over
+        await first_poll_over(*managers)
         def woken(m: MessageManager) -> int:  # polled, or cached the row from the INSERT's values
             return m.counters.polls + m.counters.inserts_cached
 

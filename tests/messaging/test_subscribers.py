@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 
 from proxy.messaging.service import MessagingService
-from tests.messaging.conftest import SHARDS, Stream, run_sql
+from tests.messaging.conftest import SHARDS, Stream, first_poll_over, run_sql
 
 
 async def test_two_subscribers_share_messages_round_robin(tables, subscribe, lookup_pool):
@@ -26,7 +27,7 @@ async def test_batches_for_several_free_subscribers_are_claimed_in_one_statement
     name = await tables.create(comment=f"vitess_message,{slow_poll}")
     streams = [await subscribe("lookup", name) for _ in range(3)]
     manager = service.managers[("lookup", "0", name)]
-    await asyncio.sleep(0.2)  # the subscribers' first poll found nothing
+    await first_poll_over(manager)  # it found nothing
     claims = manager.counters.claims
     await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES (1), (2), (3), (4), (5), (6)")
     service.notify("lookup", "0", name)  # as a commit through the proxy does
@@ -75,13 +76,17 @@ async def test_two_services_on_one_shard_never_send_a_message_twice_within_ack_w
         values = ", ".join(f"({i})" for i in range(1, 61))
         await run_sql(lookup_pool, f"INSERT INTO {name} (id) VALUES {values}")
         delivered: Counter[str] = Counter()
+        everything = {str(i) for i in range(1, 61)}
+        # Until every message came (at most 8 s, before any resend is due: ack_wait 5 s plus a
+        # backoff of at least 5 s), not until a 1 s lull, which slow polls and claims made.
+        deadline = time.monotonic() + 8
 
         async def drain(s: Stream) -> None:
-            while True:
+            while not everything <= set(delivered) and (left := deadline - time.monotonic()) > 0:
                 try:
-                    rows = await s.batch(within=1.0)
+                    rows = await s.batch(within=min(left, 0.2))
                 except TimeoutError:
-                    return
+                    continue
                 delivered.update(r[0] for r in rows)
 
         await asyncio.gather(*(drain(s) for s in streams))

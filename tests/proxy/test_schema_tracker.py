@@ -71,6 +71,16 @@ def _direct(local_cluster, keyspace: str, shard: str) -> pymysql.connections.Con
                            autocommit=True)
 
 
+def _vstreams_opened(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "vstream opened" in line]
+
+
+def _opened_on_both(log: str, skip: int) -> bool:
+    """Whether VStreams opened after the first ``skip`` cover both commerce shards."""
+    lines = _vstreams_opened(log)[skip:]
+    return all(any(f'"shard":"{shard}"' in line for line in lines) for shard in ("-80", "80-"))
+
+
 def _until(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while True:
@@ -182,8 +192,14 @@ def test_ddl_in_a_followed_binlog_is_seen_before_the_timer(proxy, local_cluster)
     stream = sub.cursor()
     try:
         stream.execute("set workload = olap")
+        opened_before = _vstreams_opened(proxy.log_text())
         stream.execute("stream * from customer_events")
-        time.sleep(2.0)  # the change watch opens its binlog streams
+        # The change watch has opened its binlog streams (read their start positions) on both
+        # shards: a DDL before that is missed, and the timer is 60 s away. Waited for in the
+        # proxy's log, not slept 2 s (starting the decoder processes can take longer).
+        deadline = time.monotonic() + 20
+        while not _opened_on_both(proxy.log_text(), len(opened_before)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for shard in ("-80", "80-"):
             d = _direct(local_cluster, "commerce", shard)
             with d.cursor() as c:

@@ -118,7 +118,7 @@ def test_kill_query_reaches_a_session_on_the_other_worker(two_workers: int, loca
         query(killer, f"kill query {victim.thread_id()}")
         assert outcome.done.wait(10)
         assert isinstance(outcome.error, pymysql.err.OperationalError) and outcome.error.args[0] == 1317
-        assert wait_for(lambda: not any(shard_threads_running(local_cluster, tag).values()), timeout=2)
+        assert wait_for(lambda: not any(shard_threads_running(local_cluster, tag).values()))
         assert query(victim, "select 7") == ((7,),)
         # KILL (the connection) the other way round.
         query(victim, f"kill {killer.thread_id()}")

@@ -259,7 +259,10 @@ async def test_each_routed_form_of_publish_wakes_the_sequencer_at_once(topic_pro
     delays: dict[str, list[float]] = {sql: [] for sql, _ in forms}
     try:
         async with conn.cursor() as cur, reader.cursor() as rcur:
-            for k, (sql, in_tx) in enumerate(forms * 3):
+            # Five rounds, forms interleaved: a busy machine's stall over two samples of a form
+            # does not move its median (~4 ms here, against the bound of 50 ms); a form that did
+            # not wake the pass (probes every 0.2 s) has a median of 5 under 50 ms 1 time in 10.
+            for k, (sql, in_tx) in enumerate(forms * 5):
                 if in_tx:
                     await cur.execute("BEGIN")
                 await cur.execute(sql)
@@ -275,7 +278,7 @@ async def test_each_routed_form_of_publish_wakes_the_sequencer_at_once(topic_pro
     finally:
         conn.close()
         reader.close()
-    assert all(sorted(d)[1] < 0.05 for d in delays.values()), delays  # each form's median of 3
+    assert all(sorted(d)[2] < 0.05 for d in delays.values()), delays  # each form's median of 5
 
 
 async def test_stream_starts_from_an_id_or_a_time_and_ends_when_the_topic_is_dropped(topic_proxy, topics, follow):
