@@ -24,7 +24,7 @@ from proxy.messaging.dml import MessageDml
 from proxy.messaging.manager import MessageManager
 from proxy.messaging.service import MessagingService
 from proxy.pools import ShardPool, ShardPools
-from tests.messaging.conftest import FAST, run_sql
+from tests.messaging.conftest import FAST, first_poll_over, run_sql, until
 from tests.messaging.proxy_harness import (
     COMMERCE_SHARDS,
     SHARDED_TABLE,
@@ -35,6 +35,7 @@ from tests.messaging.proxy_harness import (
     served_in_process,
     wait_until_no_subscribers,
 )
+from vschema.vindexes.hash import hash_uint64
 
 NS = 1_000_000_000
 # ack wait 0.5 s: a pre-claimed row's time_next is 0.83-1.17 s ahead (ack wait + backoff 0.5 s x jitter).
@@ -65,8 +66,8 @@ async def test_an_insert_for_a_local_subscriber_is_written_claimed_and_sent_with
 ):
     name = await tables.create(comment=f"vitess_message,{FAST}")
     s = await subscribe("lookup", name)
-    await asyncio.sleep(0.3)  # the first poll is over
     manager = _manager(service, name)
+    await first_poll_over(manager)
     claims = manager.counters.claims
     before = time.time_ns()
     sent = await _insert(service, lookup_pool, name, "(1, 1, '{\"a\": 1}'), (2, 2, '{}')")
@@ -90,8 +91,8 @@ async def test_a_preclaimed_message_not_acked_comes_again_once_due_and_that_send
 ):
     name = await tables.create(comment=f"vitess_message,{FAST}")
     s = await subscribe("lookup", name)
-    await asyncio.sleep(0.3)
     manager = _manager(service, name)
+    await first_poll_over(manager)
     claims = manager.counters.claims
     await _insert(service, lookup_pool, name, "(7, 1, '{}')")
     await s.rows(1)
@@ -107,8 +108,8 @@ async def test_a_preclaimed_insert_whose_subscriber_left_before_its_commit_comes
 ):
     name = await tables.create(comment=f"vitess_message,{FAST}")
     first = await subscribe("lookup", name)
-    await asyncio.sleep(0.3)
     manager = _manager(service, name)
+    await first_poll_over(manager)
     statement = service.preclaim("lookup", "0", name, f"INSERT INTO {name} (id, tenant_id, message) VALUES (3, 1, '{{}}')")
     assert "`epoch`" in statement
     await first.close()
@@ -126,8 +127,8 @@ async def test_a_preclaimed_insert_whose_subscriber_left_before_its_commit_comes
 async def test_a_full_in_flight_cap_leaves_the_insert_to_the_claim(tables, service, subscribe, lookup_pool):
     name = await tables.create(comment=f"vitess_message,{LONG_ACK},vt_max_inflight=2")
     s = await subscribe("lookup", name)
-    await asyncio.sleep(0.3)
     manager = _manager(service, name)
+    await first_poll_over(manager)
     await _insert(service, lookup_pool, name, "(1, 1, '{}'), (2, 1, '{}')")
     await s.rows(2)
     assert manager.in_flight == 2
@@ -151,7 +152,7 @@ async def test_an_insert_naming_a_bookkeeping_column_or_without_a_subscriber_is_
     plain = f"INSERT INTO {name} (id, tenant_id, message) VALUES (1, 1, '{{}}')"
     assert service.preclaim("lookup", "0", name, plain) is plain  # nobody streams the table here
     await subscribe("lookup", name)
-    await asyncio.sleep(0.3)
+    await first_poll_over(_manager(service, name))
     for statement in (
         f"INSERT INTO {name} (id, priority, message) VALUES (1, 5, '{{}}')",
         f"INSERT INTO {name} (id, epoch) VALUES (1, 0)",
@@ -164,7 +165,7 @@ async def test_an_insert_naming_a_bookkeeping_column_or_without_a_subscriber_is_
 async def test_an_insert_of_an_id_still_in_flight_here_is_left_to_the_claim(tables, service, subscribe, lookup_pool):
     name = await tables.create(comment=f"vitess_message,{LONG_ACK}")
     s = await subscribe("lookup", name)
-    await asyncio.sleep(0.3)
+    await first_poll_over(_manager(service, name))
     await _insert(service, lookup_pool, name, "(4, 1, '{}')")
     await s.rows(1)
     await run_sql(lookup_pool, f"DELETE FROM {name} WHERE id = 4")  # gone around the proxy, still in flight here
@@ -176,7 +177,7 @@ async def test_a_preclaimed_insert_that_failed_sends_nothing(tables, service, su
     name = await tables.create(comment=f"vitess_message,{LONG_ACK}")
     await run_sql(lookup_pool, f"INSERT INTO {name} (id, time_acked) VALUES (5, {time.time_ns()})")  # acked: not sent
     s = await subscribe("lookup", name)
-    await asyncio.sleep(0.3)
+    await first_poll_over(_manager(service, name))
     statement = service.preclaim("lookup", "0", name, f"INSERT INTO {name} (id, tenant_id, message) VALUES (5, 1, '{{}}')")
     assert "`epoch`" in statement
     with pytest.raises(ProxyError, match="Duplicate entry"):
@@ -197,6 +198,25 @@ async def served(local_cluster, shard_pools) -> AsyncIterator[Served]:
         yield served
 
 
+def _spanning(base: int) -> int:
+    """A base whose 8 ids from it reach both shards by the hash vindex (all 8 land on one
+    shard for one base in 128)."""
+    while len({hash_uint64(i)[0] < 0x80 for i in range(base, base + 8)}) < 2:
+        base += 8
+    return base
+
+
+async def _streaming(served: Served) -> ProxyStream:
+    """A subscriber streaming the sharded table through ``served``, once both shards' managers
+    have it and their first poll is over (an INSERT before that is not pre-claimed)."""
+    stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
+                                    f"STREAM * FROM {SHARDED_TABLE}")
+    managers = [served.manager(shard) for shard in COMMERCE_SHARDS]
+    await until(lambda: all(m.receivers for m in managers), what="the subscriber at both shards' managers")
+    await first_poll_over(*managers)
+    return stream
+
+
 def _counters(served: Served, name: str) -> dict[str, int]:
     return {s: getattr(served.manager(s).counters, name) for s in COMMERCE_SHARDS}
 
@@ -212,12 +232,10 @@ async def _stored(pools: ShardPools, ids: list[int]) -> dict[int, tuple[str, int
 
 
 async def test_a_multi_shard_insert_through_the_proxy_is_preclaimed_by_each_shards_manager(served, shard_pools):
-    base = 810_000_000 + uuid.uuid4().int % 100_000_000
-    stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
-                                    f"STREAM * FROM {SHARDED_TABLE}")
+    base = _spanning(810_000_000 + uuid.uuid4().int % 100_000_000)
+    stream = await _streaming(served)
     producer = await served.connect()
     try:
-        await asyncio.sleep(0.5)
         claims, preclaimed = _counters(served, "claims"), _counters(served, "preclaimed")
         ids = [base + i for i in range(8)]
         async with producer.cursor() as cur:
@@ -227,7 +245,7 @@ async def test_a_multi_shard_insert_through_the_proxy_is_preclaimed_by_each_shar
         stored = await _stored(shard_pools, ids)
         assert {e for _, e in stored.values()} == {1}
         shards = {s for s, _ in stored.values()}
-        assert shards == set(COMMERCE_SHARDS)  # 8 ids by the hash vindex: both shards (else pick others)
+        assert shards == set(COMMERCE_SHARDS)
         assert _counters(served, "claims") == claims
         assert _counters(served, "preclaimed") == {s: preclaimed[s] + 1 for s in COMMERCE_SHARDS}
         # One row, one shard (the fast path's single-shard write): pre-claimed too.
@@ -250,14 +268,12 @@ async def test_a_multi_shard_insert_through_the_proxy_is_preclaimed_by_each_shar
 
 
 async def test_an_insert_on_the_normal_path_is_preclaimed_by_each_shards_manager(served, shard_pools):
-    base = 850_000_000 + uuid.uuid4().int % 100_000_000
-    stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
-                                    f"STREAM * FROM {SHARDED_TABLE}")
+    base = _spanning(850_000_000 + uuid.uuid4().int % 100_000_000)
+    stream = await _streaming(served)
     producer = await served.connect()
     try:
         async with producer.cursor() as cur:
             await cur.execute("SET WORKLOAD = OLAP")  # the fast path serves OLTP only
-        await asyncio.sleep(0.5)
         claims, preclaimed = _counters(served, "claims"), _counters(served, "preclaimed")
         fast = sum(served.fast_statements(s) for s in COMMERCE_SHARDS)
         ids = [base + i for i in range(8)]
@@ -277,10 +293,8 @@ async def test_an_insert_on_the_normal_path_is_preclaimed_by_each_shards_manager
 
 async def test_a_prepared_insert_through_the_proxy_is_preclaimed(served, shard_pools):
     base = 820_000_000 + uuid.uuid4().int % 100_000_000
-    stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
-                                    f"STREAM * FROM {SHARDED_TABLE}")
+    stream = await _streaming(served)
     try:
-        await asyncio.sleep(0.5)
         claims = _counters(served, "claims")
 
         def run() -> None:
@@ -306,8 +320,7 @@ async def test_another_proxy_never_sends_a_preclaimed_message_before_its_time_ne
                                                                                    tmp_path):
     base = 830_000_000 + uuid.uuid4().int % 100_000_000
     second = launch_proxy(local_cluster, tmp_path, "second")
-    here = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
-                                  f"STREAM * FROM {SHARDED_TABLE}")
+    here = await _streaming(served)
     there = await ProxyStream.open(second, "commerce", f"STREAM * FROM {SHARDED_TABLE}")
     producer = await served.connect()
     try:
@@ -331,12 +344,10 @@ async def test_another_proxy_never_sends_a_preclaimed_message_before_its_time_ne
 
 async def test_an_insert_written_claimed_answers_and_stores_its_rows_as_the_client_wrote_them(served):
     base = 840_000_000 + uuid.uuid4().int % 100_000_000
-    stream = await ProxyStream.open(SimpleNamespace(host="127.0.0.1", port=served.port), "commerce",
-                                    f"STREAM * FROM {SHARDED_TABLE}")
+    stream = await _streaming(served)
     conn = await aiomysql.connect(host="127.0.0.1", port=served.port, user="root", password="", db="commerce",
                                   autocommit=True)
     try:
-        await asyncio.sleep(0.5)
         async with conn.cursor() as cur:
             assert await cur.execute(f"{INSERT}({base}, 4, '{{\"q\": \"it''s\"}}'), ({base + 1}, NULL, NULL)") == 2
             await cur.execute(f"SELECT id, tenant_id, message FROM {SHARDED_TABLE} WHERE id IN ({base}, {base + 1}) ORDER BY id")
