@@ -28,8 +28,11 @@ def socket_reader(conn: aiomysql.Connection) -> asyncio.StreamReader:
 
 
 async def send_query(conn: aiomysql.Connection, sql: str) -> None:
-    """Write COM_QUERY without reading the answer."""
-    await conn._execute_command(COMMAND.COM_QUERY, sql)
+    """Write COM_QUERY without reading the answer. A client's statement reaches the proxy as
+    bytes decoded with ``surrogateescape`` (``proxy.connection``): bytes that are not UTF-8 (a
+    binary literal, ``_binary'\\xff'``) come back as they were sent; aiomysql's own encoding
+    (strict) would fail on them."""
+    await conn._execute_command(COMMAND.COM_QUERY, sql.encode(text_encoding(conn), "surrogateescape"))
 
 
 async def read_packet(conn: aiomysql.Connection) -> Packet:

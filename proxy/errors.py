@@ -20,6 +20,7 @@ SQLSTATES: dict[int, str] = {
     1045: "28000",
     1046: "3D000",
     1047: "08S01",
+    1053: "08S01",
     1049: "42000",
     1051: "42S02",
     1052: "23000",
@@ -73,6 +74,7 @@ ER_TOO_MANY_ROWS = 1172  # SELECT ... INTO with more than one row
 ER_NET_PACKET_TOO_LARGE = 1153  # a statement beyond max_allowed_packet
 ER_ACCESS_DENIED = 1045
 ER_UNKNOWN_COM = 1047
+ER_SERVER_SHUTDOWN = 1053  # "Server shutdown in progress": a long-lived statement ended by the proxy's stop
 ER_WRONG_VALUE_FOR_VAR = 1231
 ER_QUERY_INTERRUPTED = 1317
 ER_QUERY_TIMEOUT = 3024  # max_execution_time / QUERY_TIMEOUT_MS ran out (proxy.running_statement)

@@ -45,6 +45,7 @@ from proxy.reshard_statement import CHANGING_VERBS, parse_reshard, run_reshard
 from proxy.resharding.write_hold import denied_shard_error, transaction_refused
 from proxy.session import Outcome, ProxySession
 from proxy.show import handle_show
+from proxy.statement_counts import with_statement_counts
 from proxy.system_variables import (
     literal_mode_refusal,
     select_variables,
@@ -136,6 +137,10 @@ class Executor:
                 return await self._select_into(session, *into)
         if kw != "set":  # SET evaluates its own values (proxy.system_variables)
             sql = with_user_variables(sql, session.user_vars)
+        counts = session.counts_before
+        if counts is not None:  # the statement before was the fast path's
+            session.counts_before = None
+            sql = with_statement_counts(sql, *counts)
         session.statement_keyword, session.route, session.written_table = kw, None, None
         session.only_reads = kw == "select"
         if not kw:

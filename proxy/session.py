@@ -66,6 +66,12 @@ class ProxySession(BaseSession):
         # does not know the variable.
         self.max_execution_time = 0
         self.user_vars: dict[str, Any] = {}
+        # ROW_COUNT() and FOUND_ROWS() (None: not known here) of the command before when the proxy
+        # answered it without the shard connection the normal path's next statement runs on (a
+        # fast-path statement ran on a link of its own; a reset is the proxy's OK): the normal
+        # path writes them into its next statement (proxy/statement_counts.py). None once the
+        # normal path has run a statement: its shard connection knows them.
+        self.counts_before: tuple[int, int | None] | None = None
         # Messaging events of this transaction's writes, told to the service at commit.
         self.after_commit: list[tuple[str, MessageDml | TopicWrite]] = []
         self.connection: ClientConnection | None = None
@@ -127,6 +133,7 @@ class ProxySession(BaseSession):
         keyspace, shard, username, connection = self.keyspace, self.target_shard, self.username, self.connection
         self.__init__(self.state)  # type: ignore[misc]
         self.keyspace, self.target_shard, self.username, self.connection = keyspace, shard, username, connection
+        self.counts_before = (0, None)  # MariaDB: ROW_COUNT() 0 after the reset's OK
         self.state.observability.sessions.add(self)  # close() above let it go; the connection stays
 
     # -- state ---------------------------------------------------------------------

@@ -128,14 +128,17 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
             res = await state.topics.table_listing(ks, res, keep)
         return res
     if what in ("create", "columns", "fields", "index", "indexes", "keys"):
-        tm = _TABLE_TARGET.match(sql[len("show") :].lstrip() if not m.group("full") else rest)
+        tm = _TABLE_TARGET.match(sql[len("show") :].lstrip() if not m.group("full") else m.group("what") + rest)
         if tm:
             ks = tm.group("ks")
             table = tm.group("table")
             fm = _FROM_KS.search(tm.group("tail") or "")
             if ks is None and fm:
                 ks = fm.group("ks")
-            ks, shard = state.table_shard(table, ks or session.keyspace, session.target)
+            # A topic's definition is its view, on the topic's shard only (SQLAlchemy reflects
+            # a table with SHOW CREATE TABLE, then DESCRIBE for a view).
+            topic = None if session.target is not None else await state.topics.view_shard(ks or session.keyspace, table)
+            ks, shard = topic or state.table_shard(table, ks or session.keyspace, session.target)
             full = (m.group("full") + " ") if m.group("full") else ""
             tail = tm.group("tail") or ""
             if fm:  # the keyspace is this proxy's name; the shard's database is its own

@@ -42,7 +42,11 @@ _SYSVAR_ITEM = re.compile(r"(?P<var>@@[\w.]+)(?:\s+(?:as\s+)?`?(?P<alias>\w+)`?)
 _PROXY_FN = re.compile(r"\b(?P<fn>database|schema|version|connection_id)\s*\(\s*\)", re.I)
 
 # Session variables the proxy answers itself (others are read from a shard).
-_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload", "transaction_mode", "max_execution_time"}
+_LOCAL_VARS = {"version", "version_comment", "autocommit", "workload", "transaction_mode", "max_execution_time",
+               "in_transaction"}
+# The session's diagnostics of its statement before: read where SHOW WARNINGS reads them (a shard
+# connection of the session, proxy/show.py), never from the process's cache of global values.
+_DIAGNOSTICS_COUNTS = {"warning_count", "error_count"}
 # MariaDB 10.x spells these the old way.
 _SETTING_ALIASES = {"transaction_isolation": "tx_isolation", "transaction_read_only": "tx_read_only"}
 
@@ -223,8 +227,14 @@ async def select_variables(session: ProxySession, sql: str) -> Result | None:
     values: list[Any] = []
     keys = [_SETTING_ALIASES.get(n, n) for n in (var[2:].lower().split(".")[-1] for var, _ in items)]
     local = [k in _LOCAL_VARS or k in session.settings for k in keys]
-    remote = sorted({f"@@{k}" for k, is_local in zip(keys, local, strict=True) if not is_local})
+    remote = sorted({f"@@{k}" for k, is_local in zip(keys, local, strict=True)
+                     if not is_local and k not in _DIAGNOSTICS_COUNTS})
     remote_vals = await _global_variables(session.state, remote) if remote else {}
+    counts = sorted({f"@@{k}" for k in keys if k in _DIAGNOSTICS_COUNTS})
+    if counts:
+        res = await session.vcursor.execute_shard(
+            *session.state.default_shard(session.keyspace, session.target), "select " + ", ".join(counts))
+        remote_vals.update({n: decode_value(f, v) for n, f, v in zip(counts, res.fields, res.rows[0], strict=True)})
     types = []
     for key, is_local in zip(keys, local, strict=True):
         v = _local_var(session, key) if is_local else remote_vals.get(f"@@{key}")
@@ -254,6 +264,8 @@ def _local_var(session: ProxySession, name: str) -> Any:
         return "shardgate"
     if name == "autocommit":
         return 1 if session.autocommit else 0
+    if name == "in_transaction":
+        return 1 if session.tx is not None else 0
     if name == "workload":
         return session.workload.upper()
     if name == "max_execution_time":

@@ -47,7 +47,7 @@ _CLAUSE = re.compile(r"\b(?:from|where|group|order|having|limit|set|values|into|
 _SELECT = re.compile(r"\bselect\b", re.I)
 
 
-def _is_select_item(code: str, m: re.Match[str]) -> bool:
+def is_select_item(code: str, m: re.Match[str]) -> bool:
     """Whether the variable is a whole item of the outermost select list, unaliased."""
     head = code[:m.start()]
     if not _ITEM_START.search(head) or not _ITEM_END.match(code, m.end()):
@@ -81,11 +81,11 @@ def with_user_variables(sql: str, values: dict[str, Any]) -> str:
         literal = sql_literal(value)
         # a bare number in ORDER BY / GROUP BY would be a column position: (n) is a value
         out.append(f"({literal})" if isinstance(value, int | float | Decimal) else literal)
-        if _is_select_item(code, m):  # MySQL names the column by the client's text: @v
+        if is_select_item(code, m):  # MySQL names the column by the client's text: @v
             out.append(" AS " + quote_identifier(sql[m.start():m.end()]))
         at = m.end()
     out.append(sql[at:])
     return "".join(out)
 
 
-__all__ = ["split_into_variables", "with_user_variables"]
+__all__ = ["is_select_item", "split_into_variables", "with_user_variables"]

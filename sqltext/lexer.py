@@ -169,6 +169,51 @@ def masked_code(text: str) -> str:
     return "".join(out)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_$]+")
+
+
+def qualified_identifiers(sql: str) -> list[tuple[str | None, str]]:
+    """Every identifier of ``sql``'s code (outside strings and comments; backquoted ones
+    unquoted), with the qualifier before a dot: ``ks.t`` -> ``("ks", "t")``."""
+    words: list[str] = []
+    dotted: list[bool] = []  # whether words[i] is followed by a dot
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":
+            end = quoted_end(sql, i)
+            i = n if end < 0 else end
+            continue
+        if c in "-#/":
+            past = comment_end(sql, i)
+            if past is not None:
+                i = n if past < 0 else past
+                continue
+        if c == "`":
+            end = quoted_end(sql, i)
+            end = n if end < 0 else end
+            words.append(sql[i + 1 : end - 1].replace("``", "`"))
+            dotted.append(False)
+            i = end
+            continue
+        m = _IDENTIFIER.match(sql, i)
+        if m is not None:
+            words.append(m.group())
+            dotted.append(False)
+            i = m.end()
+            continue
+        if c == "." and dotted:
+            dotted[-1] = True
+        i += 1
+    out: list[tuple[str | None, str]] = []
+    for k, word in enumerate(words):
+        if k > 0 and dotted[k - 1]:
+            out.append((words[k - 1], word))
+        elif not dotted[k]:
+            out.append((None, word))
+    return out
+
+
 __all__ = [
     "QUOTES",
     "code_chars",
@@ -176,6 +221,7 @@ __all__ = [
     "executable_comment_statement",
     "first_keyword",
     "masked_code",
+    "qualified_identifiers",
     "quoted_end",
     "split_parenthesised",
     "split_statements",

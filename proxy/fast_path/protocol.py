@@ -43,6 +43,7 @@ import asyncio
 import io
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -85,6 +86,7 @@ from proxy.running_statement import RunningStatement
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
 from proxy.twopc import SINGLE, TWOPC
+from sqltext.lexer import first_keyword
 
 if TYPE_CHECKING:
     from proxy.connection import ProxyConnection
@@ -93,6 +95,13 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 _COM_QUERY = 0x03
+_COM_PING = 0x0E
+_COM_STMT_CLOSE = 0x19
+_COM_INIT_DB = 0x02
+# Commands after which MariaDB still shows the warnings and error of the statement before,
+# and the first words of statements that use no table (which leave them too).
+_LEAVING_DIAGNOSTICS = (_COM_PING, _COM_STMT_CLOSE, _COM_INIT_DB)
+_WITHOUT_TABLES = frozenset(("begin", "start", "commit", "rollback", "set", "use", "savepoint", "release", "do"))
 _COM_STMT_EXECUTE = 0x17
 _COM_STMT_RESET = 0x1A
 _MAX_PAYLOAD = 0xFFFFFF
@@ -109,6 +118,18 @@ _CONTROL_HEADS = frozenset(("begin", "start", "commi", "rollb"))
 _NOT_PLAIN = ("/", "#", "-", "@", ";")
 
 ShardKey = tuple[str, str]
+
+# ROW_COUNT() and FOUND_ROWS() after a statement that failed (FOUND_ROWS(): the normal path's).
+_FAILED_COUNTS = (-1, None)
+_NO_ROWS = (0, None)  # after BEGIN, COMMIT, ROLLBACK, an OK of the proxy's
+# What reads the diagnostics area (the warnings and error of the statement before), as the
+# command loop would send it to a shard (proxy/show.py; @@ variables are read there too).
+_DIAGNOSTICS_READ = re.compile(
+    r"\s*(?:show\s+(?:warnings|errors)(?:\s+limit\s+\d+(?:\s*,\s*\d+)?)?"
+    r"|show\s+count\s*\(\s*\*\s*\)\s+(?:warnings|errors)"
+    r"|select\s+@@(?:session\.)?(?:warning|error)_count(?:\s*,\s*@@(?:session\.)?(?:warning|error)_count)*)\s*",
+    re.I,
+)
 
 
 def enabled() -> bool:
@@ -198,6 +219,22 @@ class ClientFastPath(asyncio.BufferedProtocol):
         self._commit = False
         self._events: list[tuple[str, MessageDml | TopicWrite]] = []
         self._ok_packets: dict[int, bytes] = {}  # _answer_ok's, by status flags
+        # The link of the last statement when it warned or failed, kept out of its pool: MariaDB
+        # keeps a statement's warnings and error (SHOW WARNINGS, SHOW ERRORS, @@warning_count)
+        # until the next statement that uses a table, and they are in that link's session.
+        # Kept only then (rare), so sessions do not hold links between statements.
+        self._diagnosed: ShardLink | None = None
+        # The current statement leaves its link's diagnostics to the session (``_diagnosed``).
+        self._keep_link = False
+        # The command loop runs a command ``_diagnostics_before`` let through as leaving them.
+        self._passing_keeper = False
+        # In a transaction: its connection the last statement warned or failed on (the
+        # transaction's own, read through its ``PinnedLink``), with that transaction.
+        self._diagnosed_in: tuple[ShardTransaction, ShardConnection] | None = None
+        # The current statement reads them (SHOW WARNINGS...): its link keeps them.
+        self._diagnostics_read = False
+        # The link a several-shard statement failed on (``_several_failed_on``).
+        self._several_failed: ShardLink | None = None
 
     # -- from the client ---------------------------------------------------------------
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -224,18 +261,97 @@ class ClientFastPath(asyncio.BufferedProtocol):
             if buf[3] == 0 and length and length < _MAX_PAYLOAD:
                 command = buf[4]
                 started = False
-                if command == _COM_QUERY:
+                if (self._diagnosed is not None or self._diagnosed_in is not None) and self._diagnostics_before(
+                    command, bytes(buf[5 : 4 + length])
+                ):
+                    started = True
+                elif command == _COM_QUERY:
                     started = self._start_query(bytes(buf[5 : 4 + length]))
+                elif command == _COM_PING:
+                    self.session.counts_before = _NO_ROWS  # MariaDB: ROW_COUNT() 0 after its OK
                 elif command == _COM_STMT_EXECUTE:
                     started = self._start_execute(bytes(buf[5 : 4 + length]))
                 elif command == _COM_STMT_RESET and length == 5 and self._reset_statement(bytes(buf[5:9])):
                     del buf[:9]
                     continue
                 if started:
+                    self._passing_keeper = False  # answered here: not the command loop's
                     self._command = bytes(buf[: 4 + length])
                     del buf[: 4 + length]
                     continue
             self._to_command_loop()
+
+    def _diagnostics_before(self, command: int, payload: bytes) -> bool:
+        """A command after a statement that left warnings or an error on ``_diagnosed``: a read
+        of them is sent there (True: sent); a statement that uses a table clears them (MariaDB:
+        "the list of messages is reset for each new statement that uses a table"), and the link
+        goes back to its pool; one without (``SELECT ROW_COUNT()``, BEGIN, SET, USE: measured
+        on MariaDB 11), a COM_PING, COM_INIT_DB or COM_STMT_CLOSE leaves them."""
+        if command in _LEAVING_DIAGNOSTICS:
+            self._passing_keeper = True
+            return False
+        if command == _COM_QUERY:
+            try:
+                sql = payload.decode("utf-8")
+            except UnicodeDecodeError:
+                sql = ""
+            if _DIAGNOSTICS_READ.fullmatch(sql):
+                return self._read_diagnostics(sql)
+            kw = first_keyword(sql)
+            if kw in _WITHOUT_TABLES or (kw == "select" and " from " not in sql.lower()):
+                self._passing_keeper = True
+                return False
+        self._release_diagnosed()
+        return False
+
+    def _read_diagnostics(self, sql: str) -> bool:
+        """SHOW WARNINGS (or ERRORS, COUNT(*), @@warning_count) on the link that has them (in
+        the transaction they come from: on its connection); False: the normal path reads them."""
+        session = self.session
+        link: ShardLink
+        if self._diagnosed_in is not None:
+            tx, sc = self._diagnosed_in
+            key = (sc.keyspace, sc.shard)
+            if session.tx is not tx or tx.conns.get(key) is not sc:
+                return False  # the transaction is over: its connection is no longer the session's
+            pinned = self._pinned_link(key, sc)
+            statement = self._begin_on(sql, pinned)
+            if statement is None:
+                return False
+            statement.shard_query_started(sc)
+            link, self._sc, self._sent_begin, self._joined_now = pinned, sc, False, False
+            self._count(sc)
+        else:
+            own = self._diagnosed
+            assert own is not None
+            statement = self.connection.process.begin_now(sql)
+            if statement is None:
+                return False
+            self._diagnosed = None
+            statement.shard_query_started(own)
+            link = own
+            links = self.links.get(own.keyspace, own.shard)
+            if links is not None:
+                links.served += 1
+        self._started = time.perf_counter()
+        session.statement_keyword, session.route = sql.split(None, 1)[0].lower(), None
+        self._link, self._statement, self._route, self._sql, self._binary = link, statement, None, sql, None
+        self._diagnostics_read = True  # reading them leaves them
+        link.query(sql.encode("utf-8"), self, _status(session))
+        return True
+
+    def _release_diagnosed(self) -> None:
+        self._diagnosed_in = None
+        link, self._diagnosed = self._diagnosed, None
+        if link is not None:
+            self._give_back(link)
+
+    def _give_back(self, link: ShardLink) -> None:
+        links = self.links.get(link.keyspace, link.shard)
+        if links is not None:
+            links.give(link)
+        else:
+            link.close()
 
     def _to_command_loop(self) -> None:
         self.slow = True
@@ -249,6 +365,10 @@ class ClientFastPath(asyncio.BufferedProtocol):
         to the loop in order by ``_serve``)."""
         if not self.slow or self.transport.is_closing():
             return
+        if self._passing_keeper:
+            self._passing_keeper = False
+        elif self._diagnosed is not None or self._diagnosed_in is not None:
+            self._release_diagnosed()  # the loop ran a statement: its own diagnostics now
         reader = self.connection.stream.reader
         waiting = take_buffered_input(reader)
         if not waiting and buffered_input(reader):
@@ -295,6 +415,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if not isinstance(stmt, PreparedStatement):
             return False  # the command loop's error
         stmt.param_buffers = None
+        self.session.counts_before = _NO_ROWS
         ok = self.connection.ok()
         if not self.transport.is_closing():
             self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
@@ -392,8 +513,15 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return False  # COM_STMT_EXECUTE: the normal path
         shards = [shard for shard, _ in route.several or ()]
         session = self.session
-        return self._start_task(route, sql, None, shards, lambda: run_several(session, route, sql, self.links),
-                                self._ran_several)
+        return self._start_task(
+            route, sql, None, shards, lambda: run_several(session, route, sql, self.links, self._several_failed_on),
+            self._ran_several,
+        )
+
+    def _several_failed_on(self, link: ShardLink) -> None:
+        """The link the several-shard statement failed on: kept with its error if that is the
+        statement's answer (``_ran_several``)."""
+        self._several_failed = link
 
     def _start_task(
         self, route: FastRoute, sql: str, binary: BinaryResult | None, shards: Iterable[str],
@@ -428,6 +556,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
 
     def _ended_with_ok(self, ok: bytes, seq: int) -> None:
         """A ``_start_task`` statement's OK packet (payload ``ok``), and its end."""
+        self.session.counts_before = (lenenc(ok, 1)[0], None)
         if not self.transport.is_closing():
             self.transport.write(len(ok).to_bytes(3, "little") + bytes((seq,)) + ok)
         self._finish(None, 0, False)
@@ -436,6 +565,15 @@ class ClientFastPath(asyncio.BufferedProtocol):
         """The statement's shards committed (or all rolled back): its answer, as
         ``ProxyConnection`` writes the normal path's."""
         error = self._task_error(task)
+        failed, self._several_failed = self._several_failed, None
+        if failed is not None:
+            if error is not None and not self.transport.is_closing() and not (
+                isinstance(error, ShardError) and is_denied_write_error(error)
+            ):
+                self._release_diagnosed()
+                self._diagnosed = failed  # SHOW ERRORS reads the statement's error there
+            else:
+                self._give_back(failed)
         if error is None:
             out = task.result()
             ok = wire.ok_packet(self.connection.capabilities, _status(self.session), affected_rows=out.affected_rows,
@@ -734,6 +872,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self.connection.process.end_now(statement)
             return False
         self._statement_is(sql, "insert")
+        session.counts_before = (res.affected_rows, None)
         ok = wire.ok_packet(self.connection.capabilities, _status(session), res.affected_rows, info=res.info)
         if not self.transport.is_closing():
             self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
@@ -870,6 +1009,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         """The normal path's answer to BEGIN / COMMIT / ROLLBACK (an empty ``Result``), one of
         four packets by the status flags (built once: the capabilities are a Flag enum, whose
         ``&`` in ``wire.ok_packet`` was ~1% of a transaction's profile)."""
+        self.session.counts_before = _NO_ROWS
         status = _status(self.session)
         packet = self._ok_packets.get(status)
         if packet is None:
@@ -884,6 +1024,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
 
     def _fail(self, e: ProxyError) -> None:
         """The statement fails before reaching its shard."""
+        self.session.counts_before = _FAILED_COUNTS
         e = self._error(e)
         self._write_error(e, self._binary.next_seq if self._binary is not None else 1)
         self._finish(None, 0, True)
@@ -924,7 +1065,23 @@ class ClientFastPath(asyncio.BufferedProtocol):
             self._finish(link, 0, True, record=False)
             self._to_command_loop()
             return
+        if self._diagnostics_read or error is not None or link.warnings:
+            if sc is None:
+                self._keep_link = True
+            elif self.session.tx is not None:
+                self._diagnosed_in = (self.session.tx, sc)
+        self._diagnostics_read = False
         binary = self._binary
+        # ROW_COUNT() / FOUND_ROWS() of this statement, for the normal path (proxy/statement_counts.py)
+        affected = link.affected_rows
+        if error is not None:
+            self.session.counts_before = _FAILED_COUNTS
+        elif binary is not None:
+            self.session.counts_before = _NO_ROWS  # MariaDB: ROW_COUNT() 0 after a COM_STMT_EXECUTE
+        elif affected >= 0:
+            self.session.counts_before = (affected, None)
+        else:
+            self.session.counts_before = (-1, rows)
         if error is not None:
             self._own_insert_in_doubt()
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
@@ -983,7 +1140,12 @@ class ClientFastPath(asyncio.BufferedProtocol):
             links = self.links.get(link.keyspace, link.shard)
             assert links is not None
             statement.shard_query_ended(link)
-            links.give(link)
+            if self._keep_link and not link.broken and link.transport is not None:
+                self._release_diagnosed()
+                self._diagnosed = link
+            else:
+                links.give(link)
+        self._keep_link = self._diagnostics_read = False
         self.connection.process.end_now(statement)
         if record:
             record_statement(self.session, self._sql, self._started, 0 if failed else rows, failed)
@@ -994,6 +1156,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
 
     # -- the transport's other calls: the StreamReaderProtocol keeps hearing them ----------
     def connection_lost(self, exc: Exception | None) -> None:
+        self._release_diagnosed()
         link, statement, sc = self._link, self._statement, self._sc
         if self._ending is not None:
             pass  # a COMMIT / ROLLBACK finishes on the shard, its answer goes nowhere (_ended)

@@ -48,11 +48,16 @@ class Summed:
     warnings: int = 0
 
 
-async def run_several(session: ProxySession, route: FastRoute, sql: str, links: LinkPools | None = None) -> Summed:
+async def run_several(
+    session: ProxySession, route: FastRoute, sql: str, links: LinkPools | None = None,
+    keep_failed: Callable[[ShardLink], None] | None = None,
+) -> Summed:
     """Run ``route``'s shard statements in the session's implicit transaction; raises the
     normal path's error (everything rolled back) when one fails. With ``links`` (the fast
     path's), an INSERT runs on idle links of the session's settings when every shard has one
-    (``_run_on_links``); else on the transaction's pooled connections, as the normal path."""
+    (``_run_on_links``); else on the transaction's pooled connections, as the normal path.
+    ``keep_failed`` takes the link whose statement failed (its error is in its session, for
+    SHOW ERRORS) instead of its pool."""
     queries = route.several
     assert queries is not None and session.tx is None
     if route.acks_table is not None and (ack := acked_ids(sql)) is not None:
@@ -76,7 +81,7 @@ async def run_several(session: ProxySession, route: FastRoute, sql: str, links: 
     if links is not None and session.next_tx_isolation is None:
         taken = _take_links(links, route, queries)
         if taken is not None:
-            return await _run_on_links(session, route, sql, queries, taken, mark)
+            return await _run_on_links(session, route, sql, queries, taken, mark, keep_failed)
     session.begin_transaction(implicit=True)
     try:
         results = await vcursor.execute_multi(route.keyspace, queries)
@@ -145,7 +150,7 @@ def _result_of(ok: bytes) -> Result:
 
 async def _run_on_links(
     session: ProxySession, route: FastRoute, sql: str, queries: list[tuple[str, str]],
-    taken: list[tuple[ShardLinks, ShardLink]], mark: str,
+    taken: list[tuple[ShardLinks, ShardLink]], mark: str, keep_failed: Callable[[ShardLink], None] | None = None,
 ) -> Summed:
     """``run_several``'s implicit transaction on links, with the normal path's round trips and
     semantics: each shard's statement sent at once after its BEGIN (``begin;<statement>``),
@@ -161,6 +166,7 @@ async def _run_on_links(
     begin = tx.begin_sql + ";"  # no newline: a syntax error in the statement still says "at line 1"
     for _, link in taken:
         link.began = False  # set by this statement's answer only (a link killed before it is sent never began)
+    failed: ShardLink | None = None  # the link of the shard error raised
     try:
         for shard, query in queries:
             vcursor.reached.add((route.keyspace, shard))
@@ -171,11 +177,12 @@ async def _run_on_links(
                 return_exceptions=True,
             )
             results: list[Result] = []
-            for answer in answers:
+            for (_, link), answer in zip(taken, answers, strict=True):
                 if isinstance(answer, BaseException):
                     raise answer
                 data, error = answer
                 if error is not None:
+                    failed = link
                     raise error
                 results.append(_result_of(data))
             write = _message_write(session, route, sql)
@@ -211,6 +218,9 @@ async def _run_on_links(
         for owner, link in taken:
             if link.shard_status & _IN_TRANS or link.busy:
                 link.close()
+            elif link is failed and keep_failed is not None and not link.broken:
+                keep_failed(link)  # its ROLLBACK leaves the error readable (no table used)
+                continue
             owner.give(link)
 
 

@@ -171,6 +171,11 @@ class ShardLink(asyncio.BufferedProtocol):
         # (those of the last OK or EOF packet framed).
         self.status = STATUS_AUTOCOMMIT
         self.shard_status = 0
+        # The warning count of the statement's last OK / EOF packet (0 after an ERR): its
+        # warnings are in this connection's diagnostics area until its next statement.
+        self.warnings = 0
+        # Its affected rows (-1: it answered rows, or failed), as ROW_COUNT() reads them.
+        self.affected_rows = -1
         # ``begin;<statement>`` (``query(after_begin=True)``): the BEGIN's OK is left out of the
         # answer and the packets after it numbered one less; ``began``: that OK was there.
         self._skip_begin = False
@@ -330,7 +335,11 @@ class ShardLink(asyncio.BufferedProtocol):
             if state == _ROWS:
                 if head == 0xFE and length < 9:  # EOF: the end of the result
                     self.shard_status = buf[pos + 7] | buf[pos + 8] << 8
-                    buf[pos + 5 : pos + 9] = b"\x00\x00" + self.status.to_bytes(2, "little")
+                    # Its warning count goes to the client as MariaDB sends it (a point select's
+                    # CAST or division by zero), only the status flags are the proxy's.
+                    self.warnings = buf[pos + 5] | buf[pos + 6] << 8
+                    self.affected_rows = -1
+                    buf[pos + 7 : pos + 9] = self.status.to_bytes(2, "little")
                     self._done(end, None)
                     return
                 if head == 0xFF:
@@ -340,7 +349,7 @@ class ShardLink(asyncio.BufferedProtocol):
                 self._last = pos
             elif state == _FIRST:
                 if head == 0x00:  # OK
-                    _, p = lenenc(buf, pos + 5)
+                    self.affected_rows, p = lenenc(buf, pos + 5)
                     _, p = lenenc(buf, p)
                     self.shard_status = buf[p] | buf[p + 1] << 8
                     if self._skip_begin:  # the BEGIN's OK: left out, the statement's answer follows
@@ -355,6 +364,7 @@ class ShardLink(asyncio.BufferedProtocol):
                         n = len(buf)
                         continue
                     buf[p : p + 2] = self.status.to_bytes(2, "little")
+                    self.warnings = buf[p + 2] | buf[p + 3] << 8
                     self._done(end, None)
                     return
                 if head == 0xFF:
@@ -406,6 +416,8 @@ class ShardLink(asyncio.BufferedProtocol):
             self._flush = None
 
     def _error_of(self, start: int, end: int) -> ShardErr:
+        self.warnings = 0
+        self.affected_rows = -1
         p = bytes(self._buf[start + 4 : end])
         code = int.from_bytes(p[1:3], "little")
         if code in _CONNECTION_ENDING:

@@ -213,6 +213,10 @@ class MessageCache:
             self._heaped = sum(len(r[1]) for r in runs)
         return dropped
 
+    def claimed_ahead(self) -> list[CachedMessage]:
+        """The queued messages their INSERT wrote already claimed (``claimed_until`` set)."""
+        return [m for m in self._queued.values() if m.claimed_until]
+
     def clear(self) -> None:
         self._heap.clear()
         self._heaped = 0

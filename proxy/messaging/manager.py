@@ -73,9 +73,12 @@ TAIL_HOLD_SECONDS = 0.020
 # come due at the ``time_next`` it wrote, as claimed messages never acked.
 PRECLAIM_REPORT_SECONDS = 1.0
 # A pre-claimed message goes out without a claim only while its ``time_next`` is further away
-# than this share of the ack wait (a late one takes the claim, which loses and leaves the row
-# to the poll once due): never sent close to when another proxy may poll it.
-PRECLAIM_MARGIN = 0.5
+# than this share of the ack wait, so that no proxy sends it again within its ack wait, as
+# Vitess promises (0.5 let another proxy send it again half an ack wait after ours). A late one
+# is unclaimed (``_unclaim``) and claimed as Vitess claims it, at its send. (The pre-claim
+# writes ack wait + backoff >= 2 ack waits by default ahead: a message is late only when no
+# subscriber here took it for a whole min_backoff.)
+PRECLAIM_MARGIN = 1.0
 
 
 class ShardConn(Protocol):
@@ -112,6 +115,8 @@ class MessageCounters:
     poll_skipped_settled: int = 0  # polled rows claimed or acked while that poll ran
     preclaimed: int = 0  # own INSERTs written already claimed for this manager (``preclaim``)
     preclaimed_sent: int = 0  # ... messages of them sent without a claim statement
+    preclaims_undone: int = 0  # ... messages never sent from here, given back unclaimed (``_unclaim``)
+    unclaim_failed: int = 0
 
 
 @dataclass(slots=True)
@@ -250,6 +255,9 @@ class MessageManager:
                 r.end(ended)
             self.receivers.clear()
             self._has_receivers.clear()
+            ahead = self.cache.claimed_ahead()
+            if ahead and self._open:
+                self._spawn(self._unclaim(ahead))  # never sent: due again at once, as in Vitess
             self.cache.clear()
             # Pre-claimed INSERTs' messages carry the old columns: their rows come due instead.
             self._preclaims.clear()
@@ -286,8 +294,12 @@ class MessageManager:
                 self._next_receiver -= 1
         receiver.closed = True
         if not self.receivers:
-            # As Vitess: the last subscriber leaving clears the cache (the rows stay due).
+            # As Vitess: the last subscriber leaving clears the cache (the rows stay due, and
+            # so do those written already claimed for it: given back unclaimed).
             self._has_receivers.clear()
+            ahead = self.cache.claimed_ahead()
+            if ahead and self._open:
+                self._spawn(self._unclaim(ahead))
             self.cache.clear()
             self._pending = False
 
@@ -423,8 +435,8 @@ class MessageManager:
 
         Why: the claim was a shard write per batch (2 of the 4 UPDATEs per 100 messages in
         bench_messaging, with their binlog events). Other proxies never see these rows before
-        their ``time_next`` (not due), and a subscriber that leaves before they go out leaves
-        them to come due then, as a claimed message never acked."""
+        their ``time_next`` (not due); messages of them not sent from here are given back
+        unclaimed (``_unclaim``), due at once, as Vitess has a message never sent."""
         spec = self.spec
         if (
             not self._open
@@ -492,9 +504,10 @@ class MessageManager:
         if not is_marked(statement):
             self._expect_own_wakeup()
         if not self.receivers or entry.time_next - self.clock() <= self._preclaim_margin_ns():
-            # Not sent from here: the rows come due at their time_next, when the poller looks.
-            if self._next_due_ns is None or entry.time_next < self._next_due_ns:
-                self._next_due_ns = entry.time_next
+            # Not sent from here (the subscriber left, or the report came late): the rows go
+            # back to the table unclaimed, due at once as Vitess has them, for any subscriber.
+            if self._open:
+                self._spawn(self._unclaim(entry.messages))
             return True
         self.cache.add_new(entry.messages, self._unacked, beyond_size=True)
         self._send_wake.set()
@@ -503,19 +516,52 @@ class MessageManager:
     def _preclaim_margin_ns(self) -> int:
         return int(self.spec.ack_wait * PRECLAIM_MARGIN * NS)
 
-    def _claimed_ahead(self, batch: list[CachedMessage]) -> tuple[list[CachedMessage], list[CachedMessage]]:
+    def _claimed_ahead(
+        self, batch: list[CachedMessage]
+    ) -> tuple[list[CachedMessage], list[CachedMessage], list[CachedMessage]]:
         """(the messages of ``batch`` pre-claimed and still well before their time_next: sent
-        without a claim; the others, to claim). A pre-claimed one too late is claimed as cached
-        (epoch 0): that claim loses, and the row is polled once due."""
+        without a claim; the others, to claim; of those, the pre-claimed ones too late, to be
+        unclaimed first: then their claim is Vitess's, at their send, from epoch 0)."""
         if not any(map(_CLAIMED_UNTIL, batch)):
-            return [], batch
+            return [], batch, []
         limit = self.clock() + self._preclaim_margin_ns()
         ahead = [m for m in batch if m.claimed_until > limit]
         if len(ahead) == len(batch):
-            return batch, []
-        if not ahead:
-            return [], batch
-        return ahead, [m for m in batch if m.claimed_until <= limit]
+            return batch, [], []
+        to_claim = [m for m in batch if m.claimed_until <= limit]
+        return ahead, to_claim, [m for m in to_claim if m.claimed_until]
+
+    async def _unclaim(self, messages: list[CachedMessage], then_poll: bool = True) -> None:
+        """Give pre-claimed messages never sent from here back to the table as their INSERT
+        alone leaves them (``sql.unclaim_sql``): due at once, epoch 0, as in Vitess, where
+        nothing claims a message before its send. Left claimed, a message whose subscriber
+        left came due only after ack wait + backoff, for every subscriber here or on another
+        proxy, and its first send counted as its second attempt (epoch 1: twice the backoff
+        after it, parked one attempt early under ``vt_max_attempts``). A failure leaves them
+        to come due at their time_next: delayed, never lost."""
+        claims: dict[int, list[bytes]] = {}
+        for m in messages:
+            if m.claimed_until:
+                claims.setdefault(m.claimed_until, []).append(m.id)
+                m.claimed_until = 0
+        if not claims:
+            return
+        try:
+            async with self.pool.connection() as sc:
+                res = await sc.execute(sql.unclaim_sql(self.spec, claims))
+        except ProxyError as e:
+            self.counters.unclaim_failed += 1
+            logger.warning(
+                "message pre-claim undo failed",
+                extra={"keyspace": self.keyspace, "shard": self.shard, "table": self.table, "error": e.message},
+            )
+            for t in claims:  # they come due then: the poller looks
+                if self._next_due_ns is None or t < self._next_due_ns:
+                    self._next_due_ns = t
+            return
+        self.counters.preclaims_undone += res.affected_rows
+        if then_poll and res.affected_rows and self.receivers:
+            self.notify()
 
     def _expect_own_wakeup(self) -> None:
         """An own commit the binlog watch reports too: its wake-up is matched, not polled for."""
@@ -747,7 +793,9 @@ class MessageManager:
         whole = False
         handed = False
         try:
-            ahead, to_claim = self._claimed_ahead(batch)
+            ahead, to_claim, late = self._claimed_ahead(batch)
+            if late:
+                await self._unclaim(late, then_poll=False)  # they are claimed next, here
             if ahead:
                 # Claimed by their own INSERT (``preclaim``): in flight from now, as after a claim.
                 now = self.clock()

@@ -153,6 +153,19 @@ def preclaimed_insert_sql(parsed: ParsedInsert, epoch: int, time_next: int) -> s
     )
 
 
+def unclaim_sql(spec: MessageTableSpec, claims: dict[int, list[bytes]]) -> str:
+    """Undo pre-claims (``MessageManager.preclaim``) whose messages were never sent: each row
+    back to what its INSERT alone would have written, the columns' defaults (a pre-claimed
+    INSERT names no bookkeeping column), only while it is still exactly as the pre-claim left
+    it (``epoch`` 1, the ``time_next`` written, ``claims``' key, and unacked): a row another
+    proxy claimed once due, or acked, is left alone."""
+    groups = " OR ".join(f"(time_next = {t} AND id IN ({_id_list(spec, ids)}))" for t, ids in claims.items())
+    return (
+        f"UPDATE {quote_identifier(spec.name)} SET epoch = DEFAULT, time_next = DEFAULT"
+        f" WHERE time_acked IS NULL AND epoch = 1 AND ({groups})"
+    )
+
+
 def claim_check_sql(spec: MessageTableSpec, ids: Iterable[bytes]) -> str:
     """After a partial conditional claim: which rows carry our epoch and time_next."""
     return f"SELECT id, epoch, time_next FROM {quote_identifier(spec.name)} WHERE id IN ({_id_list(spec, ids)})"

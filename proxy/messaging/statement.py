@@ -34,6 +34,7 @@ class StreamStatement:
     table: str
     keyspace: str | None
     where: exp.Expression | None
+    select: str = "*"  # the select expression as written (message tables ignore it, as Vitess)
 
     @property
     def where_sql(self) -> str | None:
@@ -68,6 +69,7 @@ def parse_stream(sql: str) -> StreamStatement:
         table=table.name,
         keyspace=table.db or None,
         where=where.this if where is not None else None,
+        select=m.group("expr").strip(),
     )
 
 

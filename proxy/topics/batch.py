@@ -84,9 +84,10 @@ class TopicBatcher:
 
     def __init__(
         self, topic: str, pool: Callable[[], ShardPool], counted: Callable[[int], None],
-        feeding: Feeding | None = None,
+        feeding: Feeding | None = None, generation: int | None = None,
     ) -> None:
         self.topic = topic
+        self.generation = generation  # the topic's generation its scripts write (direct.publish_script)
         self._pool = pool
         self._counted = counted  # a script of several publishes was sent: how many
         self._feeding = feeding
@@ -188,7 +189,7 @@ class TopicBatcher:
             count = sum(ins.rows for ins in inserts)
             try:
                 answers, marked, rows = await execute_direct(
-                    sc, direct.publish_script(inserts, feed), inserts[0].quoted_log, len(inserts), feed is not None
+                    sc, direct.publish_script(inserts, feed, self.generation), inserts[0].quoted_log, len(inserts), feed is not None
                 )
             except BaseException:
                 if feeding is not None:

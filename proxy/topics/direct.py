@@ -315,11 +315,15 @@ def feed_rows_sql(quoted_log: str, rows: int, feed: FeedRows) -> str:
     )
 
 
-def publish_script(inserts: Sequence[DirectInsert], feed: FeedRows | None = None) -> str:
+def publish_script(inserts: Sequence[DirectInsert], feed: FeedRows | None = None, generation: int | None = None) -> str:
     """One direct publish of ``inserts`` (INSERTs into one topic, in this order): one mark lock,
     each INSERT its own statement (its own OK: affected rows, insert id, warnings), their rows
     one contiguous id range in this order, one mark UPDATE, one COMMIT; with ``feed``, then
-    the SELECT of ``feed_rows_sql`` (the script's last answer, after its ``results`` OKs)."""
+    the SELECT of ``feed_rows_sql`` (the script's last answer, after its ``results`` OKs).
+    With ``generation`` (the one the sender serves), the mark is locked only at that generation:
+    a sender that has not yet seen a DROP + CREATE TOPIC made through another proxy writes its
+    rows without ids (a pass gives them), so they are never handed to the old generation's
+    followers (``proxy.topics.feed``)."""
     first = inserts[0]
     quoted_log = first.quoted_log
     name = sql_string(first.topic)
@@ -341,7 +345,7 @@ def publish_script(inserts: Sequence[DirectInsert], feed: FeedRows | None = None
         "SET @_sg_ms = NULL, @_sg_p = NULL, @_sg_lms = NULL, @_sg_lseq = NULL, @_sg_pk = NULL, @_sg_b = NULL;BEGIN;"
         # The mark, locked to COMMIT (none: not a live topic, the variables stay NULL).
         f"SELECT last_ms, last_seq INTO @_sg_lms, @_sg_lseq FROM {META_TABLE} WHERE name = {name}"
-        f" AND generation > 0 FOR UPDATE;"
+        f" AND generation {'> 0' if generation is None else f'= {int(generation)}'} FOR UPDATE;"
         # A consistent read, taken after the lock: every writer before this one has committed.
         f"SELECT {ms}, IF({spills}, 0, {position}) INTO @_sg_ms, @_sg_p;",
         *body,

@@ -8,6 +8,7 @@ from proxy.errors import (
     ER_NET_PACKET_TOO_LARGE,
     ER_NO_SUCH_TABLE,
     ER_PARSE_ERROR,
+    ER_SERVER_SHUTDOWN,
     ER_TABLE_EXISTS,
     ER_UNKNOWN_ERROR,
     ER_WRONG_TABLE_NAME,
@@ -51,6 +52,17 @@ class PointerConflict(ProxyError):
 
     def __init__(self, pointer: int) -> None:
         super().__init__(ER_UNKNOWN_ERROR, f"transaction write pointer {pointer} was already published; it cannot be rolled back")
+
+
+class ServiceStopping(ProxyError):
+    """The proxy is stopping: a follower's stream ends with MySQL's 1053, not as if its topic
+    were dropped (1051 tells a consumer to give up; this one reconnects and resumes from its
+    saved position)."""
+
+    http_status = 503
+
+    def __init__(self, keyspace: str, name: str) -> None:
+        super().__init__(ER_SERVER_SHUTDOWN, f"Server shutdown in progress (following topic '{keyspace}.{name}')")
 
 
 def http_status(e: ProxyError) -> int:

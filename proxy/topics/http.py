@@ -25,6 +25,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -89,8 +90,12 @@ def _pointer(body: dict[str, Any], required: bool) -> int | None:
         if required:
             raise InvalidTopicRequest("'transactionWritePointer' is required")
         return None
+    if isinstance(p, str) and re.fullmatch(r"-?\d{1,19}", p.strip()):
+        # Tephra's write pointers pass 2**53: JSON clients that parse numbers as doubles
+        # (JavaScript) send them as strings, as CDAP reads it (Long.parseLong of its text).
+        p = int(p)
     if isinstance(p, bool) or not isinstance(p, int):
-        raise InvalidTopicRequest("'transactionWritePointer' must be an integer")
+        raise InvalidTopicRequest("'transactionWritePointer' must be an integer (or its decimal text)")
     return p
 
 
@@ -181,7 +186,10 @@ def add_topic_routes(app: web.Application, service: TopicService) -> None:
         body = _properties(await _json_body(request, {}))
         pointer = _pointer(body, required=True)
         assert pointer is not None
-        count = await service.store_payloads(ns, topic, pointer, _payloads(body))
+        payloads = _payloads(body)
+        if not payloads:  # CDAP: a store must be transactional with payload
+            raise InvalidTopicRequest("a store request must carry messages (and a transactionWritePointer)")
+        count = await service.store_payloads(ns, topic, pointer, payloads)
         return web.json_response({"transactionWritePointer": pointer, "stored": count})
 
     async def rollback(request: web.Request) -> web.StreamResponse:

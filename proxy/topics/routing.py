@@ -27,13 +27,13 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from proxy.errors import ER_NON_UPDATABLE_TABLE, ER_NOT_SUPPORTED_YET, ProxyError
+from proxy.errors import ER_NON_UPDATABLE_TABLE, ER_NOT_SUPPORTED_YET, ER_TABLE_EXISTS, ProxyError
 from proxy.topics.names import log_table
 from proxy.topics.schema import view_columns
 from proxy.topics.statement import unquote
 from rewriter.dialect import DIALECT
 from rewriter.errors import PlanningError
-from sqltext.lexer import split_parenthesised, split_top_level
+from sqltext.lexer import masked_code, qualified_identifiers, split_parenthesised, split_top_level
 from sqltext.quoting import quote_identifier
 
 if TYPE_CHECKING:
@@ -46,9 +46,13 @@ _INSERT = re.compile(
     re.I,
 )
 _SELECT_WORD = re.compile(r"\bselect\b", re.I)
+_RETURNING_WORD = re.compile(r"\breturning\b", re.I)
 # A column list of bare names and commas only (nothing quoted, no comment, no nesting).
 _PLAIN_LIST = re.compile(r"^[A-Za-z0-9_$\s,]*$")
 _ROUTED_KW = frozenset({"select", "with", "(", "insert", "replace", "update", "delete", "table", "values"})
+# Table DDL (not CREATE/ALTER/DROP TOPIC): refused when it names a topic (``refuse_table_ddl``).
+TABLE_DDL_KW = frozenset({"create", "alter", "drop", "rename", "truncate"})
+_DDL_VERB = re.compile(r"^\s*(\w+)\b.*?\b(table|view|index|trigger)\b", re.I | re.S)
 
 Lookup = Callable[[str | None, str], "TopicInfo | None"]
 
@@ -108,8 +112,19 @@ def route_publish(sql: str, session_keyspace: str | None, lookup: Lookup) -> Rou
     # The word, case-insensitively, only where the lowered text has it: the regex alone (re.I,
     # word boundaries) read a 100-row publish's 10 KB at ~11% of the proxy's samples (py-spy,
     # autocommit 100-message publishes); lower() and a substring test are C speed.
-    if "select" in sql.lower() and _SELECT_WORD.search(sql, m.end()):
+    lowered = sql.lower()
+    if "returning" in lowered and _RETURNING_WORD.search(masked_code(sql), m.end()):
+        # MariaDB would return the row as inserted, before its id: message_id NULL, publish_time
+        # 0, and for RETURNING * the log table's own columns.
+        raise ProxyError(ER_NOT_SUPPORTED_YET, f"INSERT ... RETURNING into topic {info.name} is not supported: a"
+                         " message's id and publish time are given at its commit (read them from the topic)")
+    if "select" in lowered and _SELECT_WORD.search(sql, m.end()):
         return None
+    if "publish_time" in lowered and "publish_time" in (c.lower() for c in _column_list(sql[m.end():]) or ()):
+        # The pass (or the direct publish) gives publish_time with the id, overwriting any
+        # value: refused, as inserting message_id is (MariaDB's 1906), never silently changed.
+        raise ProxyError(ER_NOT_SUPPORTED_YET, f"INSERT into topic {info.name} naming publish_time is not supported:"
+                         " a message's publish time is given with its id, at its commit")
     table = log_table(info.name) if _names_view_columns(sql[m.end():], info) else info.name
     target = None
     if qualifier is not None or table != info.name:
@@ -128,28 +143,68 @@ def _names_view_columns(rest: str, info: TopicInfo) -> bool:
     through a view (re-reading its definition: +60 us of shard CPU per INSERT here, ~50% of the
     insert itself). Anything else (no column list, a column the view does not show, the
     generated ``message_id`` whose error names the table) goes through the view."""
+    names = _column_list(rest)
+    if names is None:
+        return False
+    writable = _writable(tuple(info.columns))
+    return bool(names) and all(n.lower() in writable for n in names)
+
+
+def _column_list(rest: str) -> list[str] | None:
+    """The names of an INSERT's column list (``rest`` starts after its target), unquoted;
+    None without one."""
     rest = rest.lstrip()
     if not rest.startswith("("):
-        return False
+        return None
     close = rest.find(")")
     inner = rest[1:close]
     if close > 0 and _PLAIN_LIST.match(inner):
         # Bare names (the publish path's ``(payload)``): no lexer. Its 4.3 us per INSERT was
         # ~45% of route_publish's cost (9.5 -> 6.0 us, timeit).
-        names = [c.strip() for c in inner.split(",")]
-    else:
-        split = split_parenthesised(rest)
-        if split is None:
-            return False
-        names = [unquote(c) for c in split_top_level(split[0])]
-    writable = _writable(tuple(info.columns))
-    return bool(names) and all(n.lower() in writable for n in names)
+        return [c.strip() for c in inner.split(",")]
+    split = split_parenthesised(rest)
+    if split is None:
+        return None
+    return [unquote(c.strip()) for c in split_top_level(split[0])]
 
 
 @functools.lru_cache(maxsize=256)
 def _writable(user_columns: tuple[str, ...]) -> frozenset[str]:
     """The lower-cased view columns a publisher may name (a topic's user columns: few shapes)."""
     return frozenset(c.lower() for c in view_columns(user_columns)) - {"message_id"}
+
+
+def refuse_table_ddl(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup) -> None:
+    """Refuse table DDL (``ALTER TABLE``, ``DROP TABLE``/``VIEW``, ``RENAME TABLE``,
+    ``TRUNCATE``, ``CREATE TABLE``/``VIEW``/``INDEX``/``TRIGGER`` ...) that names a topic. The
+    proxy sends such DDL to every shard of the keyspace; on the topic's shard it would change
+    the view the topic is read through (``RENAME TABLE`` succeeds on a view: the topic's reads
+    and publishes then fail) or its name would clash on that shard alone, leaving the keyspace's
+    shards different. ``CREATE TABLE`` with a topic's name: 1050, as for any existing table;
+    anything else: 1235, naming the statement and the topic (``ALTER TOPIC``/``DROP TOPIC`` are
+    what change a topic)."""
+    if kw not in TABLE_DDL_KW:
+        return
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except (ParseError, PlanningError, ValueError, RecursionError):
+        tree = None  # the shard reports the syntax; the names are read from the text below
+    named: list[tuple[str | None, str]]
+    if tree is not None and not isinstance(tree, exp.Command):
+        named = [(t.db or None, t.name) for t in tree.find_all(exp.Table) if t.name]
+    else:  # RENAME TABLE, CREATE TRIGGER ...: sqlglot keeps them as text
+        named = qualified_identifiers(sql)
+    for position, (qualifier, name) in enumerate(named):
+        info = lookup(qualifier or session_keyspace, name)
+        if info is None:
+            continue
+        m = _DDL_VERB.match(sql)
+        verb = " ".join(m.group(1, 2)).upper() if m else kw.upper()
+        if position == 0 and isinstance(tree, exp.Create) and str(tree.args.get("kind", "")).upper() in ("TABLE", "VIEW"):
+            raise ProxyError(ER_TABLE_EXISTS, f"Table '{info.name}' already exists (a topic of keyspace {info.keyspace})",
+                             "42S01")
+        raise ProxyError(ER_NOT_SUPPORTED_YET, f"{verb} naming topic {info.name} is not supported: a topic changes"
+                         " only by CREATE TOPIC, ALTER TOPIC and DROP TOPIC")
 
 
 def _route_parsed(sql: str, kw: str, session_keyspace: str | None, lookup: Lookup,

@@ -153,6 +153,16 @@ def capped_read_sql(name: str, columns: str, condition: str, limit: int, max_byt
             f" ORDER BY message_id LIMIT {lim}")
 
 
+def generation_guard(name: str, generation: int) -> str:
+    """SQL that is true while topic ``name`` is at ``generation`` on its shard. A follower's reads
+    carry it: a proxy learns of a DROP TOPIC + CREATE TOPIC made through another proxy only at
+    its next refresh, and meanwhile the view of that name shows the new generation's messages,
+    which a follower of the dropped topic must never get (it ends with 1051 once this proxy
+    sees the drop). Uncorrelated: MariaDB reads the metadata row once per read, by key."""
+    return (f"EXISTS (SELECT 1 FROM {META_TABLE} WHERE name = {sql_string(name)}"
+            f" AND generation = {int(generation)})")
+
+
 def properties_json(properties: dict[str, str]) -> str:
     return json.dumps(properties, sort_keys=True)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import re
 import time
@@ -23,20 +24,35 @@ from mysql_mimic.types import ColumnType
 
 from proxy.config import TopicsConfig
 from proxy.engine.result import PacketBlock, Result, local_result, split_packets
-from proxy.errors import ER_NO_DB_ERROR, ER_NOT_SUPPORTED_YET, ProxyError
+from proxy.errors import (
+    ER_CONNECTION_KILLED,
+    ER_NO_DB_ERROR,
+    ER_NOT_SUPPORTED_YET,
+    ER_SERVER_SHUTDOWN,
+    ProxyError,
+    ShardError,
+    ShardUnavailable,
+)
 from proxy.messaging.statement import parse_stream
 from proxy.pools import ShardPools
 from proxy.topics import direct, ids, kept, routing, statement
 from proxy.topics.batch import Settings, TopicBatcher
-from proxy.topics.errors import InvalidTopicRequest, KeyspaceNotFound, TopicExists, TopicNotFound
+from proxy.topics.errors import (
+    InvalidTopicRequest,
+    KeyspaceNotFound,
+    ServiceStopping,
+    TopicExists,
+    TopicNotFound,
+)
 from proxy.topics.feed import TopicFeed
 from proxy.topics.http import add_topic_routes
 from proxy.topics.names import check_name, keyspace_id, place
-from proxy.topics.schema import view_select_list
+from proxy.topics.schema import generation_guard, view_select_list
 from proxy.topics.sequencer import TopicInfo, TopicRuntime
 from proxy.topics.statement import StartPosition
 from proxy.topics.store import ER_NO_SUCH_TABLE, ShardTopicStore, TopicRow, rows_of
 from proxy.twopc import TWOPC
+from rewriter.evaluate import like
 from sqltext.lexer import strip_leading_comments
 from vschema.internal_tables import is_internal
 from vschema.model import Table, VSchema
@@ -59,8 +75,15 @@ class PlanWithTopics:
 
 FOLLOW_BATCH = 200  # rows per read of a follower (big payloads: keep a read bounded)
 FOLLOW_MAX_WAIT_S = 1.0
+# A follower's read that lost its shard (a restart, a killed connection: ShardUnavailable, or
+# the shard's own 1927/1053) is read again from the same position, on a fresh connection: a
+# read takes nothing, so the stream resumes with no gap and no duplicate. Only a shard gone
+# longer than this ends the stream with that error (a restart of the tests' mariadbd takes
+# ~0.3 s; a killed connection's retry succeeds at once).
+FOLLOW_SHARD_RETRY_S = 10.0
+FOLLOW_SHARD_BACKOFF_S = 0.2
+_SHARD_LOST_CODES = frozenset({ER_CONNECTION_KILLED, ER_SERVER_SHUTDOWN})
 MAX_POLL_LIMIT = 10000
-_TOPIC_DDL_KW = frozenset({"create", "alter", "drop"})
 # A plain COMMIT / ROLLBACK (proxy.executor's forms): the end of a transaction that kept rows.
 _PLAIN_END = re.compile(r"^(?:commit|rollback)(?:\s+work)?\s*;?$", re.I)
 
@@ -139,6 +162,11 @@ async def _wait(event: asyncio.Event) -> None:
         pass
 
 
+def _shard_lost(e: ProxyError) -> bool:
+    """Whether a read failed because its connection to the shard was lost (worth reading again)."""
+    return isinstance(e, ShardUnavailable) or (isinstance(e, ShardError) and e.code in _SHARD_LOST_CODES)
+
+
 def _renumbered(block: PacketBlock, first_seq: int) -> PacketBlock:
     data = bytearray(block.data)
     pos, end, seq = 0, len(data), first_seq
@@ -201,8 +229,9 @@ class TopicService:
         self.pools = ShardPools(addresses, maxsize=16)
         self.stores = {(a.keyspace, a.shard): ShardTopicStore(self.pools.get(a.keyspace, a.shard)) for a in addresses}
         self.runtimes: dict[tuple[str, str], TopicRuntime] = {}
+        self.stopping = False  # set by ``stop``: what ends a follower then is the proxy's stop
         # Each topic's direct publishes from this process (``proxy.topics.batch``), made on first use.
-        self.batchers: dict[tuple[str, str, str], TopicBatcher] = {}
+        self.batchers: dict[tuple[str, str, str, int | None], TopicBatcher] = {}
         self._pattern: re.Pattern[str] | None = None
         self._gone = asyncio.Event()
         self._refresh_task: asyncio.Task[None] | None = None
@@ -225,6 +254,7 @@ class TopicService:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        self.stopping = True  # followers woken below end with 1053, not as if their topic were dropped
         runtimes, self.runtimes = self.runtimes, {}
         await asyncio.gather(*(rt.stop() for rt in runtimes.values()), return_exceptions=True)
         batchers, self.batchers = self.batchers, {}
@@ -304,11 +334,20 @@ class TopicService:
         missed_at = time.monotonic()
         while self._read_since.get(keyspace, float("-inf")) < missed_at:
             running = self._refreshing.get(keyspace)
-            if running is None:
+            if running is None or running.done():
+                # A refresh that has ended but whose done callback has not run yet must not be
+                # awaited again: awaiting a done future does not yield, so this loop would spin
+                # and starve the very callback that removes it (seen: a proxy at 100% CPU for
+                # minutes when many statements hit a dropped topic's 1146 at once).
                 running = asyncio.ensure_future(self.refresh(keyspace))
                 self._refreshing[keyspace] = running
-                running.add_done_callback(lambda _f: self._refreshing.pop(keyspace, None))
+                running.add_done_callback(functools.partial(self._refreshed, keyspace))
             await asyncio.shield(running)
+
+    def _refreshed(self, keyspace: str, done: asyncio.Future[None]) -> None:
+        """A refresh of ``keyspace`` ended: no longer the one to join (unless a newer one is)."""
+        if self._refreshing.get(keyspace) is done:
+            del self._refreshing[keyspace]
 
     async def _install(self, info: TopicInfo) -> TopicRuntime:
         key = (info.keyspace, info.name)
@@ -318,6 +357,8 @@ class TopicService:
             return rt
         if rt is not None:
             await rt.stop()
+            for old in [k for k in self.batchers if k[:2] == key and k[3] != info.generation]:
+                await self.batchers.pop(old).stop()  # the previous generation's
         s = self.settings
         rt = TopicRuntime(
             info, self.stores[(info.keyspace, info.shard)], poll_seconds=s.poll_seconds,
@@ -341,8 +382,11 @@ class TopicService:
             await self.batchers.pop(key).stop()
 
     def batcher(self, keyspace: str, name: str, shard: str) -> TopicBatcher:
-        """The topic's direct publishes from this process: one in flight, the next ones batched."""
-        key = (keyspace, name, shard)
+        """The topic's direct publishes from this process: one in flight, the next ones batched;
+        one batcher per generation (its scripts lock the mark of that generation only)."""
+        rt = self.runtimes.get((keyspace, name))
+        generation = rt.info.generation if rt is not None else None
+        key = (keyspace, name, shard, generation)
         b = self.batchers.get(key)
         if b is None:
             pools = self.proxy.pools
@@ -354,7 +398,7 @@ class TopicService:
                     rt.counters.batched += publishers
 
             b = self.batchers[key] = TopicBatcher(
-                name, lambda: pools.get(keyspace, shard), counted, _Feeding(self.runtimes, (keyspace, name))
+                name, lambda: pools.get(keyspace, shard), counted, _Feeding(self.runtimes, (keyspace, name)), generation
             )
         return b
 
@@ -367,6 +411,20 @@ class TopicService:
         if info is None:
             raise TopicNotFound(ks, name)
         return info
+
+    async def view_shard(self, keyspace: str | None, name: str) -> tuple[str, str] | None:
+        """(keyspace, shard) of the view of topic ``name`` (where statements about its definition
+        go: ``SHOW CREATE TABLE``, ``DESCRIBE``, ``SHOW INDEX``); None if it is no topic. A name
+        that is no table of the keyspace either reads the registry again first (a topic created
+        through another proxy)."""
+        ks = self.proxy.vschema.keyspaces.get(keyspace) if keyspace is not None else None
+        if keyspace is None or ks is None or keyspace not in self.proxy.config.keyspaces:
+            return None
+        info = self.lookup(keyspace, name)
+        if info is None and name not in ks.tables:
+            await self.refresh_on_miss(keyspace)
+            info = self.lookup(keyspace, name)
+        return None if info is None else (info.keyspace, info.shard)
 
     def runtime(self, info: TopicInfo) -> TopicRuntime:
         rt = self.runtimes.get((info.keyspace, info.name))
@@ -472,8 +530,11 @@ class TopicService:
         return await self.stores[(info.keyspace, info.shard)].rollback_pointer(info.name, pointer)
 
     async def poll(self, keyspace: str, name: str, start: StartPosition, limit: int = 1000) -> list[Message]:
-        if not 0 < limit <= MAX_POLL_LIMIT:
-            raise InvalidTopicRequest(f"limit must be 1..{MAX_POLL_LIMIT}, got {limit}")
+        if limit <= 0:
+            raise InvalidTopicRequest(f"limit must be a positive number of messages, got {limit}")
+        # A poll is one chunk (CDAP's clients pass Integer.MAX_VALUE and continue from the last
+        # id they got): a bigger limit reads MAX_POLL_LIMIT, as the byte cap cuts a poll short.
+        limit = min(limit, MAX_POLL_LIMIT)
         info = await self.topic_info(keyspace, name)
         res = await self.stores[(info.keyspace, info.shard)].read(
             info.name, start.condition(), limit, self.settings.max_poll_bytes, "message_id, publish_time, payload")
@@ -494,12 +555,13 @@ class TopicService:
         decoded: only the last row's id is read, to continue from."""
         rt = self.runtime(info)
         store = self.stores[(info.keyspace, info.shard)]
+        guard = generation_guard(info.name, info.generation)  # never the next generation's messages
         feed = rt.feed
         if feed is None:
             max_bytes = self.settings.max_poll_bytes
 
             def read(condition: str) -> Awaitable[Result]:
-                return store.read(info.name, condition, FOLLOW_BATCH, max_bytes)
+                return store.read(info.name, f"{condition} AND {guard}", FOLLOW_BATCH, max_bytes)
 
             feed = rt.feed = TopicFeed(f"{info.keyspace}.{info.name}", read, rt.changed, lambda: rt.last_id, _last_id)
         rt.followers += 1
@@ -511,7 +573,10 @@ class TopicService:
             position = start
             sent_fields = False
             next_seq: int | None = None  # the packet sequence id the client expects next
+            lost_since: float | None = None  # monotonic time of the first read since that lost the shard
             while True:
+                if self.stopping:
+                    raise ServiceStopping(info.keyspace, info.name)
                 if self.runtimes.get((info.keyspace, info.name)) is not rt:
                     raise TopicNotFound(info.keyspace, info.name)
                 serving = feed.serving
@@ -527,16 +592,29 @@ class TopicService:
                 if serving and sent_fields and label is None:  # at (or past) the feed's head
                     await _wait(waiter)
                     continue
-                condition = position.condition()
+                condition = f"{position.condition()} AND {guard}"
                 if label is not None:  # read up to the label, to join the feed there
                     condition = f"{condition} AND message_id <= '{label}'"
                 try:
                     res = await self._shared_read(rt, store, info.name, condition, batch, self.settings.max_poll_bytes)
                     own += 1
                 except ProxyError as e:
+                    if self.stopping:  # the read failed as the pools closed
+                        raise ServiceStopping(info.keyspace, info.name) from e
                     if e.code == ER_NO_SUCH_TABLE:  # dropped before this process uninstalled it
                         raise TopicNotFound(info.keyspace, info.name) from e
-                    raise
+                    if not _shard_lost(e):
+                        raise
+                    now = time.monotonic()
+                    lost_since = now if lost_since is None else lost_since
+                    if now - lost_since >= FOLLOW_SHARD_RETRY_S:
+                        raise
+                    logger.warning("topic follower lost its shard; reading again from its position", extra={
+                        "keyspace": info.keyspace, "topic": info.name, "shard": info.shard,
+                        "position": position.after_id, "error": e.message, "retry_s": FOLLOW_SHARD_BACKOFF_S})
+                    await asyncio.sleep(FOLLOW_SHARD_BACKOFF_S)
+                    continue
+                lost_since = None
                 if not sent_fields:
                     sent_fields = True
                     yield Result(fields=[dataclasses.replace(f, db=info.keyspace) for f in res.fields])
@@ -634,9 +712,13 @@ class TopicService:
         """Run a statement about topics (topic DDL, or one that names a topic); None: not ours;
         ``PlanWithTopics``: the executor plans it with that catalog (topics joined with tables
         beyond the topic's shard)."""
-        if kw in _TOPIC_DDL_KW:
-            return await self._ddl(session, sql) if statement.is_topic_ddl(sql) else None
         pattern = self._pattern
+        if kw in routing.TABLE_DDL_KW:
+            if statement.is_topic_ddl(sql):
+                return await self._ddl(session, sql)
+            if pattern is not None and session.target_shard is None and pattern.search(sql) is not None:
+                routing.refuse_table_ddl(sql, kw, session.keyspace, self.lookup)
+            return None
         if pattern is None or session.target_shard is not None or pattern.search(sql) is None:
             return None
         routed = routing.route(sql, kw, session.keyspace, self.lookup, self._sharded)
@@ -847,15 +929,29 @@ class TopicService:
                 rt.notify()
 
     async def stream(self, session: ProxySession, sql: str) -> Outcome | None:
-        """``STREAM * FROM topic [WHERE ...]``; None if the table is not a topic."""
-        if not self.names_topic(sql):
-            return None
-        st = parse_stream(sql)
-        info = self.lookup(st.keyspace or session.keyspace, st.table)
+        """``STREAM * FROM topic [WHERE ...]``; None if the table is not a topic. A table this
+        process knows of neither as a topic nor as a table of the keyspace reads the registry
+        again first: a topic created through another proxy is followed on first use, as it is
+        read and published to (``after_unknown_table``)."""
+        try:
+            st = parse_stream(sql)
+        except ProxyError:
+            return None  # the message tables' STREAM reports it
+        keyspace = st.keyspace or session.keyspace
+        info = self.lookup(keyspace, st.table) if self.names_topic(sql) else None
         if info is None:
-            return None
+            ks = self.proxy.vschema.keyspaces.get(keyspace) if keyspace is not None else None
+            if keyspace is None or ks is None or keyspace not in self.proxy.config.keyspaces or st.table in ks.tables:
+                return None
+            await self.refresh_on_miss(keyspace)
+            info = self.lookup(keyspace, st.table)
+            if info is None:
+                return None
         if session.workload != "olap":
             raise ProxyError(ER_NOT_SUPPORTED_YET, "STREAM is supported only for OLAP workload: run SET WORKLOAD = OLAP first")
+        if st.select != "*":  # a follower gets the view's columns: never other columns than it asked for
+            raise ProxyError(ER_NOT_SUPPORTED_YET, f"STREAM on a topic supports only STREAM * (the topic's columns),"
+                             f" not: STREAM {st.select[:80]}")
         return self.follow(info, statement.stream_start(st.where_sql))
 
     async def _ddl(self, session: ProxySession, sql: str) -> Result:
@@ -895,14 +991,22 @@ class TopicService:
         """``SHOW TOPICS [FROM ks] [LIKE 'pattern']``, read from the shards."""
         st = statement.parse_show(sql)
         keyspaces = [self._keyspace(st.keyspace)] if st.keyspace else self.keyspaces
-        like = re.compile("^" + "".join(".*" if c == "%" else "." if c == "_" else re.escape(c)
-                                        for c in st.like) + "$", re.I) if st.like else None
         rows: list[tuple[Any, ...]] = []
         for ks in keyspaces:
             for shard, row in await self.list_topics(ks):
-                if like is not None and not like.match(row.name):
+                if st.like is not None and not like(row.name, st.like):  # MySQL's LIKE: '\_' is a '_'
                     continue
-                oldest, newest, recent = await self.stores[(ks, shard)].recent_stats(row.name)
+                try:
+                    oldest, newest, recent = await self.stores[(ks, shard)].recent_stats(row.name)
+                except ProxyError as e:
+                    if e.code != ER_NO_SUCH_TABLE:
+                        raise
+                    # Dropped since it was listed, or its view is gone (changed on its shard
+                    # directly): listed without its times, rather than failing every topic's row.
+                    logger.warning("topics: SHOW TOPICS cannot read a topic's view", extra={
+                        "keyspace": ks, "shard": shard, "topic": row.name, "error": e.message})
+                    oldest = newest = None
+                    recent = 0
                 rt = self.runtimes.get((ks, row.name))
                 rows.append((ks, row.name, shard, row.generation, row.ttl_seconds, row.messages, row.bytes, oldest,
                              newest, round(recent / 60.0, 3), rt.followers if rt else 0, row.last_id))

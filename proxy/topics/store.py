@@ -263,7 +263,10 @@ class ShardTopicStore:
                 raise TopicExists(self.keyspace, name)
             generation = -int(old[0][0]) + 1 if old else 1
             table, view = quote_identifier(log_table(name)), quote_identifier(name)
-            # A crash half-way through an earlier create/drop may have left these behind.
+            # A crash half-way through an earlier create/drop may have left the view behind: it
+            # reads the log table. A table or a view of the user's with that name stays: 1050.
+            if await self._name_taken(sc, name):
+                raise TopicExists(self.keyspace, name)
             await sc.execute(f"DROP VIEW IF EXISTS {view}")
             await sc.execute(f"DROP TABLE IF EXISTS {table}")
             await sc.execute(log_ddl(name, user_definitions))
@@ -284,6 +287,18 @@ class ShardTopicStore:
         logger.info("topic created", extra={"keyspace": self.keyspace, "shard": self.shard, "topic": name,
                                             "generation": generation, "ttl_seconds": ttl_seconds})
         return await self.topic(name)
+
+    @staticmethod
+    async def _name_taken(sc: ShardConnection, name: str) -> bool:
+        """Whether the shard's database has a table or a view named ``name`` that is not a
+        topic's view (one over its log table, ``_tms_<name>``)."""
+        rows = rows_of(await sc.execute(
+            "SELECT t.TABLE_TYPE, v.VIEW_DEFINITION FROM information_schema.TABLES t LEFT JOIN information_schema.VIEWS v"
+            " ON v.TABLE_SCHEMA = t.TABLE_SCHEMA AND v.TABLE_NAME = t.TABLE_NAME"
+            f" WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = {sql_string(name)}"
+            f" AND BINARY t.TABLE_NAME = {sql_string(name)}"))
+        log = quote_identifier(log_table(name))
+        return any(r[0] != "VIEW" or log not in str(r[1] or "") for r in rows)
 
     async def drop(self, name: str, if_exists: bool = False) -> bool:
         """Drop the topic: its generation is negated (CDAP), its tables dropped."""

@@ -2,9 +2,10 @@
 manager will send its rows from its cache at once (``MessageManager.preclaim``): each row gets
 the claim's ``epoch`` (1) and ``time_next`` (now + ack wait + backoff), and its messages go out
 after the commit without the claim UPDATE. Vitess's semantics hold: a message never committed
-is never sent, one not acked comes again once due (the redelivery claims it, epoch 2), a
-subscriber gone before delivery leaves the rows to come due at their time_next, other proxies
-never see them before then, and anything not known exactly keeps the claim."""
+is never sent, one not acked comes again once due (the redelivery claims it, epoch 2), one
+never sent from here (its subscriber left first) is given back unclaimed, due at once with
+epoch 0, other proxies never see them before their time_next, and anything not known exactly
+keeps the claim."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ async def test_a_preclaimed_message_not_acked_comes_again_once_due_and_that_send
     assert manager.counters.delayed == 1
 
 
-async def test_a_preclaimed_insert_whose_subscriber_left_before_its_commit_comes_due_at_its_time_next(
+async def test_a_preclaimed_insert_whose_subscriber_left_before_its_commit_is_unclaimed_and_due_at_once(
     tables, service, subscribe, lookup_pool
 ):
     name = await tables.create(comment=f"vitess_message,{FAST}")
@@ -116,12 +117,60 @@ async def test_a_preclaimed_insert_whose_subscriber_left_before_its_commit_comes
     assert not manager.receivers
     await run_sql(lookup_pool, statement)
     service.inserted("lookup", MessageDml("insert", "lookup", name, shards=("0",), statements=(("0", statement),)))
+    # As Vitess has it: never sent, so epoch 0 and due now (not after ack wait + backoff).
+    await until(lambda: manager.counters.preclaims_undone == 1, what="the pre-claim given back")
+    assert (await _state(lookup_pool, name, [3]))[3] == (0, 0)
     committed = time.monotonic()
     second = await subscribe("lookup", name)
-    await second.nothing_for(0.7 - (time.monotonic() - committed))  # not due before its time_next
     assert (await second.rows(1, within=3))[0][0] == "3"
-    assert (await _state(lookup_pool, name, [3]))[3][0] == 2  # claimed once more by that send
-    assert manager.counters.preclaimed_sent == 0
+    assert time.monotonic() - committed < 0.5  # its time_next would be >= 0.83 s ahead
+    assert (await _state(lookup_pool, name, [3]))[3][0] == 1  # its first send claimed it
+    assert (manager.counters.preclaimed_sent, manager.counters.delayed) == (0, 0)
+
+
+async def test_preclaimed_messages_still_cached_when_the_last_subscriber_leaves_are_unclaimed(
+    tables, service, subscribe, lookup_pool
+):
+    name = await tables.create(comment=f"vitess_message,{LONG_ACK}")
+    s = await subscribe("lookup", name)
+    manager = _manager(service, name)
+    await first_poll_over(manager)
+    await _insert(service, lookup_pool, name, "(1, 1, '{}'), (2, 1, '{}')")
+    await until(lambda: manager.counters.preclaimed_sent == 2, what="the first batch handed over")
+    # Not read: the subscriber has its batch outstanding, the next messages wait in the cache.
+    await _insert(service, lookup_pool, name, "(3, 1, '{}'), (4, 1, '{}')")
+    assert len(manager.cache) == 2 and manager.counters.preclaimed == 2
+    assert {e for e, _ in (await _state(lookup_pool, name, [3, 4])).values()} == {1}
+    await s.close()
+    await until(lambda: manager.counters.preclaims_undone == 2, what="the pre-claims given back")
+    assert await _state(lookup_pool, name, [3, 4]) == {3: (0, 0), 4: (0, 0)}
+    assert {e for e, _ in (await _state(lookup_pool, name, [1, 2])).values()} == {1}  # sent: stay claimed
+    again = await subscribe("lookup", name)
+    assert sorted(r[0] for r in await again.rows(2, within=3)) == ["3", "4"]  # not 30 s later
+
+
+async def test_a_preclaimed_message_waiting_past_its_margin_is_unclaimed_and_claimed_at_its_send(
+    tables, service, subscribe, lookup_pool
+):
+    name = await tables.create(comment=f"vitess_message,{FAST}")
+    s = await subscribe("lookup", name)
+    manager = _manager(service, name)
+    await first_poll_over(manager)
+    await _insert(service, lookup_pool, name, "(1, 1, '{}'), (2, 1, '{}')")
+    await until(lambda: manager.counters.preclaimed_sent == 2, what="the first batch handed over")
+    await _insert(service, lookup_pool, name, "(3, 1, '{}'), (4, 1, '{}')")  # cached: a batch outstanding
+    written = {i: t for i, (_, t) in (await _state(lookup_pool, name, [3, 4])).items()}
+    # ack wait 0.5 s: their time_next (0.83-1.17 s ahead) is within an ack wait after ~0.67 s at most.
+    await asyncio.sleep(0.7)  # the subscriber is slow: the point of this test, not a wait for an effect
+    lost = manager.counters.claim_lost
+    read_at = time.time_ns()
+    assert sorted(r[0] for r in await s.rows(4)) == ["1", "2", "3", "4"]
+    assert manager.counters.preclaims_undone == 2
+    assert manager.counters.claim_lost == lost  # claimed from epoch 0, as Vitess at a send
+    stored = await _state(lookup_pool, name, [3, 4])
+    # As Vitess's claim at the send writes it: epoch 1, a whole ack wait + backoff from then.
+    assert all(e == 1 and t > read_at + NS > written[i] for i, (e, t) in stored.items()), (stored, written)  # type: ignore[operator]
+    assert manager.counters.preclaimed_sent == 2
 
 
 async def test_a_full_in_flight_cap_leaves_the_insert_to_the_claim(tables, service, subscribe, lookup_pool):

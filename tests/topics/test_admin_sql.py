@@ -80,6 +80,34 @@ async def test_user_columns_are_published_and_read_and_topics_are_append_only(to
     for bad in (f"UPDATE `{name}` SET status = 'x'", f"DELETE FROM `{name}`", f"REPLACE INTO `{name}` (payload) VALUES ('x')"):
         assert _error(topic_proxy, "commerce", bad) == 1288, bad
     assert _error(topic_proxy, "commerce", f"INSERT INTO `{name}` (message_id, payload) VALUES ('0', 'x')") == 1906
+    # publish_time is given with the id: a value for it is refused, never silently replaced
+    # (one row: the deferred path; two: a direct publish; the fast path and the normal one alike).
+    for bad in (f"INSERT INTO `{name}` (payload, publish_time) VALUES ('x', 5)",
+                f"INSERT INTO `{name}` (`publish_time`, payload) VALUES (5, 'x'), (6, 'y')"):
+        assert _error(topic_proxy, "commerce", bad) == 1235, bad
+    # RETURNING would answer the row before its id (message_id NULL, publish_time 0; with * the
+    # log table's columns): refused; the word in a payload is only text.
+    for bad in (f"INSERT INTO `{name}` (payload) VALUES ('x') RETURNING message_id, publish_time",
+                f"INSERT INTO `{name}` (payload) VALUES ('x'), ('y') RETURNING *",
+                f"INSERT INTO `{name}` (payload) SELECT 'x' RETURNING message_id"):
+        assert _error(topic_proxy, "commerce", bad) == 1235, bad
+    conn = pymysql.connect(host="127.0.0.1", port=topic_proxy.port, user="root", password="", database="commerce")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            with pytest.raises(pymysql.err.MySQLError) as e:
+                cur.execute(f"INSERT INTO `{name}` (payload, publish_time) VALUES ('x', 5), ('y', 6)")
+            assert e.value.args[0] == 1235
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
+    _sql(topic_proxy, "commerce", f"INSERT INTO `{name}` (payload) VALUES ('returning 1 row')")
+
+    async def three() -> bool:
+        return len(await read_all(topic_proxy, "commerce", name)) == 3
+
+    await eventually(three)
+    assert bytes((await read_all(topic_proxy, "commerce", name))[-1][2]) == b"returning 1 row"
 
 
 async def test_python_client_publishes_polls_and_follows_from_a_saved_position(topic_proxy, topics):
@@ -148,6 +176,10 @@ async def test_show_tables_lists_every_topic_view_and_none_of_the_tables_behind_
         assert {n: full[n] for n in names} == dict.fromkeys(names, "VIEW") and full["customer"] == "BASE TABLE"
         assert not any(t.startswith("_tms_") for t in full)
         assert [r[0] for r in _sql(topic_proxy, "lookup", "SHOW TABLES FROM commerce LIKE 'adm\\_list\\_%'")] == names
+        # SHOW TOPICS reads LIKE as SHOW TABLES does: '\_' is an underscore, '_' any one character
+        assert [r[1] for r in _sql(topic_proxy, "lookup", "SHOW TOPICS FROM commerce LIKE 'adm\\_list\\_%'")] == names
+        assert [r[1] for r in _sql(topic_proxy, "commerce", "SHOW TOPICS LIKE 'ADM_LIST_3'")] == [names[3]]
+        assert _sql(topic_proxy, "commerce", "SHOW TOPICS LIKE 'adm\\_list\\_'") == ()
         assert [r[0] for r in _sql(topic_proxy, "commerce", "SHOW TABLES LIKE 'adm_list_1'")] == ["adm_list_1"]
         # A shard-targeted session sees its shard as it is, log tables included.
         targeted = {r[0] for r in _sql(topic_proxy, "commerce:-80", "SHOW TABLES")}
@@ -156,5 +188,62 @@ async def test_show_tables_lists_every_topic_view_and_none_of_the_tables_behind_
         _sql(topic_proxy, "commerce", f"DROP TOPIC {names[0]}")
         assert names[0] not in {r[0] for r in _sql(topic_proxy, "commerce", "SHOW TABLES")}
     finally:
+        for n in names:
+            _sql(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {n}")
+
+
+async def test_create_topic_never_replaces_a_users_table_or_view_of_that_name(topic_proxy, local_cluster):
+    """In an unsharded keyspace a view (or a table the vschema does not list) can have any
+    name: CREATE TOPIC of that name is 1050 and leaves it as it was. A view the topic itself
+    left behind (a drop cut short after its metadata row changed) is replaced."""
+    _sql(topic_proxy, "lookup", "CREATE OR REPLACE VIEW adm_report AS SELECT sku FROM product")
+    _sql(topic_proxy, "lookup", "CREATE TABLE IF NOT EXISTS adm_plain (a INT)")
+    try:
+        before = _sql(topic_proxy, "lookup", "SELECT COUNT(*) FROM adm_report")
+        for name in ("adm_report", "adm_plain"):
+            assert _error(topic_proxy, "lookup", f"CREATE TOPIC {name}") == 1050, name
+        assert _sql(topic_proxy, "lookup", "SELECT COUNT(*) FROM adm_report") == before
+        assert dict(_sql(topic_proxy, "lookup", "SHOW FULL TABLES LIKE 'adm\\_%'")) == {
+            "adm_plain": "BASE TABLE", "adm_report": "VIEW"}
+        assert _sql(topic_proxy, "lookup", "SHOW TOPICS FROM lookup LIKE 'adm\\_%'") == ()
+    finally:
+        _sql(topic_proxy, "lookup", "DROP VIEW IF EXISTS adm_report")
+        _sql(topic_proxy, "lookup", "DROP TABLE IF EXISTS adm_plain")
+    name = "adm_left_behind"
+    _sql(topic_proxy, "lookup", f"DROP TOPIC IF EXISTS {name}")
+    _sql(topic_proxy, "lookup", f"CREATE TOPIC {name}")
+    e = local_cluster.endpoints[("lookup", "0")]
+    shard = pymysql.connect(host=e.host, port=e.port, user=e.user, password=e.password, database=e.database,
+                            autocommit=True)
+    try:
+        with shard.cursor() as cur:  # the drop's first step only: the view and the log stay
+            cur.execute(f"UPDATE _tms_topics SET generation = -generation WHERE name = '{name}'")
+    finally:
+        shard.close()
+    try:
+        _sql(topic_proxy, "lookup", f"CREATE TOPIC {name}")
+        shown = _sql(topic_proxy, "lookup", f"SHOW TOPICS FROM lookup LIKE '{name}'")
+        assert [(r[1], r[3]) for r in shown] == [(name, 2)]
+    finally:
+        _sql(topic_proxy, "lookup", f"DROP TOPIC IF EXISTS {name}")
+
+
+async def test_show_topics_lists_every_topic_when_one_view_cannot_be_read(topic_proxy):
+    """A topic whose view is gone on its shard (renamed there by a shard-targeted session, or
+    dropped since the listing read it) is listed without its times; the others as always."""
+    names = ["adm_broken_view", "adm_whole_view"]
+    for n in names:
+        _sql(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {n}")
+        _sql(topic_proxy, "commerce", f"CREATE TOPIC {n}")
+    _sql(topic_proxy, "commerce", f"INSERT INTO {names[1]} (payload) VALUES ('a'), ('b')")
+    shard = place("commerce", ["-80", "80-"], True, names[0])
+    _sql(topic_proxy, f"commerce:{shard}", f"RENAME TABLE {names[0]} TO adm_broken_aside")
+    try:
+        rows = {r[1]: r for r in _sql(topic_proxy, "commerce", "SHOW TOPICS LIKE 'adm\\_%\\_view'")}
+        assert set(rows) == set(names)
+        assert rows[names[0]][7] is None and rows[names[0]][8] is None
+        assert rows[names[1]][7] is not None and rows[names[1]][5] == 2
+    finally:
+        _sql(topic_proxy, f"commerce:{shard}", f"RENAME TABLE adm_broken_aside TO {names[0]}")
         for n in names:
             _sql(topic_proxy, "commerce", f"DROP TOPIC IF EXISTS {n}")

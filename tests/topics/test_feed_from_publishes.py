@@ -251,3 +251,36 @@ async def test_a_publish_whose_feed_select_fails_after_its_commit_stands_and_its
         assert [bytes(r[2]) for r in await read_all(topic_proxy, "commerce", name)] == [b"first", b"second", b"third", b"fourth"]
     finally:
         await store.pool.close()
+
+
+async def test_a_direct_publish_of_a_generation_the_topic_no_longer_has_goes_without_ids_and_is_not_fed(
+    topic_proxy, topics, local_cluster
+):
+    """A proxy that has not yet seen a DROP + CREATE TOPIC made through another one publishes
+    with the generation it serves: its script locks no mark, so its rows go without ids (the
+    pass gives them their place) and none is read back for the old generation's followers."""
+    name = await topics.create("commerce")
+    generation = (await run(topic_proxy, "commerce", f"SHOW TOPICS FROM commerce LIKE '{name}'"))[0][3]
+    store = await _topic_store(local_cluster, topic_proxy, name)
+    log = f"`_tms_{name}`"
+    sql = f"INSERT INTO {log} (payload) VALUES ('stale-1'), ('stale-2')"
+    ins = direct.read_direct(sql, len("INSERT INTO "), len("INSERT INTO ") + len(log), name)
+    assert ins is not None
+    async with store.connection() as sc:
+        # The generation the topic has: ids in the write, as always.
+        (answer,), marked, _ = await execute_direct(sc, direct.publish_script((ins,), None, generation), log, 1)
+        assert answer.affected_rows == 2 and marked
+        (mark_ms, mark_seq), = [(int(a), int(b)) for a, b in (await sc.execute(
+            f"SELECT last_ms, last_seq FROM _tms_topics WHERE name = '{name}'")).rows]
+        feed = direct.FeedRows(view_select_list([]), 86400, mark_ms, mark_seq)
+        script = direct.publish_script((ins,), feed, generation - 1)
+        (answer,), marked, rows = await execute_direct(sc, script, log, 1, True)
+        assert answer.affected_rows == 2 and not marked and rows is None
+    await run(topic_proxy, "commerce", f"INSERT INTO `{name}` (payload) VALUES ('wake')")  # a pass for the others
+
+    async def all_five() -> bool:
+        return len(await read_all(topic_proxy, "commerce", name)) == 5
+
+    await eventually(all_five)
+    payloads = [bytes(r[2]) for r in await read_all(topic_proxy, "commerce", name)]
+    assert payloads == [b"stale-1", b"stale-2", b"stale-1", b"stale-2", b"wake"]  # the pass: in insert order

@@ -7,6 +7,8 @@ import pytest
 from proxy.errors import ProxyError
 from proxy.topics import ids
 from proxy.topics.names import place
+from proxy.topics.routing import refuse_table_ddl
+from proxy.topics.sequencer import TopicInfo
 from proxy.topics.statement import (
     StartPosition,
     normalise_properties,
@@ -93,3 +95,37 @@ def test_topics_spread_over_the_shards_of_a_sharded_keyspace_by_name():
     assert placed == {"-80", "80-"}
     assert place("lookup", ["0"], False, "anything") == "0"
     assert place("commerce", ["-80", "80-"], True, "orders") == place("commerce", ["-80", "80-"], True, "orders")
+
+
+def _lookup(keyspace: str | None, name: str) -> TopicInfo | None:
+    if (keyspace, name) in (("commerce", "events"), ("lookup", "audit")):
+        return TopicInfo(keyspace, name, "-80", 1, 60, {}, [], 0)
+    return None
+
+
+@pytest.mark.parametrize(("sql", "code"), [
+    ("RENAME TABLE events TO old_events", 1235),
+    ("RENAME TABLE customer TO c2, `events` TO e2", 1235),
+    ("RENAME TABLE lookup.audit TO lookup.a2", 1235),
+    ("CREATE TRIGGER tr BEFORE INSERT ON events FOR EACH ROW SET @a = 1", 1235),
+    ("DROP TABLE IF EXISTS x, events", 1235),
+    ("TRUNCATE events", 1235),
+    ("CREATE TABLE events (a INT)", 1050),
+    ("create or replace view `events` as select 1", 1050),
+    ("CREATE TABLE copy LIKE events", 1235),
+])
+def test_table_ddl_naming_a_topic_is_refused_by_name_wherever_it_stands(sql, code):
+    with pytest.raises(ProxyError) as e:
+        refuse_table_ddl(sql, sql.split()[0].lower(), "commerce", _lookup)
+    assert e.value.code == code and ("events" in e.value.message or "audit" in e.value.message)
+
+
+@pytest.mark.parametrize("sql", [
+    "RENAME TABLE customer TO events_old",
+    "CREATE TABLE t (a INT COMMENT 'events') /* events */",
+    "ALTER TABLE customer ADD COLUMN events INT",
+    "RENAME TABLE audit TO a2",  # commerce has no topic audit
+    "DROP TABLE lookup.events",
+])
+def test_table_ddl_that_names_no_topic_passes(sql):
+    refuse_table_ddl(sql, sql.split()[0].lower(), "commerce", _lookup)

@@ -90,3 +90,34 @@ async def test_kill_9_of_a_proxy_mid_publish_loses_no_acknowledged_message(topic
     assert len(payloads) == len(set(payloads)), "nothing twice"
     # at most the statement each publisher had in flight at the kill may have committed without its OK
     assert len(set(payloads) - set(acked)) <= 2 * len(writers)
+
+
+async def test_a_follower_through_another_proxy_never_gets_the_next_generations_messages(
+        topic_proxy, other_proxy, topics, follow):
+    """DROP TOPIC + CREATE TOPIC + publish through proxy A, while a follower streams through B:
+    B learns of the drop at its next refresh, and until then the view of that name shows the new
+    generation; the follower ends (1051) with the old generation's messages only. (B follows
+    the topic on first use: it was created through A a moment before.)"""
+    topic = await topics.create("commerce")
+    await _publish(topic_proxy, topic, "g1", 2)
+    follower = await follow("commerce", f"STREAM * FROM `{topic}`", other_proxy)
+    await follower.wait_for(2)
+    conn = await connect(topic_proxy, "commerce")
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute(f"DROP TOPIC `{topic}`")
+            await cur.execute(f"CREATE TOPIC `{topic}`")
+            await cur.execute(f"INSERT INTO `{topic}` (payload) VALUES ('g2-0'), ('g2-1')")
+    finally:
+        conn.close()
+
+    async def ended() -> bool:
+        return follower.error is not None
+
+    await eventually(ended, within=15, what="the follower of the dropped generation ends")
+    assert isinstance(follower.error, pymysql.err.MySQLError) and follower.error.args[0] == 1051
+    assert [bytes(r[2]) for r in follower.rows] == [b"g1-0", b"g1-1"]
+    # The new generation is whole for its readers, through either proxy.
+    assert [bytes(r[2]) for r in await read_all(other_proxy, "commerce", topic)] == [b"g2-0", b"g2-1"]
+    fresh = await follow("commerce", f"STREAM * FROM `{topic}`", other_proxy)
+    assert [bytes(r[2]) for r in await fresh.wait_for(2)] == [b"g2-0", b"g2-1"]

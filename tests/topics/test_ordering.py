@@ -352,3 +352,26 @@ async def test_commits_arriving_while_passes_run_share_paced_passes(topic_proxy,
     # session (every 0.2 s): back to back, passes came every ~1.5 ms.
     assert passes <= elapsed / MIN_PASS_INTERVAL_S + 2 * elapsed / 0.2 + 3, (passes, elapsed)
     assert passes < 4 * per_publisher
+
+
+async def test_followers_started_at_the_newest_id_get_only_later_messages_in_one_sequence(topic_proxy, topics, follow):
+    """The newest id, as a user reads it (ORDER BY message_id DESC LIMIT 1), is a start: two
+    followers from it get exactly the messages published after it, in the same order."""
+    topic = await topics.create("commerce")
+    await run(topic_proxy, "commerce", f"INSERT INTO `{topic}` (payload) VALUES ('before-1'), ('before-2')")
+    await run(topic_proxy, "commerce", f"INSERT INTO `{topic}` (payload) VALUES ('before-3')")
+
+    async def three() -> bool:
+        return len(await read_all(topic_proxy, "commerce", topic)) == 3
+
+    await eventually(three)
+    newest = (await run(topic_proxy, "commerce", f"SELECT message_id FROM `{topic}` ORDER BY message_id DESC LIMIT 1"))[0][0]
+    followers = [await follow("commerce", f"STREAM * FROM `{topic}` WHERE message_id > '{newest}'") for _ in range(2)]
+    later = [f"after-{i}".encode() for i in range(6)]
+    await run(topic_proxy, "commerce", f"INSERT INTO `{topic}` (payload) VALUES ('after-0')")
+    await run(topic_proxy, "commerce", f"INSERT INTO `{topic}` (payload) VALUES ('after-1'), ('after-2'), ('after-3')")
+    await run(topic_proxy, "commerce", f"INSERT INTO `{topic}` (payload) VALUES ('after-4')")
+    await run(topic_proxy, "commerce", f"INSERT INTO `{topic}` (payload) VALUES ('after-5')")
+    got = [await f.wait_for(len(later)) for f in followers]
+    assert [bytes(r[2]) for r in got[0]] == later
+    assert got[0] == got[1] and all(r[0] > newest for r in got[0])

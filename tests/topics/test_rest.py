@@ -214,3 +214,52 @@ async def test_a_dropped_and_recreated_topic_never_shows_old_messages(topic_prox
     new = await poll_all(http, url, {"startFrom": None})
     assert [base64.b64decode(m["payload"]) for m in new] == [b"new"]
     assert new[0]["id"] > max(old_ids), "ids keep growing across generations"
+
+
+async def test_a_poll_limit_past_the_chunk_reads_one_chunk_and_a_limit_below_one_is_a_bad_request(topic_proxy, http,
+                                                                                                  topics):
+    """CDAP's clients send ``Integer.MAX_VALUE`` when they set no limit: a chunk, not a 400."""
+    name = await topics.create("commerce")
+    url = f"{topic_proxy.rest}/commerce/topics/{name}"
+    assert (await call(http, "POST", url + "/publish", {"messages": [b64(f"m{i}") for i in range(3)]}))[0] == 200
+
+    async def three() -> bool:
+        return len(await poll_all(http, url)) == 3
+
+    await eventually(three)
+    for limit in (2**31 - 1, 10**12):
+        assert len(await poll_all(http, url, {"limit": limit})) == 3
+    for limit in (0, -1):
+        status, body = await call(http, "POST", url + "/poll", {"limit": limit})
+        assert status == 400 and "limit" in body["error"]
+    assert (await call(http, "POST", url + "/poll", {"limit": "10"}))[0] == 400
+
+
+async def test_store_needs_messages_and_a_pointer_may_come_as_decimal_text(topic_proxy, http, topics):
+    """CDAP refuses a store without payloads (400). Tephra's write pointers pass 2**53, so a
+    JSON client may send one as text: it is the same pointer as the number."""
+    name = await topics.create("commerce")
+    url = f"{topic_proxy.rest}/commerce/topics/{name}"
+    pointer = 1732500000000000001  # > 2**53: a double would round it
+    status, body = await call(http, "POST", url + "/store", {"transactionWritePointer": pointer, "messages": []})
+    assert status == 400 and "messages" in body["error"]
+    assert (await call(http, "POST", url + "/store", {"transactionWritePointer": str(pointer),
+                                                       "messages": [b64("t1")]}))[0] == 200
+    assert (await call(http, "POST", url + "/store", {"transactionWritePointer": pointer,
+                                                       "messages": [b64("t2")]}))[0] == 200
+    assert (await call(http, "POST", url + "/store", {"transactionWritePointer": "12abc",
+                                                       "messages": [b64("x")]}))[0] == 400
+    status, body = await call(http, "POST", url + "/publish", {"transactionWritePointer": str(pointer), "messages": []})
+    assert status == 200 and body == {"transactionWritePointer": pointer, "published": 2}
+
+    async def both() -> bool:
+        return [base64.b64decode(m["payload"]) for m in await poll_all(http, url)] == [b"t1", b"t2"]
+
+    await eventually(both)
+    # Publishing the pointer again adds nothing; rolling back a pointer never stored is a no-op.
+    status, body = await call(http, "POST", url + "/publish", {"transactionWritePointer": pointer, "messages": []})
+    assert status == 200 and body["published"] == 0
+    status, body = await call(http, "POST", url + "/rollback", {"transactionWritePointer": 424242})
+    assert status == 200 and body["rolledBack"] == 0
+    await asyncio.sleep(0.3)
+    assert await both()

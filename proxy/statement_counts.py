@@ -1,0 +1,43 @@
+"""ROW_COUNT() and FOUND_ROWS() after a statement the fast path answered.
+
+Both read the session of the shard connection they run on. The normal path sends a statement to
+a pooled shard connection, perhaps the one its statement before ran on; a statement of the fast
+path ran on a link of its own (``proxy.fast_path``), never that one: the fast path notes what it
+answered (``ProxySession.counts_before``) and
+the next statement of the normal path is sent with those values written in, as Vitess writes
+its session's row count in (``__vtrcount``). FOUND_ROWS() after a fast-path write is the normal
+path's (the write leaves it as it was)."""
+
+from __future__ import annotations
+
+import re
+
+from proxy.user_variables import is_select_item
+from sqltext.lexer import masked_code
+from sqltext.quoting import quote_identifier
+
+_COUNT_CALL = re.compile(r"\b(row_count|found_rows)\s*\(\s*\)", re.I)
+
+
+def with_statement_counts(sql: str, row_count: int, found_rows: int | None) -> str:
+    """``sql`` with ``ROW_COUNT()`` (and ``FOUND_ROWS()`` when known) replaced by the value."""
+    lowered = sql.lower()
+    if "row_count" not in lowered and "found_rows" not in lowered:  # the common case
+        return sql
+    code = masked_code(sql)
+    out: list[str] = []
+    at = 0
+    for m in _COUNT_CALL.finditer(code):
+        value = row_count if m.group(1).lower() == "row_count" else found_rows
+        if value is None:
+            continue
+        out.append(sql[at:m.start()])
+        out.append(f"({value})")
+        if is_select_item(code, m):  # MySQL names the column by the client's text: ROW_COUNT()
+            out.append(" AS " + quote_identifier(sql[m.start():m.end()]))
+        at = m.end()
+    out.append(sql[at:])
+    return "".join(out)
+
+
+__all__ = ["with_statement_counts"]
