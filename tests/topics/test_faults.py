@@ -26,6 +26,7 @@ SERVER_SHUTDOWN = 1053
 SERVER_LOST = 2013
 UNKNOWN_TOPIC = 1051
 NO_SUCH_TABLE = 1146
+LOCK_DEADLOCK = 1213
 
 
 def _publish_until(port: int, topic: str, rows: int, tag: str, acked: list[bytes], errors: list[BaseException],
@@ -281,8 +282,12 @@ async def test_dropping_a_topic_while_two_proxies_publish_and_stream_ends_both_c
         await asyncio.gather(*writers)
     for f in followers:
         assert isinstance(f.error, pymysql.err.MySQLError) and f.error.args[0] == UNKNOWN_TOPIC, f.error
+    # A publish that meets the DROP may also be chosen as a deadlock victim (MariaDB's 1213, SQLSTATE
+    # 40001, "try restarting transaction": nothing of it written, and its retry gets 1146): seen once
+    # in a full run, where the DROP TABLE's metadata lock, a sequencer pass and that INSERT met.
     for e in errors:
-        assert e.args[0] == NO_SUCH_TABLE, e
+        assert e.args[0] in (NO_SUCH_TABLE, LOCK_DEADLOCK), e
+    assert any(e.args[0] == NO_SUCH_TABLE for e in errors)
     a, b = ([r[0] for r in f.rows] for f in followers)
     n = min(len(a), len(b))
     assert a[:n] == b[:n] and a == sorted(a) and len(set(a)) == len(a)  # one order, to the end
