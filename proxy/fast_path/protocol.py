@@ -86,7 +86,7 @@ from proxy.running_statement import RunningStatement
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
 from proxy.twopc import SINGLE, TWOPC
-from sqltext.lexer import first_keyword
+from sqltext.lexer import first_keyword, reads_tables
 
 if TYPE_CHECKING:
     from proxy.connection import ProxyConnection
@@ -99,7 +99,8 @@ _COM_PING = 0x0E
 _COM_STMT_CLOSE = 0x19
 _COM_INIT_DB = 0x02
 # Commands after which MariaDB still shows the warnings and error of the statement before,
-# and the first words of statements that use no table (which leave them too).
+# and the first words of statements that use no table (which leave them too) unless a FROM
+# (a subquery's) names one: ``SET @a = (SELECT ... FROM t)`` clears them, as MariaDB does.
 _LEAVING_DIAGNOSTICS = (_COM_PING, _COM_STMT_CLOSE, _COM_INIT_DB)
 _WITHOUT_TABLES = frozenset(("begin", "start", "commit", "rollback", "set", "use", "savepoint", "release", "do"))
 _COM_STMT_EXECUTE = 0x17
@@ -285,8 +286,9 @@ class ClientFastPath(asyncio.BufferedProtocol):
         """A command after a statement that left warnings or an error on ``_diagnosed``: a read
         of them is sent there (True: sent); a statement that uses a table clears them (MariaDB:
         "the list of messages is reset for each new statement that uses a table"), and the link
-        goes back to its pool; one without (``SELECT ROW_COUNT()``, BEGIN, SET, USE: measured
-        on MariaDB 11), a COM_PING, COM_INIT_DB or COM_STMT_CLOSE leaves them."""
+        goes back to its pool; one without (``SELECT ROW_COUNT()``, BEGIN, SET, USE, ``SELECT 1
+        FROM DUAL``: measured on MariaDB 11; ``sqltext.lexer.reads_tables``), a COM_PING,
+        COM_INIT_DB or COM_STMT_CLOSE leaves them."""
         if command in _LEAVING_DIAGNOSTICS:
             self._passing_keeper = True
             return False
@@ -298,7 +300,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             if _DIAGNOSTICS_READ.fullmatch(sql):
                 return self._read_diagnostics(sql)
             kw = first_keyword(sql)
-            if kw in _WITHOUT_TABLES or (kw == "select" and " from " not in sql.lower()):
+            if (kw in _WITHOUT_TABLES or kw == "select") and not reads_tables(sql):
                 self._passing_keeper = True
                 return False
         self._release_diagnosed()

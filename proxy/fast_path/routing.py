@@ -50,7 +50,7 @@ from proxy.observability.metrics import plan_label
 from proxy.twopc import MULTI, TWOPC
 from rewriter import cached_plan
 from rewriter.nodes import Delete, DMLOpcode, Insert, Opcode, Route, Update
-from sqltext.lexer import first_keyword
+from sqltext.lexer import first_keyword, reads_tables
 
 if TYPE_CHECKING:
     from proxy.session import ProxySession
@@ -111,7 +111,7 @@ def fast_route(session: ProxySession, sql: str, in_transaction: bool = False) ->
         return None  # the normal path writes the session's user variables into it (proxy/user_variables.py)
     kw = first_keyword(sql)
     if kw == "select":
-        if "(" in sql and " from " not in sql.lower():
+        if "(" in sql and not reads_tables(sql):
             return None  # perhaps DATABASE(), VERSION(), CONNECTION_ID(): the session answers those
     elif kw not in _MODIFY and kw != "insert":
         return None

@@ -136,6 +136,8 @@ def test_other_statements_on_the_same_connection_keep_their_order(proxy) -> None
         query(conn, "rollback")
         assert query(conn, point) == ((customer_id, 1),)
         assert query(conn, "select database()") == (("commerce",),)
+        (version,), = query(conn, "select version()")
+        assert query(conn, "select version(), 'v from x'") == ((version, "v from x"),)  # the proxy's, too
         conn.ping()
         assert query(conn, point) == ((customer_id, 1),)
         query(conn, "set max_execution_time = 5000")  # a timed statement: the normal path
@@ -371,6 +373,7 @@ def test_targeted_and_unsharded_sessions_send_the_statement_as_written(session: 
     route = fast_route(session, "select sku from product where price > 10")
     assert route is not None and (route.keyspace, route.shard, route.plan) == ("lookup", "0", "Unsharded")
     assert fast_route(session, "select database()") is None  # the proxy answers it
+    assert fast_route(session, "select database(), 'rows from the past'") is None  # no FROM: the text's is a string
 
 
 # 2020-01-01 00:00:00 read in time zone +05:00.

@@ -9,6 +9,7 @@ from sqltext.lexer import (
     first_keyword,
     masked_code,
     quoted_end,
+    reads_tables,
     split_parenthesised,
     split_statements,
     split_top_level,
@@ -81,3 +82,16 @@ def test_masked_code_blanks_strings_identifiers_and_comments_keeping_offsets() -
     assert len(masked) == len(sql)
     assert "@c" in masked and "@a" not in masked and "@b" not in masked and "@d" not in masked
     assert "@e" not in masked
+
+
+def test_a_from_clause_is_found_in_code_only_and_from_dual_names_no_table() -> None:
+    assert reads_tables("select id from t where id = 1")
+    assert reads_tables("select id\nFROM t")
+    assert reads_tables("set @a = (select count(*) from t)")
+    assert reads_tables("select 'x', (select 1 from t) as y")  # a FROM after a quote
+    assert reads_tables("select 1 from dual union select 2 from t")
+    assert not reads_tables("select 'rows from t'")
+    assert not reads_tables("select 1 /* from t */, 2 -- from t")
+    assert not reads_tables("select `from` + 1")
+    assert not reads_tables("select 1 from dual")
+    assert not reads_tables("select from_days(1), row_count()")
