@@ -166,7 +166,7 @@ class ProxyStream:
         self.conn.close()
 
 
-async def wait_until_no_subscribers(p: ProxyProcess, within: float = 3.0) -> None:
+async def wait_until_no_subscribers(p: ProxyProcess, within: float = 10.0) -> None:
     """The proxy notices a closed stream at its next client check (every 0.2 s): wait for it, so
     a stream of the previous test never takes a message meant for the next one."""
     deadline = time.monotonic() + within

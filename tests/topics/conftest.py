@@ -105,6 +105,17 @@ def blocking_connect(p: TopicProxy, db: str | None) -> pymysql.connections.Conne
     return pymysql.connect(host="127.0.0.1", port=p.port, user="root", password="", database=db, autocommit=True)
 
 
+def blocking_run(p: TopicProxy, db: str | None, statement: str) -> tuple:
+    """One statement on a fresh PyMySQL connection; its rows (PyMySQL's tuple)."""
+    conn = blocking_connect(p, db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
 async def run(p: TopicProxy, db: str | None, statement: str, args: Any = None) -> list[tuple]:
     """One statement on a fresh connection; its rows (empty for DML)."""
     conn = await connect(p, db)
@@ -121,7 +132,8 @@ async def read_all(p: TopicProxy, db: str, topic: str, where: str = "message_id 
                             " ORDER BY message_id LIMIT 1000000")
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 5.0, what: str = "condition") -> None:
+# 15 s: a check returns as soon as it holds; the bound only matters on a machine loaded by other work (CI).
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 15.0, what: str = "condition") -> None:
     deadline = time.monotonic() + within
     while not await check():
         if time.monotonic() > deadline:

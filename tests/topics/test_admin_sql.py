@@ -8,17 +8,9 @@ import pytest
 
 from proxy.topics.client import TopicClient
 from proxy.topics.names import place
-from tests.topics.conftest import eventually, read_all
+from tests.topics.conftest import blocking_run, eventually, read_all
 
-
-def _sql(p, db: str, statement: str):
-    conn = pymysql.connect(host="127.0.0.1", port=p.port, user="root", password="", database=db, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(statement)
-            return cur.fetchall()
-    finally:
-        conn.close()
+_sql = blocking_run
 
 
 def _error(p, db: str, statement: str) -> int:

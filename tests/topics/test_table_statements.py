@@ -9,19 +9,13 @@ import pymysql
 import pytest
 
 from proxy.topics.names import place
-from tests.topics.conftest import eventually, read_all, run
+from tests.topics.conftest import blocking_run, eventually, read_all, run
 
 SHARDS = ["-80", "80-"]
 
 
 def _sql(p, statement: str, db: str = "commerce") -> tuple:
-    conn = pymysql.connect(host="127.0.0.1", port=p.port, user="root", password="", database=db, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(statement)
-            return cur.fetchall()
-    finally:
-        conn.close()
+    return blocking_run(p, db, statement)
 
 
 def _error(p, statement: str) -> tuple[int, str]:
