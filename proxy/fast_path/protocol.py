@@ -83,6 +83,7 @@ from proxy.prepared import (
 )
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
+from proxy.topics.errors import naming_the_topic
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
 from proxy.twopc import SINGLE, TWOPC
@@ -1087,6 +1088,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if error is not None:
             self._own_insert_in_doubt()
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))
+            if self._route is not None and self._route.topic is not None:
+                e = naming_the_topic(e, self._route.topic[1])  # a publish into the topic's log table
             if binary is not None:
                 head = binary.convert(data[: error.start])
                 data = head + self._error_packet(e, binary.next_seq)

@@ -42,6 +42,7 @@ from proxy.engine.result import Result
 from proxy.errors import ProxyError, ShardError
 from proxy.pools import ShardPool
 from proxy.topics import direct
+from proxy.topics.errors import naming_the_topic
 from proxy.topics.store import execute_direct
 
 logger = logging.getLogger(__name__)
@@ -97,7 +98,17 @@ class TopicBatcher:
 
     async def publish(self, insert: direct.DirectInsert, settings: Settings) -> tuple[Result, bool]:
         """Publish ``insert`` (with a session's ``settings``): its INSERT's result and whether
-        its rows took their ids; alone at once when nothing is in flight, else in the next batch."""
+        its rows took their ids; alone at once when nothing is in flight, else in the next batch.
+        Its error names the topic, never its log table."""
+        try:
+            return await self._publish(insert, settings)
+        except ProxyError as e:
+            named = naming_the_topic(e, self.topic)
+            if named is e:
+                raise
+            raise named from None
+
+    async def _publish(self, insert: direct.DirectInsert, settings: Settings) -> tuple[Result, bool]:
         if not self._busy and not self._queue:
             self._busy = True
             try:

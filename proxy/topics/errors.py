@@ -14,7 +14,9 @@ from proxy.errors import (
     ER_WRONG_TABLE_NAME,
     ER_WRONG_VALUE_FOR_VAR,
     ProxyError,
+    ShardError,
 )
+from proxy.topics.names import log_table
 
 
 class TopicExists(ProxyError):
@@ -86,3 +88,16 @@ class MessageTooLarge(ProxyError):
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(ER_NET_PACKET_TOO_LARGE, f"a message of {size} bytes is larger than a statement to its shard"
                          f" carries ({limit} bytes at most)", "08S01")
+
+
+def naming_the_topic(e: ProxyError, name: str) -> ProxyError:
+    """``e``, an error of a statement written into topic ``name``'s log table (a publish routed
+    past its view: ``routing.route_publish``), naming the topic where the shard named the log
+    table: a publish racing DROP TOPIC gets MariaDB's ``Table 'ks.topic' doesn't exist``, never
+    the hidden ``_tms_`` table's name."""
+    log = log_table(name)
+    if log not in e.message:
+        return e
+    if isinstance(e, ShardError):
+        return ShardError(e.keyspace, e.shard, e.code, e.shard_message.replace(log, name))
+    return ProxyError(e.code, e.message.replace(log, name), e.sqlstate)

@@ -43,6 +43,7 @@ from proxy.topics.errors import (
     ServiceStopping,
     TopicExists,
     TopicNotFound,
+    naming_the_topic,
 )
 from proxy.topics.feed import TopicFeed
 from proxy.topics.http import add_topic_routes
@@ -739,7 +740,13 @@ class TopicService:
             session.written_table = (routed.insert_into.keyspace, routed.insert_into.name)
         if kw in ("select", "with", "(", "table", "values"):
             return session.vcursor.stream_shard(routed.keyspace, routed.shard, routed.sql)
-        return await session.vcursor.execute_shard(routed.keyspace, routed.shard, routed.sql)
+        try:
+            return await session.vcursor.execute_shard(routed.keyspace, routed.shard, routed.sql)
+        except ProxyError as e:
+            named = e if routed.insert_into is None else naming_the_topic(e, routed.insert_into.name)
+            if named is e:
+                raise
+            raise named from None
 
     async def after_unknown_table(
         self, session: ProxySession, sql: str, kw: str

@@ -9,7 +9,14 @@ import pymysql
 import pytest
 
 from proxy.topics.names import place
-from tests.topics.conftest import blocking_run, eventually, read_all, run
+from tests.topics.conftest import (
+    blocking_connect,
+    blocking_run,
+    eventually,
+    read_all,
+    run,
+    shard_conn,
+)
 
 SHARDS = ["-80", "80-"]
 
@@ -136,5 +143,32 @@ async def test_stream_of_a_topic_with_a_column_list_is_refused(topic_proxy, topi
             with pytest.raises(pymysql.err.MySQLError) as e:
                 cur.execute(f"STREAM message_id, payload FROM `{name}`")
             assert e.value.args[0] == 1235 and "STREAM *" in e.value.args[1]
+    finally:
+        conn.close()
+
+
+async def test_a_publish_whose_log_table_is_gone_names_the_topic_and_never_its_log_table(
+        topic_proxy, local_cluster, topics) -> None:
+    """What a publish racing DROP TOPIC meets (the log table dropped under it), made lasting by
+    dropping the log table on the shard: every way a publish goes names the topic, as MariaDB
+    names the table a client wrote."""
+    topic = await topics.create("commerce")
+    shard = await shard_conn(local_cluster, topic_proxy, topic)
+    try:
+        async with shard.cursor() as cur:
+            await cur.execute(f"DROP TABLE `_tms_{topic}`")
+    finally:
+        shard.close()
+    conn = blocking_connect(topic_proxy, "commerce")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET @p = 'by variable'")  # "@p" in a statement: the normal path
+            for statement in (f"INSERT INTO `{topic}` (payload) VALUES ('one')",  # fast path, deferred
+                              f"INSERT INTO `{topic}` (payload) VALUES ('a'), ('b')",  # direct (direct_min_rows 2)
+                              f"INSERT INTO `{topic}` (payload) VALUES (@p)"):
+                with pytest.raises(pymysql.err.MySQLError) as e:
+                    cur.execute(statement)
+                code, message = e.value.args
+                assert code == 1146 and f"commerce.{topic}'" in message and "_tms_" not in message, (statement, message)
     finally:
         conn.close()
