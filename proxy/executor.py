@@ -21,6 +21,7 @@ from typing import Any
 
 from proxy import engine
 from proxy.cluster_state import ClusterState
+from proxy.diagnostics import leaves_diagnostics
 from proxy.engine.result import Result, decode_value
 from proxy.engine.statement_steps import reaches_shards_at_once
 from proxy.errors import (
@@ -141,6 +142,9 @@ class Executor:
         if counts is not None:  # the statement before was the fast path's
             session.counts_before = None
             sql = with_statement_counts(sql, *counts)
+        uses_table = not leaves_diagnostics(kw, sql)
+        if uses_table:
+            session.diagnostics_clean = False  # its warnings and error are on its shard connection
         session.statement_keyword, session.route, session.written_table = kw, None, None
         session.only_reads = kw == "select"
         if not kw:
@@ -172,6 +176,9 @@ class Executor:
             out = await self._routed(session, sql, kw)
         if kw in _WRITES:
             self._wrote(session, sql)
+        if uses_table and type(out) is Result and not out.fields and not out.warnings:
+            # An OK without warnings (its shards' summed): nothing to show, wherever it ran.
+            session.diagnostics_clean = True
         return out
 
     async def _select_into(self, session: ProxySession, sql: str, names: list[str]) -> Outcome:

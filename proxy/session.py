@@ -72,6 +72,14 @@ class ProxySession(BaseSession):
         # path writes them into its next statement (proxy/statement_counts.py). None once the
         # normal path has run a statement: its shard connection knows them.
         self.counts_before: tuple[int, int | None] | None = None
+        # The session's diagnostics area (SHOW WARNINGS, SHOW ERRORS, @@warning_count) is known to
+        # be empty: its last statement that used a table left no warning nor error (or none ran
+        # yet, as in a new MariaDB session). A shard connection the normal path would read them on
+        # may hold another statement's (another session's, or one the fast path's links never
+        # saw): the proxy answers the empty area itself (proxy/show.py, proxy/system_variables.py).
+        # False: they are where the last statement ran (its shard connection, or the fast path's
+        # kept link).
+        self.diagnostics_clean = True
         # Messaging events of this transaction's writes, told to the service at commit.
         self.after_commit: list[tuple[str, MessageDml | TopicWrite]] = []
         self.connection: ClientConnection | None = None

@@ -339,3 +339,28 @@ def test_show_errors_after_a_write_to_several_shards_reads_the_shard_error_it_fa
         with conn.cursor() as cur:
             cur.execute(f"delete from customer where customer_id in ({', '.join(map(str, low + high))})")
         conn.close()
+
+
+def test_a_session_whose_last_table_statement_left_nothing_shows_no_other_statements_warnings(wire) -> None:  # noqa: F811
+    """Warnings left on the shards' pooled connections by another session's statements (the
+    normal path's, on both shards) are not this session's: a new session has none, and a
+    fast-path statement that left none leaves none to show, whichever connection the normal
+    path would read them on."""
+    point = "select id, n from notes where id = 6001"
+    reads = ["show warnings", "show errors", "show count(*) warnings", "show warnings limit 1",
+             "select @@warning_count", "select @@warning_count, @@error_count"]
+    with wire.proxy.connect("commerce", autocommit=True, charset="utf8mb4") as setup, setup.cursor() as cur:
+        cur.execute("delete from notes where id >= 6000 and id < 6100")
+        cur.execute("insert into notes (id, owner, n, body) values " + ", ".join(
+            f"({i}, 's', 1, 'b{i}')" for i in range(6001, 6011)))
+        cur.execute(point)  # its plan cached
+    with wire.proxy.connect("commerce", autocommit=True, charset="utf8mb4") as other, other.cursor() as cur:
+        for i in range(6001, 6011):  # each its first run (its own column name): the normal path's
+            cur.execute(f"select id, cast('abc' as signed) as w{i} from notes where id = {i}")
+            assert len(cur.fetchall()) == 1  # with a warning, on a pooled connection to its shard
+    with wire.proxy.connect("commerce", autocommit=True, charset="utf8mb4") as conn:
+        fresh = [_step(conn, sql) for sql in reads]
+        after_point = [_step(conn, sql) for sql in [point, *reads]][1:]
+    empty = [((), 0, 2), ((), 0, 2), (((0,),), 0, 2), ((), 0, 2), (((0,),), 0, 2), (((0, 0),), 0, 2)]
+    assert fresh == empty
+    assert after_point == empty
