@@ -303,10 +303,13 @@ class ProxyConnection(MimicConnection):
             s |= _MORE_RESULTS
         return s
 
-    def _terminator(self, more: bool) -> bytes:
+    def _terminator(self, more: bool, warnings: int = 0) -> bytes:
+        """A result set's end: its warning count is the shards' EOFs' (a shard's result passed on
+        as it is carries its own; MariaDB's client reads it as the statement's)."""
+        warnings = min(warnings, 0xFFFF)
         if self.deprecate_eof():
-            return wire.ok_packet(self.capabilities, self._status(more), eof_header=True)
-        return wire.eof_packet(self._status(more))
+            return wire.ok_packet(self.capabilities, self._status(more), warnings=warnings, eof_header=True)
+        return wire.eof_packet(self._status(more), warnings)
 
     async def write_result(self, res: Result, more: bool, binary: Any = None) -> int:
         """Write a whole result; the number of rows it held."""
@@ -326,7 +329,7 @@ class ProxyConnection(MimicConnection):
         self._write_header(res, binary)
         rows = self._write_rows(res, binary)
         _answering()
-        self.stream.write_many([self._terminator(more)])
+        self.stream.write_many([self._terminator(more, res.warnings)])
         await self.stream.drain()
         return rows
 
@@ -367,7 +370,7 @@ class ProxyConnection(MimicConnection):
         chunk, so it happens as soon as the upstream has to wait for its shard, while
         a small result that is complete at once leaves in a single write."""
         header_sent = False
-        rows = 0
+        rows = warnings = 0
         watch = self.session.workload == "olap"  # long-lived streams: notice a silent client
         try:
             while True:
@@ -382,11 +385,12 @@ class ProxyConnection(MimicConnection):
                     self._write_header(chunk, binary)
                     header_sent = True
                 rows += self._write_rows(chunk, binary)
+                warnings += chunk.warnings
                 await self._flush_soon()
             if not header_sent:
                 return await self.write_result(Result(), more, binary)
             _answering()
-            self.stream.write_many([self._terminator(more)])
+            self.stream.write_many([self._terminator(more, warnings)])
             try:
                 await self.stream.drain()
             except (ConnectionError, OSError) as e:

@@ -161,8 +161,10 @@ class Executor:
             out = await handler(self, session, strip_leading_comments(sql).strip())
             if out is not None:
                 return out
-        if not session.autocommit and session.tx is None:
-            session.begin_transaction()  # autocommit=0: every statement opens one implicitly
+        if not session.autocommit and session.tx is None and uses_table:
+            # autocommit=0: every statement that uses a table opens one implicitly (MariaDB: SELECT 1,
+            # SELECT @v, SELECT ROW_COUNT() leave @@in_transaction 0)
+            session.begin_transaction()
             assert session.tx is not None
             session.tx.writing = kw not in _READS
         elif session.tx is None and kw in _DML and session.transaction_mode in _IMPLICIT_MODES:

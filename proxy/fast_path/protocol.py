@@ -804,6 +804,8 @@ class ClientFastPath(asyncio.BufferedProtocol):
             return False
         if route is None:
             return False
+        if tx is None and route.keyword == "select" and not reads_tables(sql):
+            return False  # it uses no table: it opens no transaction (Executor.execute answers it)
         if route.topic is not None and binary is None and self._keep(sql):
             return True
         if tx is not None and tx.kept is not None:

@@ -298,4 +298,8 @@ def test_generated_sessions_leave_what_mariadb_leaves_at_every_statement(wire, n
                                                                          client: str) -> None:
     failures = [f"seed {SEED} sequence {k}: {found}" for k, steps in sequences(SEED, COUNT, STEPS)
                 if (found := divergence(wire, client, steps)) is not None]
+    report = os.environ.get("SHARDGATE_SESSION_REPORT")
+    if report:  # offline runs: every divergence in full
+        with open(f"{report}.{client}", "w") as f:
+            f.write("\n\n".join(failures))
     assert not failures, "\n\n".join(failures)

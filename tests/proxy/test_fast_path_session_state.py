@@ -88,6 +88,15 @@ IN_TRANSACTION = [
     "select @@in_transaction",
     "rollback",
     "select @@in_transaction",
+    # autocommit=0: only a statement that uses a table opens a transaction
+    "set autocommit = 0",
+    "select 1",
+    "select 'rows from the past'",
+    "select @@in_transaction",
+    "select id from notes where id = 4301",
+    "select @@in_transaction",
+    "rollback",
+    "set autocommit = 1",
 ]
 
 # Which statements "use a table" (and so clear the warnings before them) by MariaDB's rule, not by
@@ -219,6 +228,9 @@ PREPARED_PING_RESET: list[Step] = [
     ("reset", "", ()),
     ("text", "show errors", ()),
     ("text", "select row_count()", ()),
+    # named by a parameter (the normal path's): its EOF's warning count is the shard's
+    ("prepared", "select id, cast(? as signed) from notes where id = ?", ("abc", 4201)),
+    ("prepared", "select id, n + ? from notes where id = ?", ("1x", 4201)),
 ]
 
 
