@@ -25,6 +25,7 @@ DIAGNOSTICS_READ = re.compile(
     re.I,
 )
 _LIST_READ = re.compile(r"\s*show\s+(?P<what>warnings|errors)\b", re.I)
+_COUNT_READ = re.compile(r"\s*show\s+count\b", re.I)
 # The first words of statements that use no table unless a FROM (a subquery's) names one:
 # ``SET @a = (SELECT ... FROM t)`` clears them, as MariaDB does.
 WITHOUT_TABLES = frozenset(("begin", "start", "commit", "rollback", "set", "use", "savepoint", "release", "do"))
@@ -36,6 +37,13 @@ def leaves_diagnostics(kw: str, sql: str) -> bool:
     if kw == "show":
         return DIAGNOSTICS_READ.fullmatch(sql) is not None
     return (kw in WITHOUT_TABLES or kw == "select") and not reads_tables(sql)
+
+
+def sets_found_rows(kw: str, sql: str) -> bool:
+    """Whether statement ``sql`` (first keyword ``kw``) sets FOUND_ROWS() to the rows it sent: a
+    SELECT, and SHOW COUNT(*) WARNINGS / ERRORS (MariaDB runs them as ``SELECT @@warning_count``:
+    FOUND_ROWS() 1 after them, measured on MariaDB 11; SHOW WARNINGS leaves it)."""
+    return kw in ("select", "with", "(") or (kw == "show" and _COUNT_READ.match(sql) is not None)
 
 
 def empty_list_query(sql: str) -> str | None:
@@ -50,4 +58,5 @@ def zero_counts(res: Result) -> Result:
     return Result(fields=res.fields, rows=[(b"0",) * len(res.fields)])
 
 
-__all__ = ["DIAGNOSTICS_READ", "WITHOUT_TABLES", "empty_list_query", "leaves_diagnostics", "zero_counts"]
+__all__ = ["DIAGNOSTICS_READ", "WITHOUT_TABLES", "empty_list_query", "leaves_diagnostics", "sets_found_rows",
+           "zero_counts"]

@@ -139,10 +139,10 @@ class Executor:
         if kw != "set":  # SET evaluates its own values (proxy.system_variables)
             sql = with_user_variables(sql, session.user_vars)
         counts = session.counts_before
-        if counts is not None:  # the statement before was the fast path's
+        if counts is not None:  # the statement before's, wherever it ran
             session.counts_before = None
-            sql = with_statement_counts(sql, *counts)
-        uses_table = not leaves_diagnostics(kw, sql)
+            sql = with_statement_counts(sql, counts[0], session.found_rows)
+        session.uses_table = uses_table = not leaves_diagnostics(kw, sql)
         if uses_table:
             session.diagnostics_clean = False  # its warnings and error are on its shard connection
         session.statement_keyword, session.route, session.written_table = kw, None, None

@@ -72,6 +72,10 @@ class ProxySession(BaseSession):
         # path writes them into its next statement (proxy/statement_counts.py). None once the
         # normal path has run a statement: its shard connection knows them.
         self.counts_before: tuple[int, int | None] | None = None
+        # FOUND_ROWS(): the rows the session's last SELECT sent, whichever path answered it (MariaDB:
+        # only a SELECT changes it; DML, SET, BEGIN, SHOW, an error leave it). None: not known here
+        # (SQL_CALC_FOUND_ROWS: the shard connection's). 0 in a new session, as in MariaDB.
+        self.found_rows: int | None = 0
         # The session's diagnostics area (SHOW WARNINGS, SHOW ERRORS, @@warning_count) is known to
         # be empty: its last statement that used a table left no warning nor error (or none ran
         # yet, as in a new MariaDB session). A shard connection the normal path would read them on
@@ -80,6 +84,8 @@ class ProxySession(BaseSession):
         # False: they are where the last statement ran (its shard connection, or the fast path's
         # kept link).
         self.diagnostics_clean = True
+        # The running statement (the normal path's) uses a table: it replaces the diagnostics.
+        self.uses_table = False
         # Messaging events of this transaction's writes, told to the service at commit.
         self.after_commit: list[tuple[str, MessageDml | TopicWrite]] = []
         self.connection: ClientConnection | None = None

@@ -51,7 +51,7 @@ from mysql_mimic.errors import MysqlError
 from mysql_mimic.types import Capabilities
 
 from proxy import wire
-from proxy.diagnostics import DIAGNOSTICS_READ, WITHOUT_TABLES
+from proxy.diagnostics import DIAGNOSTICS_READ, WITHOUT_TABLES, sets_found_rows
 from proxy.engine.result import Result
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable, internal_error
 from proxy.executor import BEGIN_STATEMENT, COMMIT_STATEMENT, ROLLBACK_STATEMENT
@@ -1080,12 +1080,18 @@ class ClientFastPath(asyncio.BufferedProtocol):
         affected = link.affected_rows
         if error is not None:
             self.session.counts_before = _FAILED_COUNTS
-        elif binary is not None:
-            self.session.counts_before = _NO_ROWS  # MariaDB: ROW_COUNT() 0 after a COM_STMT_EXECUTE
-        elif affected >= 0:
-            self.session.counts_before = (affected, None)
         else:
-            self.session.counts_before = (-1, rows)
+            if binary is not None:
+                self.session.counts_before = _NO_ROWS  # MariaDB: ROW_COUNT() 0 after a COM_STMT_EXECUTE
+            elif affected >= 0:
+                self.session.counts_before = (affected, None)
+            else:
+                self.session.counts_before = (-1, rows)
+            route = self._route
+            if affected < 0 and (route.keyword == "select" if route is not None
+                                 else sets_found_rows(self.session.statement_keyword, self._sql)):
+                # A SELECT's rows (a SHOW WARNINGS read on its link leaves them, as in MariaDB)
+                self.session.found_rows = rows
         if error is not None:
             self._own_insert_in_doubt()
             e = self._error(ShardError(link.keyspace, link.shard, error.code, error.message))

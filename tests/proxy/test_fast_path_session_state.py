@@ -148,6 +148,38 @@ ROW_COUNTS = [
     "select row_count()",
 ]
 
+# ROW_COUNT() and FOUND_ROWS() after the normal path's statements and the proxy's own answers (SET,
+# @@variables, SHOW), whichever pooled connection the next statement runs on.
+COUNTS_ON_EITHER_PATH = [
+    "delete from notes where id >= 6030 and id < 6040",
+    "insert into notes (id, owner, n, body) values (6031, 'c', 1, 'a'), (6032, 'c', 1, 'b'), (6033, 'c', 1, 'c')",
+    "select id from notes where id in (6031, 6032, 6033) order by id",
+    "set @x = 1",
+    "select row_count(), found_rows()",
+    "select id from notes where id = 6031",
+    "update notes set n = n + 1 where id = 6031",
+    "select row_count(), found_rows()",
+    "select id from notes where id in (6031, 6032, 6033) order by id",
+    "update notes set n = n + 1 where id in (6031, 6032, 6033)",
+    "set sql_mode = DEFAULT",
+    "select found_rows(), row_count()",
+    "select id from notes where id = 6039",
+    "show warnings",
+    "select row_count(), found_rows()",
+    "select id from notes where id = 6039",
+    "show count(*) warnings",  # MariaDB's SELECT @@warning_count: FOUND_ROWS() 1
+    "select row_count(), found_rows()",
+    "begin",
+    "select row_count(), found_rows()",
+    "commit",
+    "select @@warning_count",
+    "select row_count(), found_rows()",
+    "insert into notes (id, owner, n, body) values (6031, 'c', 1, 'a')",
+    "select row_count(), found_rows()",
+    "delete from notes where id in (6032, 6033)",
+    "select row_count()",
+]
+
 
 def _step(conn: pymysql.connections.Connection, sql: str) -> tuple[Any, ...]:
     """The rows (or error number) a statement answers, its warning count and status flags
@@ -376,3 +408,8 @@ def test_a_session_whose_last_table_statement_left_nothing_shows_no_other_statem
     empty = [((), 0, 2), ((), 0, 2), (((0,),), 0, 2), ((), 0, 2), (((0,),), 0, 2), (((0, 0),), 0, 2)]
     assert fresh == empty
     assert after_point == empty
+
+
+def test_row_count_and_found_rows_after_the_normal_paths_statements_are_mariadbs(wire) -> None:  # noqa: F811
+    failures = _differences(wire, COUNTS_ON_EITHER_PATH)
+    assert not failures, "\n\n".join(failures)
