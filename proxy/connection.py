@@ -312,7 +312,7 @@ class ProxyConnection(MimicConnection):
         session.counts_before = (-1 if binary is None else 0, None)
         if sets_found_rows(session.statement_keyword, self._counted_sql):
             # SQL_CALC_FOUND_ROWS: the total is the shard connection's
-            session.found_rows = None if "found_rows" in self._counted_sql.lower() else rows
+            session.found_rows = None if "sql_calc_found_rows" in self._counted_sql.lower() else rows
 
     # -- result writing --------------------------------------------------------------
     def _status(self, more: bool) -> int:
@@ -334,6 +334,9 @@ class ProxyConnection(MimicConnection):
         if not res.fields:
             # ROW_COUNT() after it (MariaDB: 0 after a COM_STMT_EXECUTE's OK, as the fast path measured)
             self.session.counts_before = (res.affected_rows if binary is None else 0, None)
+            if self.session.uses_table and not res.warnings:
+                # An OK without warnings (its shards' summed): nothing to show, wherever it ran.
+                self.session.diagnostics_clean = True
             _answering()
             await self.stream.write(
                 wire.ok_packet(

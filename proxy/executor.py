@@ -143,7 +143,7 @@ class Executor:
             session.counts_before = None
             sql = with_statement_counts(sql, counts[0], session.found_rows)
         session.uses_table = uses_table = not leaves_diagnostics(kw, sql)
-        if uses_table:
+        if uses_table:  # (ProxyConnection says when its answer leaves none)
             session.diagnostics_clean = False  # its warnings and error are on its shard connection
         session.statement_keyword, session.route, session.written_table = kw, None, None
         session.only_reads = kw == "select"
@@ -178,9 +178,6 @@ class Executor:
             out = await self._routed(session, sql, kw)
         if kw in _WRITES:
             self._wrote(session, sql)
-        if uses_table and type(out) is Result and not out.fields and not out.warnings:
-            # An OK without warnings (its shards' summed): nothing to show, wherever it ran.
-            session.diagnostics_clean = True
         return out
 
     async def _select_into(self, session: ProxySession, sql: str, names: list[str]) -> Outcome:

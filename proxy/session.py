@@ -66,11 +66,9 @@ class ProxySession(BaseSession):
         # does not know the variable.
         self.max_execution_time = 0
         self.user_vars: dict[str, Any] = {}
-        # ROW_COUNT() and FOUND_ROWS() (None: not known here) of the command before when the proxy
-        # answered it without the shard connection the normal path's next statement runs on (a
-        # fast-path statement ran on a link of its own; a reset is the proxy's OK): the normal
-        # path writes them into its next statement (proxy/statement_counts.py). None once the
-        # normal path has run a statement: its shard connection knows them.
+        # ROW_COUNT() of the command before (and the rows it sent, unused: ``found_rows`` says
+        # FOUND_ROWS()), wherever it ran: the normal path writes it into its next statement
+        # (proxy/statement_counts.py). None: not known here (a new session's first statement).
         self.counts_before: tuple[int, int | None] | None = None
         # FOUND_ROWS(): the rows the session's last SELECT sent, whichever path answered it (MariaDB:
         # only a SELECT changes it; DML, SET, BEGIN, SHOW, an error leave it). None: not known here

@@ -178,6 +178,10 @@ COUNTS_ON_EITHER_PATH = [
     "select row_count(), found_rows()",
     "delete from notes where id in (6032, 6033)",
     "select row_count()",
+    "select found_rows()",  # a SELECT of one row: FOUND_ROWS() 1 after it
+    "select found_rows()",
+    "show warnings",  # the DELETE of both shards left none: none from another statement
+    "select @@warning_count, @@error_count",
 ]
 
 
