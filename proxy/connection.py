@@ -28,6 +28,7 @@ from mysql_mimic.stream import ConnectionClosed
 from mysql_mimic.types import Capabilities, Commands, ServerStatus, uint_len
 
 from proxy import running_statement, wire
+from proxy.diagnostics import sets_found_rows
 from proxy.engine.result import Field, Result, split_packets
 from proxy.errors import (
     ER_EMPTY_QUERY,
@@ -55,6 +56,8 @@ from proxy.session import ProxySession
 from sqltext.lexer import split_statements
 
 logger = logging.getLogger(__name__)
+# ROW_COUNT() after a statement that failed (FOUND_ROWS() as it was).
+_FAILED_COUNTS = (-1, None)
 
 SERVER_CAPABILITIES = (
     Capabilities.CLIENT_PROTOCOL_41
@@ -113,6 +116,7 @@ class ProxyConnection(MimicConnection):
     def __init__(self, executor: Executor, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.executor = executor  # runs every statement; the session only holds state
+        self._counted_sql = ""  # the statement whose result is being written (FOUND_ROWS())
 
     # mimic reads and writes ``status_flags``; ours reflect the session live.
     # The four possible values are built once: composing a Flag enum per statement (``|=``,
@@ -277,9 +281,11 @@ class ProxyConnection(MimicConnection):
             raise
         except Exception as e:  # reported to the client, never swallowed
             record_statement(self.session, sql, started, 0, True)
+            self.session.counts_before = _FAILED_COUNTS
             await self._write_error(self._as_proxy_error(e))
             return False
         try:
+            self._counted_sql = sql
             if isinstance(outcome, Result):
                 rows = await self.write_result(outcome, more, binary)
             else:
@@ -296,6 +302,18 @@ class ProxyConnection(MimicConnection):
         record_statement(self.session, sql, started, rows, False)
         return True
 
+    def _sent_rows(self, rows: int, binary: Any, warnings: int) -> None:
+        """A result set went to the client: ROW_COUNT() -1 after it (0 after a COM_STMT_EXECUTE),
+        for the next statement whichever pooled connection it runs on; FOUND_ROWS() its rows if a
+        SELECT sent them; no diagnostics if it used a table and its shards' EOFs counted no warning."""
+        session = self.session
+        if session.uses_table and not warnings:
+            session.diagnostics_clean = True
+        session.counts_before = (-1 if binary is None else 0, None)
+        if sets_found_rows(session.statement_keyword, self._counted_sql):
+            # SQL_CALC_FOUND_ROWS: the total is the shard connection's
+            session.found_rows = None if "sql_calc_found_rows" in self._counted_sql.lower() else rows
+
     # -- result writing --------------------------------------------------------------
     def _status(self, more: bool) -> int:
         s = self.status_flags.value
@@ -303,14 +321,22 @@ class ProxyConnection(MimicConnection):
             s |= _MORE_RESULTS
         return s
 
-    def _terminator(self, more: bool) -> bytes:
+    def _terminator(self, more: bool, warnings: int = 0) -> bytes:
+        """A result set's end: its warning count is the shards' EOFs' (a shard's result passed on
+        as it is carries its own; MariaDB's client reads it as the statement's)."""
+        warnings = min(warnings, 0xFFFF)
         if self.deprecate_eof():
-            return wire.ok_packet(self.capabilities, self._status(more), eof_header=True)
-        return wire.eof_packet(self._status(more))
+            return wire.ok_packet(self.capabilities, self._status(more), warnings=warnings, eof_header=True)
+        return wire.eof_packet(self._status(more), warnings)
 
     async def write_result(self, res: Result, more: bool, binary: Any = None) -> int:
         """Write a whole result; the number of rows it held."""
         if not res.fields:
+            # ROW_COUNT() after it (MariaDB: 0 after a COM_STMT_EXECUTE's OK, as the fast path measured)
+            self.session.counts_before = (res.affected_rows if binary is None else 0, None)
+            if self.session.uses_table and not res.warnings:
+                # An OK without warnings (its shards' summed): nothing to show, wherever it ran.
+                self.session.diagnostics_clean = True
             _answering()
             await self.stream.write(
                 wire.ok_packet(
@@ -326,7 +352,8 @@ class ProxyConnection(MimicConnection):
         self._write_header(res, binary)
         rows = self._write_rows(res, binary)
         _answering()
-        self.stream.write_many([self._terminator(more)])
+        self.stream.write_many([self._terminator(more, res.warnings)])
+        self._sent_rows(rows, binary, res.warnings)
         await self.stream.drain()
         return rows
 
@@ -367,7 +394,7 @@ class ProxyConnection(MimicConnection):
         chunk, so it happens as soon as the upstream has to wait for its shard, while
         a small result that is complete at once leaves in a single write."""
         header_sent = False
-        rows = 0
+        rows = warnings = 0
         watch = self.session.workload == "olap"  # long-lived streams: notice a silent client
         try:
             while True:
@@ -382,11 +409,13 @@ class ProxyConnection(MimicConnection):
                     self._write_header(chunk, binary)
                     header_sent = True
                 rows += self._write_rows(chunk, binary)
+                warnings += chunk.warnings
                 await self._flush_soon()
             if not header_sent:
                 return await self.write_result(Result(), more, binary)
             _answering()
-            self.stream.write_many([self._terminator(more)])
+            self.stream.write_many([self._terminator(more, warnings)])
+            self._sent_rows(rows, binary, warnings)
             try:
                 await self.stream.drain()
             except (ConnectionError, OSError) as e:

@@ -21,6 +21,7 @@ from typing import Any
 
 from proxy import engine
 from proxy.cluster_state import ClusterState
+from proxy.diagnostics import leaves_diagnostics
 from proxy.engine.result import Result, decode_value
 from proxy.engine.statement_steps import reaches_shards_at_once
 from proxy.errors import (
@@ -138,9 +139,12 @@ class Executor:
         if kw != "set":  # SET evaluates its own values (proxy.system_variables)
             sql = with_user_variables(sql, session.user_vars)
         counts = session.counts_before
-        if counts is not None:  # the statement before was the fast path's
+        if counts is not None:  # the statement before's, wherever it ran
             session.counts_before = None
-            sql = with_statement_counts(sql, *counts)
+            sql = with_statement_counts(sql, counts[0], session.found_rows)
+        session.uses_table = uses_table = not leaves_diagnostics(kw, sql)
+        if uses_table:  # (ProxyConnection says when its answer leaves none)
+            session.diagnostics_clean = False  # its warnings and error are on its shard connection
         session.statement_keyword, session.route, session.written_table = kw, None, None
         session.only_reads = kw == "select"
         if not kw:
@@ -157,8 +161,10 @@ class Executor:
             out = await handler(self, session, strip_leading_comments(sql).strip())
             if out is not None:
                 return out
-        if not session.autocommit and session.tx is None:
-            session.begin_transaction()  # autocommit=0: every statement opens one implicitly
+        if not session.autocommit and session.tx is None and uses_table:
+            # autocommit=0: every statement that uses a table opens one implicitly (MariaDB: SELECT 1,
+            # SELECT @v, SELECT ROW_COUNT() leave @@in_transaction 0)
+            session.begin_transaction()
             assert session.tx is not None
             session.tx.writing = kw not in _READS
         elif session.tx is None and kw in _DML and session.transaction_mode in _IMPLICIT_MODES:

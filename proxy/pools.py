@@ -427,7 +427,9 @@ class ShardConnection:
                     if eof is not None:
                         conn.server_status = int.from_bytes(eof[3:5], "little")
                         pending = False
-                        yield Result(fields=fields if first_chunk else [], block=block)
+                        # Its warning count (the EOF's) goes on to the client's EOF.
+                        yield Result(fields=fields if first_chunk else [], block=block,
+                                     warnings=int.from_bytes(eof[1:3], "little"))
                         return
                     yield Result(fields=fields if first_chunk else [], block=block)
                     first_chunk = False

@@ -66,12 +66,24 @@ class ProxySession(BaseSession):
         # does not know the variable.
         self.max_execution_time = 0
         self.user_vars: dict[str, Any] = {}
-        # ROW_COUNT() and FOUND_ROWS() (None: not known here) of the command before when the proxy
-        # answered it without the shard connection the normal path's next statement runs on (a
-        # fast-path statement ran on a link of its own; a reset is the proxy's OK): the normal
-        # path writes them into its next statement (proxy/statement_counts.py). None once the
-        # normal path has run a statement: its shard connection knows them.
+        # ROW_COUNT() of the command before (and the rows it sent, unused: ``found_rows`` says
+        # FOUND_ROWS()), wherever it ran: the normal path writes it into its next statement
+        # (proxy/statement_counts.py). None: not known here (a new session's first statement).
         self.counts_before: tuple[int, int | None] | None = None
+        # FOUND_ROWS(): the rows the session's last SELECT sent, whichever path answered it (MariaDB:
+        # only a SELECT changes it; DML, SET, BEGIN, SHOW, an error leave it). None: not known here
+        # (SQL_CALC_FOUND_ROWS: the shard connection's). 0 in a new session, as in MariaDB.
+        self.found_rows: int | None = 0
+        # The session's diagnostics area (SHOW WARNINGS, SHOW ERRORS, @@warning_count) is known to
+        # be empty: its last statement that used a table left no warning nor error (or none ran
+        # yet, as in a new MariaDB session). A shard connection the normal path would read them on
+        # may hold another statement's (another session's, or one the fast path's links never
+        # saw): the proxy answers the empty area itself (proxy/show.py, proxy/system_variables.py).
+        # False: they are where the last statement ran (its shard connection, or the fast path's
+        # kept link).
+        self.diagnostics_clean = True
+        # The running statement (the normal path's) uses a table: it replaces the diagnostics.
+        self.uses_table = False
         # Messaging events of this transaction's writes, told to the service at commit.
         self.after_commit: list[tuple[str, MessageDml | TopicWrite]] = []
         self.connection: ClientConnection | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from proxy.diagnostics import DIAGNOSTICS_READ, empty_list_query, zero_counts
 from proxy.engine.result import Result, local_result
 from proxy.errors import ER_BAD_DB_ERROR, ER_NO_DB_ERROR, ProxyError
 from proxy.resharding.topology import sort_shards
@@ -148,5 +149,11 @@ async def handle_show(session: ProxySession, sql: str) -> Outcome | None:
             return await session.vcursor.execute_shard(ks, shard, q)
     # Everything else (VARIABLES, STATUS, WARNINGS, ENGINES, ...) is answered by a shard.
     ks, shard = state.default_shard(session.keyspace, session.target)
+    if session.diagnostics_clean and DIAGNOSTICS_READ.fullmatch(sql):
+        # None to show: the shard connection's may be another statement's (proxy.diagnostics)
+        listing = empty_list_query(sql)
+        if listing is not None:
+            return await session.vcursor.execute_shard(ks, shard, listing)
+        return zero_counts(await session.vcursor.execute_shard(ks, shard, sql))
     res = await session.vcursor.execute_shard(ks, shard, sql)
     return res if res.fields else Result()

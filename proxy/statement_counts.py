@@ -1,12 +1,13 @@
-"""ROW_COUNT() and FOUND_ROWS() after a statement the fast path answered.
+"""ROW_COUNT() and FOUND_ROWS() of the session's statement before.
 
 Both read the session of the shard connection they run on. The normal path sends a statement to
-a pooled shard connection, perhaps the one its statement before ran on; a statement of the fast
-path ran on a link of its own (``proxy.fast_path``), never that one: the fast path notes what it
-answered (``ProxySession.counts_before``) and
-the next statement of the normal path is sent with those values written in, as Vitess writes
-its session's row count in (``__vtrcount``). FOUND_ROWS() after a fast-path write is the normal
-path's (the write leaves it as it was)."""
+a pooled shard connection, rarely the one the session's statement before ran on (a fast-path
+statement ran on a link of its own, ``proxy.fast_path``; SET, @@variables and SHOW COUNT(*) are the
+proxy's answers; another statement took a connection of another session's last): after every
+statement the session notes its ROW_COUNT() (``ProxySession.counts_before``, set by the fast path
+and by ``ProxyConnection``) and the rows of its last SELECT (``ProxySession.found_rows``), and the
+normal path's next statement is sent with those values written in, as Vitess writes its session's
+row count in (``__vtrcount``)."""
 
 from __future__ import annotations
 

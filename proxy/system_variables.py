@@ -231,7 +231,9 @@ async def select_variables(session: ProxySession, sql: str) -> Result | None:
                      if not is_local and k not in _DIAGNOSTICS_COUNTS})
     remote_vals = await _global_variables(session.state, remote) if remote else {}
     counts = sorted({f"@@{k}" for k in keys if k in _DIAGNOSTICS_COUNTS})
-    if counts:
+    if counts and session.diagnostics_clean:  # none: the shard connection's may be another statement's
+        remote_vals.update(dict.fromkeys(counts, 0))
+    elif counts:
         res = await session.vcursor.execute_shard(
             *session.state.default_shard(session.keyspace, session.target), "select " + ", ".join(counts))
         remote_vals.update({n: decode_value(f, v) for n, f, v in zip(counts, res.fields, res.rows[0], strict=True)})

@@ -98,16 +98,19 @@ def test_dml_ok_packet_carries_rowcount_and_lastrowid(proxy) -> None:
         conn.close()
 
 
-def test_autocommit_status_flag_follows_set_autocommit(proxy) -> None:
+def test_autocommit_status_flag_follows_set_autocommit_and_a_statement_that_uses_a_table(proxy) -> None:
     conn = proxy.connect("lookup", autocommit=True)
     try:
         assert conn.get_autocommit() is True
         conn.autocommit(False)
         assert conn.get_autocommit() is False
         with conn.cursor() as c:
-            c.execute("select 1")
+            c.execute("select 1")  # uses no table: opens no transaction, as in MariaDB
             c.execute("set @probe = 1")  # PyMySQL reads status flags from OK packets only
-        assert conn.server_status & 0x0001  # SERVER_STATUS_IN_TRANS after a statement
+            assert not conn.server_status & 0x0001
+            c.execute("select count(*) from information_schema.schemata")
+            c.execute("set @probe = 2")
+        assert conn.server_status & 0x0001  # SERVER_STATUS_IN_TRANS after a statement that uses a table
         conn.commit()
         assert not conn.server_status & 0x0001
         conn.autocommit(True)

@@ -88,6 +88,15 @@ IN_TRANSACTION = [
     "select @@in_transaction",
     "rollback",
     "select @@in_transaction",
+    # autocommit=0: only a statement that uses a table opens a transaction
+    "set autocommit = 0",
+    "select 1",
+    "select 'rows from the past'",
+    "select @@in_transaction",
+    "select id from notes where id = 4301",
+    "select @@in_transaction",
+    "rollback",
+    "set autocommit = 1",
 ]
 
 # Which statements "use a table" (and so clear the warnings before them) by MariaDB's rule, not by
@@ -137,6 +146,42 @@ ROW_COUNTS = [
     "select row_count()",
     "commit",
     "select row_count()",
+]
+
+# ROW_COUNT() and FOUND_ROWS() after the normal path's statements and the proxy's own answers (SET,
+# @@variables, SHOW), whichever pooled connection the next statement runs on.
+COUNTS_ON_EITHER_PATH = [
+    "delete from notes where id >= 6030 and id < 6040",
+    "insert into notes (id, owner, n, body) values (6031, 'c', 1, 'a'), (6032, 'c', 1, 'b'), (6033, 'c', 1, 'c')",
+    "select id from notes where id in (6031, 6032, 6033) order by id",
+    "set @x = 1",
+    "select row_count(), found_rows()",
+    "select id from notes where id = 6031",
+    "update notes set n = n + 1 where id = 6031",
+    "select row_count(), found_rows()",
+    "select id from notes where id in (6031, 6032, 6033) order by id",
+    "update notes set n = n + 1 where id in (6031, 6032, 6033)",
+    "set sql_mode = DEFAULT",
+    "select found_rows(), row_count()",
+    "select id from notes where id = 6039",
+    "show warnings",
+    "select row_count(), found_rows()",
+    "select id from notes where id = 6039",
+    "show count(*) warnings",  # MariaDB's SELECT @@warning_count: FOUND_ROWS() 1
+    "select row_count(), found_rows()",
+    "begin",
+    "select row_count(), found_rows()",
+    "commit",
+    "select @@warning_count",
+    "select row_count(), found_rows()",
+    "insert into notes (id, owner, n, body) values (6031, 'c', 1, 'a')",
+    "select row_count(), found_rows()",
+    "delete from notes where id in (6032, 6033)",
+    "select row_count()",
+    "select found_rows()",  # a SELECT of one row: FOUND_ROWS() 1 after it
+    "select found_rows()",
+    "show warnings",  # the DELETE of both shards left none: none from another statement
+    "select @@warning_count, @@error_count",
 ]
 
 
@@ -219,6 +264,9 @@ PREPARED_PING_RESET: list[Step] = [
     ("reset", "", ()),
     ("text", "show errors", ()),
     ("text", "select row_count()", ()),
+    # named by a parameter (the normal path's): its EOF's warning count is the shard's
+    ("prepared", "select id, cast(? as signed) from notes where id = ?", ("abc", 4201)),
+    ("prepared", "select id, n + ? from notes where id = ?", ("1x", 4201)),
 ]
 
 
@@ -339,3 +387,33 @@ def test_show_errors_after_a_write_to_several_shards_reads_the_shard_error_it_fa
         with conn.cursor() as cur:
             cur.execute(f"delete from customer where customer_id in ({', '.join(map(str, low + high))})")
         conn.close()
+
+
+def test_a_session_whose_last_table_statement_left_nothing_shows_no_other_statements_warnings(wire) -> None:  # noqa: F811
+    """Warnings left on the shards' pooled connections by another session's statements (the
+    normal path's, on both shards) are not this session's: a new session has none, and a
+    fast-path statement that left none leaves none to show, whichever connection the normal
+    path would read them on."""
+    point = "select id, n from notes where id = 6001"
+    reads = ["show warnings", "show errors", "show count(*) warnings", "show warnings limit 1",
+             "select @@warning_count", "select @@warning_count, @@error_count"]
+    with wire.proxy.connect("commerce", autocommit=True, charset="utf8mb4") as setup, setup.cursor() as cur:
+        cur.execute("delete from notes where id >= 6000 and id < 6100")
+        cur.execute("insert into notes (id, owner, n, body) values " + ", ".join(
+            f"({i}, 's', 1, 'b{i}')" for i in range(6001, 6011)))
+        cur.execute(point)  # its plan cached
+    with wire.proxy.connect("commerce", autocommit=True, charset="utf8mb4") as other, other.cursor() as cur:
+        for i in range(6001, 6011):  # each its first run (its own column name): the normal path's
+            cur.execute(f"select id, cast('abc' as signed) as w{i} from notes where id = {i}")
+            assert len(cur.fetchall()) == 1  # with a warning, on a pooled connection to its shard
+    with wire.proxy.connect("commerce", autocommit=True, charset="utf8mb4") as conn:
+        fresh = [_step(conn, sql) for sql in reads]
+        after_point = [_step(conn, sql) for sql in [point, *reads]][1:]
+    empty = [((), 0, 2), ((), 0, 2), (((0,),), 0, 2), ((), 0, 2), (((0,),), 0, 2), (((0, 0),), 0, 2)]
+    assert fresh == empty
+    assert after_point == empty
+
+
+def test_row_count_and_found_rows_after_the_normal_paths_statements_are_mariadbs(wire) -> None:  # noqa: F811
+    failures = _differences(wire, COUNTS_ON_EITHER_PATH)
+    assert not failures, "\n\n".join(failures)
