@@ -53,11 +53,10 @@ from proxy.prepared import (
 from proxy.processlist import ClientProcess
 from proxy.running_statement import StatementKilled
 from proxy.session import ProxySession
+from proxy.statement_counts import FAILED_COUNTS
 from sqltext.lexer import split_statements
 
 logger = logging.getLogger(__name__)
-# ROW_COUNT() after a statement that failed (FOUND_ROWS() as it was).
-_FAILED_COUNTS = (-1, None)
 
 SERVER_CAPABILITIES = (
     Capabilities.CLIENT_PROTOCOL_41
@@ -281,7 +280,7 @@ class ProxyConnection(MimicConnection):
             raise
         except Exception as e:  # reported to the client, never swallowed
             record_statement(self.session, sql, started, 0, True)
-            self.session.counts_before = _FAILED_COUNTS
+            self.session.counts_before = FAILED_COUNTS
             await self._write_error(self._as_proxy_error(e))
             return False
         try:

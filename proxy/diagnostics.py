@@ -28,7 +28,7 @@ _LIST_READ = re.compile(r"\s*show\s+(?P<what>warnings|errors)\b", re.I)
 _COUNT_READ = re.compile(r"\s*show\s+count\b", re.I)
 # The first words of statements that use no table unless a FROM (a subquery's) names one:
 # ``SET @a = (SELECT ... FROM t)`` clears them, as MariaDB does.
-WITHOUT_TABLES = frozenset(("begin", "start", "commit", "rollback", "set", "use", "savepoint", "release", "do"))
+_WITHOUT_TABLES = frozenset(("begin", "start", "commit", "rollback", "set", "use", "savepoint", "release", "do"))
 
 
 def leaves_diagnostics(kw: str, sql: str) -> bool:
@@ -36,7 +36,7 @@ def leaves_diagnostics(kw: str, sql: str) -> bool:
     no table, or reads them."""
     if kw == "show":
         return DIAGNOSTICS_READ.fullmatch(sql) is not None
-    return (kw in WITHOUT_TABLES or kw == "select") and not reads_tables(sql)
+    return (kw in _WITHOUT_TABLES or kw == "select") and not reads_tables(sql)
 
 
 def sets_found_rows(kw: str, sql: str) -> bool:
@@ -58,5 +58,5 @@ def zero_counts(res: Result) -> Result:
     return Result(fields=res.fields, rows=[(b"0",) * len(res.fields)])
 
 
-__all__ = ["DIAGNOSTICS_READ", "WITHOUT_TABLES", "empty_list_query", "leaves_diagnostics", "sets_found_rows",
+__all__ = ["DIAGNOSTICS_READ", "empty_list_query", "leaves_diagnostics", "sets_found_rows",
            "zero_counts"]

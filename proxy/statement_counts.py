@@ -17,6 +17,11 @@ from proxy.user_variables import is_select_item
 from sqltext.lexer import masked_code
 from sqltext.quoting import quote_identifier
 
+# A session's ROW_COUNT() (and rows sent) after a statement that failed (FOUND_ROWS() as it was),
+# and after one that changed no row (BEGIN, COMMIT, ROLLBACK, an OK of the proxy's).
+FAILED_COUNTS = (-1, None)
+NO_ROWS = (0, None)
+
 _COUNT_CALL = re.compile(r"\b(row_count|found_rows)\s*\(\s*\)", re.I)
 
 
@@ -41,4 +46,4 @@ def with_statement_counts(sql: str, row_count: int, found_rows: int | None) -> s
     return "".join(out)
 
 
-__all__ = ["with_statement_counts"]
+__all__ = ["FAILED_COUNTS", "NO_ROWS", "with_statement_counts"]

@@ -51,7 +51,7 @@ from mysql_mimic.errors import MysqlError
 from mysql_mimic.types import Capabilities
 
 from proxy import wire
-from proxy.diagnostics import DIAGNOSTICS_READ, WITHOUT_TABLES, sets_found_rows
+from proxy.diagnostics import DIAGNOSTICS_READ, leaves_diagnostics, sets_found_rows
 from proxy.engine.result import Result
 from proxy.errors import ER_UNKNOWN_ERROR, ProxyError, ShardError, ShardUnavailable, internal_error
 from proxy.executor import BEGIN_STATEMENT, COMMIT_STATEMENT, ROLLBACK_STATEMENT
@@ -83,6 +83,7 @@ from proxy.prepared import (
 )
 from proxy.resharding.denied_writes import is_denied_write_error
 from proxy.running_statement import RunningStatement
+from proxy.statement_counts import FAILED_COUNTS, NO_ROWS
 from proxy.topics.errors import naming_the_topic
 from proxy.topics.service import TopicWrite
 from proxy.transaction import ShardTransaction
@@ -118,9 +119,6 @@ _NOT_PLAIN = ("/", "#", "-", "@", ";")
 
 ShardKey = tuple[str, str]
 
-# ROW_COUNT() and FOUND_ROWS() after a statement that failed (FOUND_ROWS(): the normal path's).
-_FAILED_COUNTS = (-1, None)
-_NO_ROWS = (0, None)  # after BEGIN, COMMIT, ROLLBACK, an OK of the proxy's
 
 
 def enabled() -> bool:
@@ -259,7 +257,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
                 elif command == _COM_QUERY:
                     started = self._start_query(bytes(buf[5 : 4 + length]))
                 elif command == _COM_PING:
-                    self.session.counts_before = _NO_ROWS  # MariaDB: ROW_COUNT() 0 after its OK
+                    self.session.counts_before = NO_ROWS  # MariaDB: ROW_COUNT() 0 after its OK
                 elif command == _COM_STMT_EXECUTE:
                     started = self._start_execute(bytes(buf[5 : 4 + length]))
                 elif command == _COM_STMT_RESET and length == 5 and self._reset_statement(bytes(buf[5:9])):
@@ -290,7 +288,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
             if DIAGNOSTICS_READ.fullmatch(sql):
                 return self._read_diagnostics(sql)
             kw = first_keyword(sql)
-            if (kw in WITHOUT_TABLES or kw == "select") and not reads_tables(sql):
+            if leaves_diagnostics(kw, sql):
                 self._passing_keeper = True
                 return False
         self._release_diagnosed()
@@ -407,7 +405,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         if not isinstance(stmt, PreparedStatement):
             return False  # the command loop's error
         stmt.param_buffers = None
-        self.session.counts_before = _NO_ROWS
+        self.session.counts_before = NO_ROWS
         ok = self.connection.ok()
         if not self.transport.is_closing():
             self.transport.write(len(ok).to_bytes(3, "little") + b"\x01" + ok)
@@ -1006,7 +1004,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
         """The normal path's answer to BEGIN / COMMIT / ROLLBACK (an empty ``Result``), one of
         four packets by the status flags (built once: the capabilities are a Flag enum, whose
         ``&`` in ``wire.ok_packet`` was ~1% of a transaction's profile)."""
-        self.session.counts_before = _NO_ROWS
+        self.session.counts_before = NO_ROWS
         status = _status(self.session)
         packet = self._ok_packets.get(status)
         if packet is None:
@@ -1021,7 +1019,7 @@ class ClientFastPath(asyncio.BufferedProtocol):
 
     def _fail(self, e: ProxyError) -> None:
         """The statement fails before reaching its shard."""
-        self.session.counts_before = _FAILED_COUNTS
+        self.session.counts_before = FAILED_COUNTS
         e = self._error(e)
         self._write_error(e, self._binary.next_seq if self._binary is not None else 1)
         self._finish(None, 0, True)
@@ -1080,10 +1078,10 @@ class ClientFastPath(asyncio.BufferedProtocol):
         # ROW_COUNT() / FOUND_ROWS() of this statement, for the normal path (proxy/statement_counts.py)
         affected = link.affected_rows
         if error is not None:
-            self.session.counts_before = _FAILED_COUNTS
+            self.session.counts_before = FAILED_COUNTS
         else:
             if binary is not None:
-                self.session.counts_before = _NO_ROWS  # MariaDB: ROW_COUNT() 0 after a COM_STMT_EXECUTE
+                self.session.counts_before = NO_ROWS  # MariaDB: ROW_COUNT() 0 after a COM_STMT_EXECUTE
             elif affected >= 0:
                 self.session.counts_before = (affected, None)
             else:

@@ -103,10 +103,7 @@ class TopicBatcher:
         try:
             return await self._publish(insert, settings)
         except ProxyError as e:
-            named = naming_the_topic(e, self.topic)
-            if named is e:
-                raise
-            raise named from None
+            raise naming_the_topic(e, self.topic) from None
 
     async def _publish(self, insert: direct.DirectInsert, settings: Settings) -> tuple[Result, bool]:
         if not self._busy and not self._queue:

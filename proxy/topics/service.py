@@ -743,10 +743,9 @@ class TopicService:
         try:
             return await session.vcursor.execute_shard(routed.keyspace, routed.shard, routed.sql)
         except ProxyError as e:
-            named = e if routed.insert_into is None else naming_the_topic(e, routed.insert_into.name)
-            if named is e:
+            if routed.insert_into is None:
                 raise
-            raise named from None
+            raise naming_the_topic(e, routed.insert_into.name) from None
 
     async def after_unknown_table(
         self, session: ProxySession, sql: str, kw: str
